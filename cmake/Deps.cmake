@@ -1,0 +1,27 @@
+# All dependencies come from Debian 12 packages:
+#   libev-dev liblua5.4-dev libck-dev libhiredis-dev libsodium-dev libcmocka-dev
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+
+# Lua's pkg-config name differs between distributions.
+foreach(name lua5.4 lua-5.4 lua54)
+  pkg_check_modules(LUA54 IMPORTED_TARGET ${name})
+  if(LUA54_FOUND)
+    break()
+  endif()
+endforeach()
+if(NOT LUA54_FOUND)
+  message(FATAL_ERROR "Lua 5.4 not found (apt-get install liblua5.4-dev)")
+endif()
+
+pkg_check_modules(CK REQUIRED IMPORTED_TARGET ck)
+pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
+
+# libev ships no pkg-config file on Debian.
+find_path(LIBEV_INCLUDE_DIR ev.h REQUIRED)
+find_library(LIBEV_LIBRARY ev REQUIRED)
+
+add_library(dlb_deps INTERFACE)
+target_include_directories(dlb_deps INTERFACE ${LIBEV_INCLUDE_DIR})
+target_link_libraries(dlb_deps INTERFACE ${LIBEV_LIBRARY} PkgConfig::LUA54 PkgConfig::CK
+                      PkgConfig::SODIUM Threads::Threads m)

@@ -1,0 +1,13 @@
+include(CheckCCompilerFlag)
+set(DLB_WARNINGS)
+foreach(flag -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wvla
+             -Wno-unused-parameter)
+  string(MAKE_C_IDENTIFIER "HAVE${flag}" var)
+  check_c_compiler_flag(${flag} ${var})
+  if(${var})
+    list(APPEND DLB_WARNINGS ${flag})
+  endif()
+endforeach()
+if(DLB_WERROR)
+  list(APPEND DLB_WARNINGS -Werror)
+endif()

@@ -1,0 +1,180 @@
+/*
+ * config.h - the configuration the Lua config builds: listeners, ACL,
+ * backends, pools and global settings.
+ *
+ * Ownership and threads: the main thread builds one struct dlb_config while
+ * evaluating the Lua config (lua/conf.c). Once workers start, the structure is
+ * read-only for them, except the fields marked "atomic" in struct dlb_backend,
+ * which are read and written with __atomic builtins by any thread.
+ * (Runtime changes through published snapshots come with the console and
+ * reload issues; see ARCHITECTURE.md §4.)
+ */
+#ifndef DNSLB_CONFIG_H
+#define DNSLB_CONFIG_H
+
+#include <net/if.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "dnslb/dnslb.h"
+#include "dnslb/netmask.h"
+#include "dnslb/wire.h"
+
+#define DLB_MAX_CPUS 64
+
+/** One addLocal()/setLocal() listener: UDP and TCP on the same address. */
+struct dlb_frontend_cfg {
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	char text[64];			/* as formatted by dlb_sockaddr_format */
+	bool reuseport;			/* always applied; kept for showBinds() */
+	int tcp_fastopen_qsize;		/* 0 = off */
+	int max_in_flight;		/* pipelined TCP queries processed out of order; 0 = in order */
+	int max_concurrent_tcp;		/* per frontend and worker; 0 = unlimited */
+	int cpus[DLB_MAX_CPUS];		/* affinity hint for the workers serving it */
+	int ncpus;
+};
+
+enum dlb_be_admin {
+	DLB_BE_AUTO = 0,	/* health checks decide */
+	DLB_BE_FORCED_UP,
+	DLB_BE_FORCED_DOWN,
+};
+
+enum dlb_policy {
+	DLB_POLICY_LEAST_OUTSTANDING = 0,
+	DLB_POLICY_FIRST_AVAILABLE,
+	DLB_POLICY_ROUNDROBIN,
+	DLB_POLICY_WRANDOM,
+	DLB_POLICY_WHASHED,
+};
+
+const char *dlb_policy_name(enum dlb_policy p);
+
+/** One newServer(). Lives until process exit. */
+struct dlb_backend {
+	int index;				/* position in cfg->backends[], getServer(n) */
+	char name[128];				/* name=, else the address text */
+	char addr_text[64];			/* "192.0.2.1:53" */
+	char uuid[40];				/* id=, else random */
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	struct sockaddr_storage source;		/* source= address, family 0 if unset */
+	socklen_t sourcelen;
+	char source_iface[IF_NAMESIZE];		/* source= "addr@iface" or "iface" */
+
+	char pools[DLB_MAX_POOLS_PER_BACKEND][64];
+	int npools;				/* 0 = default pool "" */
+	int order;				/* default 1 */
+	int weight;				/* default 1, >= 1 */
+	int qps;				/* 0 = unlimited; only firstAvailable reads it */
+
+	/* health checks (ARCHITECTURE.md §7; behaviour comes with the backends issue) */
+	uint8_t check_name[DLB_MAX_NAME];	/* wire form, default a.root-servers.net. */
+	int check_name_len;
+	uint16_t check_type;			/* default A */
+	uint16_t check_class;			/* default IN */
+	int check_interval;			/* s, default 1 */
+	int check_timeout;			/* ms, default 1000 */
+	int max_check_failures;			/* default 1 */
+	int rise;				/* default 1 */
+	bool must_resolve;
+	bool set_cd;
+	bool check_tcp;
+
+	/* transport */
+	int sockets;				/* UDP sockets per worker towards it, default 1 */
+	bool tcp_only;				/* forward everything over TCP */
+	int udp_timeout_ms;			/* 0 = global setUDPTimeout */
+	int retries;				/* TCP connection attempts, default 5 */
+	int tcp_connect_timeout;		/* s, default 5 */
+	int tcp_send_timeout;			/* s, default 30 */
+	int tcp_recv_timeout;			/* s, default 30 */
+	int max_in_flight;			/* pipelined queries per TCP connection, default 1 (0 read as 1) */
+
+	/* runtime state: atomic */
+	int admin;				/* enum dlb_be_admin */
+	int healthy;				/* last health-check verdict, 1 until checks say otherwise */
+	int qps_limit_rt;			/* setQPS() at runtime */
+};
+
+/** A pool of backends; built at config time, policy per pool or global. */
+struct dlb_pool {
+	char name[64];				/* "" is the default pool */
+	struct dlb_backend **members;		/* sorted by (order, index) */
+	int n;
+	int policy;				/* -1 = use the global policy */
+};
+
+struct dlb_config {
+	struct dlb_frontend_cfg frontends[DLB_MAX_FRONTENDS];
+	int nfrontends;
+
+	struct dlb_backend *backends[DLB_MAX_BACKENDS];
+	int nbackends;
+	struct dlb_pool *pools[DLB_MAX_POOLS];	/* created by getPool() or a backend's pool= */
+	int npools;
+
+	struct dlb_nmg acl;			/* default: dnsdist's private ranges */
+
+	int workers;				/* 0 = number of CPUs */
+	int policy;				/* enum dlb_policy, global */
+	int udp_timeout_ms;			/* setUDPTimeout, default 2000 */
+	int max_udp_outstanding;		/* setMaxUDPOutstanding, per backend and worker, default 65535 */
+	bool servfail_when_no_server;
+	bool drop_empty_queries;
+	bool allow_empty_response;
+	bool roundrobin_fail_on_no_server;
+	struct dlb_selfanswer_opts selfans;
+	uint32_t whashed_perturbation;
+
+	int tcp_recv_timeout;			/* s, default 2 */
+	int tcp_send_timeout;			/* s, default 2 */
+	int max_tcp_queries_per_conn;		/* 0 = unlimited */
+	int max_tcp_conns_per_client;		/* 0 = unlimited */
+	int max_tcp_conn_duration;		/* s, 0 = unlimited */
+	int max_tcp_client_threads;		/* accepted for compatibility; workers serve TCP */
+
+	int udp_vector_size;			/* recvmmsg batch, default DLB_UDP_BATCH */
+	int udp_rcvbuf, udp_sndbuf;		/* setUDPSocketBufferSizes, 0 = kernel default */
+
+	bool verbose;
+	bool verbose_health_checks;
+};
+
+/** Defaults as dnsdist 1.7.3 has them. Ownership: caller frees with dlb_config_free. */
+struct dlb_config *dlb_config_new(void);
+void dlb_config_free(struct dlb_config *cfg);
+
+/** Backend with defaults filled in; the caller sets the address. Not yet attached. */
+struct dlb_backend *dlb_backend_new(void);
+/** Attach @be: index, default name, pool membership. @return 0 or -1 (too many). */
+int dlb_config_add_backend(struct dlb_config *cfg, struct dlb_backend *be);
+/** Detach and free backend @idx, re-indexing the rest (config time only). */
+int dlb_config_remove_backend(struct dlb_config *cfg, int idx);
+/** Find or create a pool. @return NULL when there are too many. */
+struct dlb_pool *dlb_config_get_pool(struct dlb_config *cfg, const char *name);
+struct dlb_pool *dlb_config_find_pool(const struct dlb_config *cfg, const char *name);
+/** Add/remove backend @be to/from pool @name (membership array kept sorted). */
+int dlb_config_pool_add(struct dlb_config *cfg, const char *name, struct dlb_backend *be);
+void dlb_config_pool_remove(struct dlb_config *cfg, const char *name, struct dlb_backend *be);
+/** Add a listener; an identical address is merged (repeating addLocal with reusePort). */
+int dlb_config_add_frontend(struct dlb_config *cfg, const struct dlb_frontend_cfg *fe);
+/** dnsdist's default ACL (RFC 1918, CGNAT, loopback, link-local, ULA). */
+void dlb_config_default_acl(struct dlb_nmg *acl);
+
+/** Is @be eligible for traffic (forced up, or auto and healthy)? Thread: any. */
+static inline bool
+dlb_backend_is_up(const struct dlb_backend *be)
+{
+	int admin = __atomic_load_n(&be->admin, __ATOMIC_RELAXED);
+
+	if (admin == DLB_BE_FORCED_UP)
+		return true;
+	if (admin == DLB_BE_FORCED_DOWN)
+		return false;
+	return __atomic_load_n(&be->healthy, __ATOMIC_RELAXED) != 0;
+}
+
+#endif

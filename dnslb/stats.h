@@ -1,0 +1,90 @@
+/*
+ * stats.h - counters. Each worker owns a struct dlb_stats and increments it
+ * with plain stores (single writer); readers on other threads sum the
+ * workers' copies with relaxed atomic loads (ARCHITECTURE.md §8).
+ *
+ * DLB_STATS_COUNTERS lists every counter once: its dnsdist name and field.
+ */
+#ifndef DNSLB_STATS_H
+#define DNSLB_STATS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define DLB_STATS_COUNTERS(X)						\
+	X("queries", queries)						\
+	X("rdqueries", rdqueries)					\
+	X("responses", responses)					\
+	X("servfail-responses", servfail_responses)			\
+	X("frontend-noerror", frontend_noerror)				\
+	X("frontend-nxdomain", frontend_nxdomain)			\
+	X("frontend-servfail", frontend_servfail)			\
+	X("acl-drops", acl_drops)					\
+	X("self-answered", self_answered)				\
+	X("downstream-timeouts", downstream_timeouts)			\
+	X("downstream-send-errors", downstream_send_errors)		\
+	X("no-policy", no_policy)					\
+	X("noncompliant-queries", noncompliant_queries)			\
+	X("noncompliant-responses", noncompliant_responses)		\
+	X("empty-queries", empty_queries)				\
+	X("latency0-1", latency0_1)					\
+	X("latency1-10", latency1_10)					\
+	X("latency10-50", latency10_50)					\
+	X("latency50-100", latency50_100)				\
+	X("latency100-1000", latency100_1000)				\
+	X("latency-slow", latency_slow)					\
+	X("latency-count", latency_count)				\
+	X("latency-sum", latency_sum)					\
+	X("inflight-full", inflight_full)				\
+	X("tcp-client-connections", tcp_client_connections)		\
+	X("tcp-client-rejected", tcp_client_rejected)			\
+	X("tcp-client-timeouts", tcp_client_timeouts)			\
+	X("tcp-downstream-connections", tcp_downstream_connections)	\
+	X("tcp-downstream-failures", tcp_downstream_failures)
+
+struct dlb_stats {
+#define DLB_STATS_FIELD(name, field) uint64_t field;
+	DLB_STATS_COUNTERS(DLB_STATS_FIELD)
+#undef DLB_STATS_FIELD
+	double latency_sum_us;			/* for latency-sum (ms, integer) */
+} __attribute__((aligned(64)));
+
+/** Per-worker, per-backend counters (indexed by backend->index). */
+struct dlb_be_stats {
+	uint64_t queries;			/* sent */
+	uint64_t responses;
+	uint64_t drops;				/* timeouts */
+	uint64_t send_errors;
+	uint32_t outstanding;			/* in flight now (UDP and TCP) */
+	double latency_us;			/* EWMA 127/128 */
+} __attribute__((aligned(64)));
+
+/** Record one answer sent to a client after @usec: histogram and sums. */
+static inline void
+dlb_stats_latency(struct dlb_stats *s, double usec)
+{
+	double ms = usec / 1000.0;
+
+	if (ms < 1)
+		s->latency0_1++;
+	else if (ms < 10)
+		s->latency1_10++;
+	else if (ms < 50)
+		s->latency10_50++;
+	else if (ms < 100)
+		s->latency50_100++;
+	else if (ms < 1000)
+		s->latency100_1000++;
+	else
+		s->latency_slow++;
+	s->latency_count++;
+	s->latency_sum_us += usec;
+	s->latency_sum = (uint64_t)(s->latency_sum_us / 1000.0);
+}
+
+/** Sum @n workers' counters into @out. Thread: any (relaxed loads). */
+void dlb_stats_sum(const struct dlb_stats *const *v, int n, struct dlb_stats *out);
+/** Print "stat <name> <value>" lines (the SIGUSR1 dump). */
+void dlb_stats_print(const struct dlb_stats *s, FILE *f);
+
+#endif

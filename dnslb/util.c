@@ -1,0 +1,85 @@
+/*
+ * util.c - random numbers and time.
+ */
+#include "dnslb/util.h"
+
+#include <sodium.h>
+#include <string.h>
+#include <time.h>
+
+void
+dlb_rng_init(struct dlb_rng *r)
+{
+	if (sodium_init() < 0)
+		randombytes_buf(r->key, sizeof(r->key)); /* unreachable on Linux */
+	randombytes_buf(r->key, sizeof(r->key));
+	r->nonce = 0;
+	r->pos = sizeof(r->buf);
+}
+
+static void
+rng_refill(struct dlb_rng *r)
+{
+	uint8_t nonce[crypto_stream_chacha20_NONCEBYTES] = { 0 };
+
+	memcpy(nonce, &r->nonce, sizeof(r->nonce) < sizeof(nonce) ? sizeof(r->nonce) : sizeof(nonce));
+	r->nonce++;
+	crypto_stream_chacha20(r->buf, sizeof(r->buf), nonce, r->key);
+	r->pos = 0;
+}
+
+void
+dlb_rng_bytes(struct dlb_rng *r, void *out, size_t len)
+{
+	uint8_t *o = out;
+
+	while (len > 0) {
+		size_t n;
+
+		if (r->pos == sizeof(r->buf))
+			rng_refill(r);
+		n = sizeof(r->buf) - r->pos;
+		if (n > len)
+			n = len;
+		memcpy(o, r->buf + r->pos, n);
+		r->pos += n;
+		o += n;
+		len -= n;
+	}
+}
+
+uint32_t
+dlb_rng_u32(struct dlb_rng *r)
+{
+	uint32_t v;
+
+	dlb_rng_bytes(r, &v, sizeof(v));
+	return v;
+}
+
+uint32_t
+dlb_rng_uniform(struct dlb_rng *r, uint32_t n)
+{
+	/* Lemire's multiply-shift with rejection: unbiased. */
+	uint64_t m = (uint64_t)dlb_rng_u32(r) * n;
+	uint32_t l = (uint32_t)m;
+
+	if (l < n) {
+		uint32_t t = -n % n;
+
+		while (l < t) {
+			m = (uint64_t)dlb_rng_u32(r) * n;
+			l = (uint32_t)m;
+		}
+	}
+	return (uint32_t)(m >> 32);
+}
+
+double
+dlb_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}

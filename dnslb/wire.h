@@ -1,0 +1,192 @@
+/*
+ * wire.h - the one DNS wire-format parser and the builders of local answers.
+ *
+ * Every part of dnslb that looks inside a DNS message goes through here, so
+ * the rule engine, the cache and the forwarder agree on what a packet says
+ * (bad-inputs §3.1.1, CVE-2018-14663). Parsing is one pass, allocates nothing
+ * and is bounded: labels <= 63 octets, names <= 255 octets, compression
+ * pointers bounded per name (DLB_WIRE_MAX_HOPS) and per message
+ * (DLB_WIRE_MAX_WORK label visits).
+ *
+ * Thread: any; all functions are pure over caller-owned buffers.
+ */
+#ifndef DNSLB_WIRE_H
+#define DNSLB_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#include "dnslb/dnslb.h"
+
+#define DLB_DNS_HDR		12
+#define DLB_WIRE_MAX_HOPS	127	/* compression pointers followed per name */
+#define DLB_WIRE_MAX_WORK	4096	/* labels + pointers visited per message */
+
+/* header flag bits, host order of the 16-bit flags word */
+#define DLB_F_QR	0x8000
+#define DLB_F_AA	0x0400
+#define DLB_F_TC	0x0200
+#define DLB_F_RD	0x0100
+#define DLB_F_RA	0x0080
+#define DLB_F_AD	0x0020
+#define DLB_F_CD	0x0010
+#define DLB_OPCODE(f)	(((f) >> 11) & 0xf)
+#define DLB_RCODE(f)	((f) & 0xf)
+
+enum dlb_rcode {
+	DLB_RCODE_NOERROR = 0,
+	DLB_RCODE_FORMERR = 1,
+	DLB_RCODE_SERVFAIL = 2,
+	DLB_RCODE_NXDOMAIN = 3,
+	DLB_RCODE_NOTIMP = 4,
+	DLB_RCODE_REFUSED = 5,
+};
+
+#define DLB_TYPE_OPT	41
+#define DLB_EDNS_OPT_ECS	8
+#define DLB_EDNS_OPT_COOKIE	10
+#define DLB_EDNS_OPT_PADDING	12
+
+/*
+ * What a parse of one message found. Offsets are from the start of the message.
+ * Only the first question is described; qdcount may be larger (such queries are
+ * forwarded but never cached).
+ */
+struct dlb_dnsmsg {
+	uint16_t id;
+	uint16_t flags;
+	uint16_t qdcount, ancount, nscount, arcount;
+
+	/* first question, present when qdcount >= 1 */
+	uint16_t qname_off;		/* offset of the qname's first length octet */
+	uint16_t qname_len;		/* wire length of the (uncompressed) qname, incl. root */
+	uint8_t qname_lc[DLB_MAX_NAME];	/* the qname in wire form, ASCII lowercased */
+	uint32_t qname_hash;		/* dlb_wire_name_hash(qname_lc, qname_len) */
+	uint16_t qtype;
+	uint16_t qclass;
+	uint16_t question_end;		/* offset just past the first question's qclass */
+
+	/* EDNS (the OPT RR in the additional section), present when has_opt */
+	bool has_opt;
+	uint16_t opt_off;		/* offset of the OPT RR's owner name (the root octet) */
+	uint16_t opt_rdata_off;		/* offset of the OPT RDATA */
+	uint16_t opt_rdlen;
+	uint16_t udp_size;		/* as sent (may be < 512) */
+	uint8_t ext_rcode;
+	uint8_t edns_version;
+	bool do_bit;
+	uint16_t ecs_off;		/* offset of the ECS option's code, 0 if none */
+	uint16_t cookie_off;		/* offset of the COOKIE option's code, 0 if none */
+
+	uint16_t parsed_end;		/* offset just past the last record parsed */
+	bool trailing;			/* bytes after the last record: never append here */
+};
+
+/**
+ * Parse a query: header, every question and record (bounded), the OPT RR.
+ * Rules (bad-inputs §3.2 A):
+ *  - < 12 octets, a truncated/overlong/looping name, a label type 01/10,
+ *    counts that do not fit the length, two OPT RRs, an OPT whose owner is not
+ *    the root, or an OPT outside the additional section: DLB_EMALF / DLB_ETRUNC;
+ *  - QR=1 or TC=1: DLB_ENOTQUERY (the message is otherwise parsed);
+ *  - qdcount == 0 with a sane header: DLB_EEMPTY (OPT still parsed so the
+ *    NOTIMP answer can carry one);
+ *  - bytes after the last record: OK, with m->trailing set.
+ * The qname of the first question must not contain a compression pointer
+ * (there is nothing before it to point to).
+ * @return DLB_OK or a negative dlb_err; @m is filled as far as parsing got.
+ */
+int dlb_wire_parse_query(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m);
+
+/**
+ * Parse a response's header and first question only (what outstanding-query
+ * matching needs). The question name may not be compressed either.
+ * @return DLB_OK, DLB_EEMPTY (qdcount == 0, header only is fine), or DLB_EMALF/DLB_ETRUNC.
+ */
+int dlb_wire_parse_response_question(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m);
+
+/**
+ * Skip one possibly-compressed name at @off without following pointers.
+ * @return offset after the name, or a negative dlb_err.
+ */
+int dlb_wire_skip_name(const uint8_t *pkt, size_t len, size_t off);
+
+/**
+ * Decode one possibly-compressed name at @off into uncompressed lowercase wire
+ * form in @out (>= DLB_MAX_NAME bytes), following at most DLB_WIRE_MAX_HOPS
+ * pointers, each strictly backwards. @work counts label+pointer visits against
+ * DLB_WIRE_MAX_WORK across a message (pass the same counter for every name).
+ * @return length written to @out, or a negative dlb_err. *@next gets the offset after the name.
+ */
+int dlb_wire_decode_name(const uint8_t *pkt, size_t len, size_t off, uint8_t *out,
+			 size_t *next, unsigned *work);
+
+/** Hash of a lowercased wire name (keyed per process, see dlb_wire_hash_init). */
+uint32_t dlb_wire_name_hash(const uint8_t *lc, size_t len);
+/** Seed the keyed hash from a random source; call once at startup. */
+void dlb_wire_hash_init(void);
+
+/** Case-insensitive comparison of two uncompressed wire names. */
+bool dlb_wire_name_equal_ci(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen);
+
+/**
+ * Presentation form of a wire name ("www.example.com.", "." for the root),
+ * with non-printable octets and '.' inside labels escaped as \DDD / \. .
+ * @return length written (NUL-terminated), or DLB_ESPACE.
+ */
+int dlb_wire_name_to_text(const uint8_t *name, size_t len, char *out, size_t outsz);
+
+/**
+ * Text name ("www.example.com" or "www.example.com.") to wire form.
+ * @return wire length, or DLB_EINVAL for a bad name.
+ */
+int dlb_wire_name_from_text(const char *text, uint8_t *out, size_t outsz);
+
+/** Settings for locally generated answers (from the config). */
+struct dlb_selfanswer_opts {
+	bool add_edns;		/* setAddEDNSToSelfGeneratedResponses, default true */
+	uint16_t payload_size;	/* setPayloadSizeOnSelfGeneratedAnswers, default 1232 */
+};
+
+/**
+ * Build a locally generated answer with @rcode for the parsed query @q
+ * (the packet @qpkt): the query's ID and opcode, QR=1, RD and CD copied from
+ * the query, RA set, the first question echoed (when qdcount >= 1; the
+ * client's own case), no records, and an OPT RR (payload size from @opts, DO
+ * copied, version 0) when the query had one and @opts->add_edns.
+ * @out may alias @qpkt.
+ * @return length written, or DLB_ESPACE.
+ */
+int dlb_wire_build_answer(const uint8_t *qpkt, const struct dlb_dnsmsg *q, uint8_t rcode,
+			  const struct dlb_selfanswer_opts *opts, uint8_t *out, size_t outsz);
+
+static inline uint16_t
+dlb_rd16(const uint8_t *p)
+{
+	return (uint16_t)((p[0] << 8) | p[1]);
+}
+
+static inline uint32_t
+dlb_rd32(const uint8_t *p)
+{
+	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline void
+dlb_wr16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static inline void
+dlb_wr32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+#endif
