@@ -159,6 +159,8 @@ struct dlb_pool *dlb_config_find_pool(const struct dlb_config *cfg, const char *
 /** Add/remove backend @be to/from pool @name (membership array kept sorted). */
 int dlb_config_pool_add(struct dlb_config *cfg, const char *name, struct dlb_backend *be);
 void dlb_config_pool_remove(struct dlb_config *cfg, const char *name, struct dlb_backend *be);
+/** Re-sort every pool's members by (order, index), after a backend's order changed. */
+void dlb_config_resort_pools(struct dlb_config *cfg);
 /** Add a listener; an identical address is merged (repeating addLocal with reusePort). */
 int dlb_config_add_frontend(struct dlb_config *cfg, const struct dlb_frontend_cfg *fe);
 /** dnsdist's default ACL (RFC 1918, CGNAT, loopback, link-local, ULA). */

@@ -23,6 +23,7 @@
 #define DLB_MAX_UDP_RESPONSE	65535	/* backend answers are read into a buffer this big */
 #define DLB_MAX_TCP_MSG		65535
 #define DLB_UDP_BATCH		64	/* recvmmsg/sendmmsg vector size */
+#define DLB_RBUF_SIZE		65536	/* one receive buffer: any UDP datagram fits */
 #define DLB_DEFAULT_PORT	53
 
 /*

@@ -22,6 +22,7 @@
 #define DLB_DNS_HDR		12
 #define DLB_WIRE_MAX_HOPS	127	/* compression pointers followed per name */
 #define DLB_WIRE_MAX_WORK	4096	/* labels + pointers visited per message */
+#define DLB_WIRE_NAME_TEXT_MAX	1005	/* dlb_wire_name_to_text() worst case, incl. NUL */
 
 /* header flag bits, host order of the 16-bit flags word */
 #define DLB_F_QR	0x8000
@@ -89,7 +90,10 @@ struct dlb_dnsmsg {
  *  - < 12 octets, a truncated/overlong/looping name, a label type 01/10,
  *    counts that do not fit the length, two OPT RRs, an OPT whose owner is not
  *    the root, or an OPT outside the additional section: DLB_EMALF / DLB_ETRUNC;
- *  - QR=1 or TC=1: DLB_ENOTQUERY (the message is otherwise parsed);
+ *  - EDNS options that overrun the OPT RDATA, or a second ECS or COOKIE
+ *    option: DLB_EMALF;
+ *  - QR=1 or TC=1: DLB_ENOTQUERY (the message is otherwise parsed); this wins
+ *    over any parse error, so a malformed response is never answered;
  *  - qdcount == 0 with a sane header: DLB_EEMPTY (OPT still parsed so the
  *    NOTIMP answer can carry one);
  *  - bytes after the last record: OK, with m->trailing set.
@@ -116,7 +120,8 @@ int dlb_wire_skip_name(const uint8_t *pkt, size_t len, size_t off);
  * Decode one possibly-compressed name at @off into uncompressed lowercase wire
  * form in @out (>= DLB_MAX_NAME bytes), following at most DLB_WIRE_MAX_HOPS
  * pointers, each strictly backwards. @work counts label+pointer visits against
- * DLB_WIRE_MAX_WORK across a message (pass the same counter for every name).
+ * DLB_WIRE_MAX_WORK across a message (pass the same counter for every name;
+ * NULL gives this call a budget of its own).
  * @return length written to @out, or a negative dlb_err. *@next gets the offset after the name.
  */
 int dlb_wire_decode_name(const uint8_t *pkt, size_t len, size_t off, uint8_t *out,
@@ -124,7 +129,10 @@ int dlb_wire_decode_name(const uint8_t *pkt, size_t len, size_t off, uint8_t *ou
 
 /** Hash of a lowercased wire name (keyed per process, see dlb_wire_hash_init). */
 uint32_t dlb_wire_name_hash(const uint8_t *lc, size_t len);
-/** Seed the keyed hash from a random source; call once at startup. */
+/**
+ * Seed the keyed hash from a random source; call once at startup.
+ * Thread: main, before any other thread runs or any hash is stored.
+ */
 void dlb_wire_hash_init(void);
 
 /** Case-insensitive comparison of two uncompressed wire names. */
@@ -133,13 +141,16 @@ bool dlb_wire_name_equal_ci(const uint8_t *a, size_t alen, const uint8_t *b, siz
 /**
  * Presentation form of a wire name ("www.example.com.", "." for the root),
  * with non-printable octets and '.' inside labels escaped as \DDD / \. .
- * @return length written (NUL-terminated), or DLB_ESPACE.
+ * @outsz of DLB_WIRE_NAME_TEXT_MAX always suffices.
+ * @return length written (NUL-terminated), DLB_ESPACE, or DLB_EINVAL for a
+ * malformed wire name.
  */
 int dlb_wire_name_to_text(const uint8_t *name, size_t len, char *out, size_t outsz);
 
 /**
  * Text name ("www.example.com" or "www.example.com.") to wire form.
- * @return wire length, or DLB_EINVAL for a bad name.
+ * Escapes \. and \DDD are understood; the case is kept as written.
+ * @return wire length, or DLB_EINVAL for a bad name, DLB_ESPACE if @outsz is too small.
  */
 int dlb_wire_name_from_text(const char *text, uint8_t *out, size_t outsz);
 
@@ -154,7 +165,8 @@ struct dlb_selfanswer_opts {
  * (the packet @qpkt): the query's ID and opcode, QR=1, RD and CD copied from
  * the query, RA set, the first question echoed (when qdcount >= 1; the
  * client's own case), no records, and an OPT RR (payload size from @opts, DO
- * copied, version 0) when the query had one and @opts->add_edns.
+ * copied, version 0, extended rcode @rcode >> 4) when the query had one and
+ * @opts->add_edns. @opts NULL means the defaults (EDNS on, 1232).
  * @out may alias @qpkt.
  * @return length written, or DLB_ESPACE.
  */

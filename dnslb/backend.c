@@ -1,0 +1,338 @@
+/*
+ * backend.c - UDP towards backends: per-worker connected sockets (the kernel
+ * then only delivers datagrams from the backend's address), random IDs from
+ * the in-flight table, batched sends, answer matching, exact timeouts.
+ */
+#include "dnslb/backend.h"
+
+#include <net/if.h>
+#include <stdlib.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "dnslb/config.h"
+#include "dnslb/frontend.h"
+#include "dnslb/log.h"
+#include "dnslb/query.h"
+#include "dnslb/tcp.h"
+#include "dnslb/worker.h"
+
+#define container_of(p, T, m) ((T *)(void *)((char *)(p) - offsetof(T, m)))
+
+static int
+open_be_socket(const struct dlb_backend *be)
+{
+	int fd = socket(be->addr.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int one = 1;
+
+	if (fd == -1)
+		return -1;
+	if (be->source_iface[0] != '\0' &&
+	    setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, be->source_iface,
+		       (socklen_t)strlen(be->source_iface)) == -1)
+		goto out_close;
+	if (be->source.ss_family != 0) {
+		setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one));
+		if (bind(fd, (const struct sockaddr *)&be->source, be->sourcelen) == -1)
+			goto out_close;
+	}
+	if (connect(fd, (const struct sockaddr *)&be->addr, be->addrlen) == -1)
+		goto out_close;
+	return fd;
+out_close:
+	close(fd);
+	return -1;
+}
+
+int
+dlb_backend_local_open(struct dlb_worker *w, const struct dlb_backend *be)
+{
+	struct dlb_be_local *bl = &w->be[be->index];
+
+	memset(bl, 0, sizeof(*bl));
+	bl->timeout = (be->udp_timeout_ms > 0 ? be->udp_timeout_ms : w->cfg->udp_timeout_ms) / 1000.0;
+	bl->nsocks = be->sockets > 0 ? be->sockets : 1;
+	bl->socks = calloc((size_t)bl->nsocks, sizeof(*bl->socks));
+	if (bl->socks == NULL)
+		return -1;
+	for (int i = 0; i < bl->nsocks; i++) {
+		struct dlb_be_sock *s = &bl->socks[i];
+
+		s->w = w;
+		s->be_index = be->index;
+		s->fd = -1;
+		if (dlb_inflight_init(&s->table, (uint32_t)w->cfg->max_udp_outstanding) != DLB_OK)
+			return -1;
+		if (be->tcp_only)
+			continue;
+		s->fd = open_be_socket(be);
+		if (s->fd == -1) {
+			dlb_err("Unable to open a UDP socket towards %s: %s", be->addr_text,
+				strerror(errno));
+			return -1;
+		}
+		dlb_sendbatch_init(&s->out, s->fd);
+	}
+	return 0;
+}
+
+void
+dlb_backend_local_close(struct dlb_worker *w, int be_index)
+{
+	struct dlb_be_local *bl = &w->be[be_index];
+
+	for (int i = 0; i < bl->nsocks; i++) {
+		struct dlb_be_sock *s = &bl->socks[i];
+
+		if (s->fd >= 0) {
+			ev_io_stop(w->loop, &s->io);
+			close(s->fd);
+		}
+		dlb_inflight_deinit(&s->table);
+	}
+	free(bl->socks);
+	bl->socks = NULL;
+	bl->nsocks = 0;
+}
+
+/* ---- timeouts ----------------------------------------------------------- */
+
+static void
+arm_timer(struct dlb_worker *w, double deadline)
+{
+	double now = dlb_worker_now(w);
+	double after = deadline - now;
+
+	if (after < 0.0005)
+		after = 0.0005;
+	if (ev_is_active(&w->timeout_timer)) {
+		if (ev_timer_remaining(w->loop, &w->timeout_timer) <= after)
+			return;
+		ev_timer_stop(w->loop, &w->timeout_timer);
+	}
+	ev_timer_set(&w->timeout_timer, after, 0.);
+	ev_timer_start(w->loop, &w->timeout_timer);
+}
+
+static void
+release_slot(struct dlb_worker *w, struct dlb_be_sock *s, uint32_t idx)
+{
+	struct dlb_slot *slot = dlb_slot_get(&w->slots, idx);
+
+	w->be_stats[slot->be_index].outstanding--;
+	dlb_inflight_remove(&s->table, &w->slots, idx);
+	dlb_slot_free(&w->slots, idx);
+}
+
+void
+dlb_backend_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct dlb_worker *w = ev_userdata(loop);
+	double now = ev_now(loop);
+	double next = 0;
+
+	for (int b = 0; b < w->cfg->nbackends; b++) {
+		struct dlb_be_local *bl = &w->be[b];
+
+		for (int i = 0; i < bl->nsocks; i++) {
+			struct dlb_be_sock *s = &bl->socks[i];
+			uint32_t idx;
+
+			while ((idx = dlb_inflight_oldest(&s->table)) != DLB_SLOT_NONE) {
+				struct dlb_slot *slot = dlb_slot_get(&w->slots, idx);
+
+				if (slot->deadline > now) {
+					if (next == 0 || slot->deadline < next)
+						next = slot->deadline;
+					break;
+				}
+				w->stats.downstream_timeouts++;
+				w->be_stats[b].drops++;
+				release_slot(w, s, idx);
+			}
+		}
+	}
+	if (next != 0)
+		arm_timer(w, next);
+}
+
+/* ---- sending ------------------------------------------------------------ */
+
+static void
+be_sock_flush(struct dlb_worker *w, struct dlb_be_sock *s)
+{
+	uint32_t failed[DLB_UDP_BATCH];
+	unsigned nf;
+
+	if (s->out.n == 0)
+		return;
+	nf = dlb_sendbatch_flush(&s->out, failed, DLB_UDP_BATCH);
+	for (unsigned i = 0; i < nf && i < DLB_UDP_BATCH; i++) {
+		uint32_t idx = s->tags[failed[i]];
+
+		w->stats.downstream_send_errors++;
+		w->be_stats[s->be_index].send_errors++;
+		release_slot(w, s, idx);
+	}
+}
+
+void
+dlb_backend_flush(struct dlb_worker *w)
+{
+	for (int b = 0; b < w->cfg->nbackends; b++) {
+		struct dlb_be_local *bl = &w->be[b];
+
+		for (int i = 0; i < bl->nsocks; i++)
+			if (bl->socks[i].out.n > 0)
+				be_sock_flush(w, &bl->socks[i]);
+	}
+}
+
+/* Answer a query we could not forward: SERVFAIL, counted by the caller. */
+static void
+answer_servfail(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *c)
+{
+	int n = dlb_wire_build_answer(q->pkt, &q->m, DLB_RCODE_SERVFAIL, &w->cfg->selfans, q->pkt,
+				      q->cap);
+
+	if (n < 0)
+		return;
+	w->stats.self_answered++;
+	dlb_query_account_answer(w, q->pkt, (size_t)n, c->t_start);
+	dlb_frontend_queue_reply(w, c, q->pkt, (size_t)n);
+}
+
+void
+dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *c)
+{
+	struct dlb_backend *be = q->be;
+	struct dlb_be_local *bl = &w->be[be->index];
+	struct dlb_be_sock *s;
+	struct dlb_slot *slot;
+	struct msghdr *mh;
+	uint32_t idx;
+	int id;
+
+	if (q->tcp || be->tcp_only) {
+		dlb_tcp_forward(w, q, c);
+		return;
+	}
+	s = &bl->socks[bl->next_sock++ % (unsigned)bl->nsocks];
+	idx = dlb_slot_alloc(&w->slots);
+	if (idx == DLB_SLOT_NONE) {
+		w->stats.inflight_full++;
+		answer_servfail(w, q, c);
+		return;
+	}
+	slot = dlb_slot_get(&w->slots, idx);
+	id = dlb_inflight_add(&s->table, &w->slots, &w->rng, idx, c->t_start + bl->timeout);
+	if (id < 0) {
+		/* never overwrite a query in flight: refuse this one */
+		dlb_slot_free(&w->slots, idx);
+		w->stats.inflight_full++;
+		answer_servfail(w, q, c);
+		return;
+	}
+	slot->be_index = be->index;
+	slot->qtype = q->m.qtype;
+	slot->qclass = q->m.qclass;
+	slot->qname_len = q->m.qname_len;
+	memcpy(slot->qname_lc, q->m.qname_lc, q->m.qname_len);
+	slot->client = *c;
+	w->be_stats[be->index].queries++;
+	w->be_stats[be->index].outstanding++;
+	if (!ev_is_active(&w->timeout_timer))
+		arm_timer(w, slot->deadline);
+
+	dlb_wr16(q->pkt, (uint16_t)id);
+	if (s->out.n == DLB_UDP_BATCH)
+		be_sock_flush(w, s);
+	mh = &s->out.msgs[s->out.n].msg_hdr;
+	s->out.iov[s->out.n].iov_base = q->pkt;
+	s->out.iov[s->out.n].iov_len = q->len;
+	mh->msg_name = NULL;
+	mh->msg_namelen = 0;
+	mh->msg_iov = &s->out.iov[s->out.n];
+	mh->msg_iovlen = 1;
+	mh->msg_control = NULL;		/* connected socket, no ancillary data */
+	mh->msg_controllen = 0;
+	s->tags[s->out.n] = idx;
+	mh->msg_flags = 0;
+	s->out.n++;
+}
+
+/* ---- answers ------------------------------------------------------------ */
+
+static void
+handle_answer(struct dlb_worker *w, struct dlb_be_sock *s, unsigned i)
+{
+	uint8_t *pkt = w->rbuf[i];
+	size_t len = w->rmsgs[i].msg_len;
+	struct dlb_slot *slot;
+	uint32_t idx;
+
+	if (len < DLB_DNS_HDR || (w->rmsgs[i].msg_hdr.msg_flags & MSG_TRUNC)) {
+		w->stats.noncompliant_responses++;
+		return;
+	}
+	idx = dlb_inflight_lookup(&s->table, dlb_rd16(pkt));
+	if (idx == DLB_SLOT_NONE) {
+		/* unknown, duplicate or late (after its timeout): never delivered */
+		w->stats.noncompliant_responses++;
+		return;
+	}
+	slot = dlb_slot_get(&w->slots, idx);
+	if (!dlb_query_response_matches(w, pkt, len, slot)) {
+		/* spoofed or broken: the query keeps waiting for the real answer */
+		w->stats.noncompliant_responses++;
+		return;
+	}
+	dlb_query_finish_response(w, pkt, len, slot);
+	if (slot->client.proto == DLB_CLIENT_UDP)
+		dlb_frontend_queue_reply(w, &slot->client, pkt, len);
+	else
+		dlb_tcp_deliver(w, &slot->client, pkt, len);
+	release_slot(w, s, idx);
+}
+
+static void
+be_read_cb(struct ev_loop *loop, ev_io *io, int revents)
+{
+	struct dlb_be_sock *s = container_of(io, struct dlb_be_sock, io);
+	struct dlb_worker *w = s->w;
+
+	for (int round = 0; round < 4; round++) {
+		int n;
+
+		dlb_worker_prepare_recv(w, DLB_UDP_BATCH, DLB_RBUF_SIZE);
+		n = recvmmsg(s->fd, w->rmsgs, DLB_UDP_BATCH, MSG_DONTWAIT, NULL);
+		if (n == -1) {
+			if (errno != EAGAIN && errno != EINTR)
+				dlb_log_ratelimited(DLB_LOG_WARN, "recvmmsg from backend: %s",
+						    strerror(errno));
+			break;
+		}
+		for (int i = 0; i < n; i++)
+			handle_answer(w, s, (unsigned)i);
+		dlb_frontend_flush(w);
+		if (n < DLB_UDP_BATCH)
+			break;
+	}
+}
+
+void
+dlb_backend_local_start(struct dlb_worker *w, int be_index)
+{
+	struct dlb_be_local *bl = &w->be[be_index];
+
+	for (int i = 0; i < bl->nsocks; i++) {
+		struct dlb_be_sock *s = &bl->socks[i];
+
+		if (s->fd < 0)
+			continue;
+		ev_io_init(&s->io, be_read_cb, s->fd, EV_READ);
+		ev_io_start(w->loop, &s->io);
+	}
+}

@@ -1,0 +1,388 @@
+/*
+ * config.c - the configuration structure: defaults, backends, pools,
+ * listeners and the ACL.
+ *
+ * Thread: main only, except what config.h marks atomic.
+ *
+ * Pools never reallocate their member arrays: each one is sized for
+ * DLB_MAX_BACKENDS pointers when the pool is created, and membership changes
+ * shift entries in place and publish the count with an atomic store. A worker
+ * that reads a pool while the console changes it may see a member twice or
+ * miss one for that one selection, but never freed memory, because backends
+ * and pools live until dlb_config_free(). (Proper snapshots come with the
+ * reload work, ARCHITECTURE.md §4.)
+ */
+#include "dnslb/config.h"
+
+#include <arpa/inet.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* a.root-servers.net. in wire form: dnsdist's default health-check name */
+static const uint8_t default_check_name[] = "\x01" "a" "\x0c" "root-servers" "\x03" "net";
+
+static const char *const default_acl[] = {
+	"10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+	"192.168.0.0/16", "::1/128", "fc00::/7", "fe80::/10",
+};
+
+const char *
+dlb_policy_name(enum dlb_policy p)
+{
+	switch (p) {
+	case DLB_POLICY_LEAST_OUTSTANDING:
+		return "leastOutstanding";
+	case DLB_POLICY_FIRST_AVAILABLE:
+		return "firstAvailable";
+	case DLB_POLICY_ROUNDROBIN:
+		return "roundrobin";
+	case DLB_POLICY_WRANDOM:
+		return "wrandom";
+	case DLB_POLICY_WHASHED:
+		return "whashed";
+	}
+	return "unknown";
+}
+
+void
+dlb_config_default_acl(struct dlb_nmg *acl)
+{
+	dlb_nmg_clear(acl);
+	for (size_t i = 0; i < sizeof(default_acl) / sizeof(default_acl[0]); i++) {
+		struct dlb_netmask nm;
+
+		if (dlb_netmask_parse(default_acl[i], &nm) == 0)
+			dlb_nmg_add(acl, &nm);
+	}
+}
+
+struct dlb_config *
+dlb_config_new(void)
+{
+	struct dlb_config *cfg = calloc(1, sizeof(*cfg));
+
+	if (cfg == NULL)
+		return NULL;
+	if (sodium_init() < 0) {
+		free(cfg);
+		return NULL;
+	}
+	dlb_nmg_init(&cfg->acl);
+	dlb_config_default_acl(&cfg->acl);
+	if (cfg->acl.n == 0 || dlb_config_get_pool(cfg, "") == NULL) {
+		dlb_config_free(cfg);
+		return NULL;
+	}
+
+	cfg->workers = 0;
+	cfg->policy = DLB_POLICY_LEAST_OUTSTANDING;
+	cfg->udp_timeout_ms = 2000;
+	cfg->max_udp_outstanding = 65535;
+	cfg->selfans.add_edns = true;
+	cfg->selfans.payload_size = 1232;
+	cfg->tcp_recv_timeout = 2;
+	cfg->tcp_send_timeout = 2;
+	cfg->max_tcp_client_threads = 10;
+	cfg->udp_vector_size = DLB_UDP_BATCH;
+	return cfg;
+}
+
+void
+dlb_config_free(struct dlb_config *cfg)
+{
+	if (cfg == NULL)
+		return;
+	for (int i = 0; i < cfg->nbackends; i++)
+		free(cfg->backends[i]);
+	for (int i = 0; i < cfg->npools; i++) {
+		free(cfg->pools[i]->members);
+		free(cfg->pools[i]);
+	}
+	dlb_nmg_deinit(&cfg->acl);
+	free(cfg);
+}
+
+/* A random (version 4, RFC 4122 variant) UUID in its 36-character text form. */
+static void
+make_uuid(char *out, size_t outsz)
+{
+	uint8_t u[16];
+
+	randombytes_buf(u, sizeof(u));
+	u[6] = (uint8_t)((u[6] & 0x0f) | 0x40);
+	u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);
+	snprintf(out, outsz,
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
+		 u[12], u[13], u[14], u[15]);
+}
+
+struct dlb_backend *
+dlb_backend_new(void)
+{
+	struct dlb_backend *be = calloc(1, sizeof(*be));
+
+	if (be == NULL)
+		return NULL;
+	if (sodium_init() < 0) {
+		free(be);
+		return NULL;
+	}
+	be->index = -1;
+	make_uuid(be->uuid, sizeof(be->uuid));
+	be->order = 1;
+	be->weight = 1;
+	memcpy(be->check_name, default_check_name, sizeof(default_check_name));
+	be->check_name_len = (int)sizeof(default_check_name);
+	be->check_type = 1;	/* A */
+	be->check_class = 1;	/* IN */
+	be->check_interval = 1;
+	be->check_timeout = 1000;
+	be->max_check_failures = 1;
+	be->rise = 1;
+	be->sockets = 1;
+	be->retries = 5;
+	be->tcp_connect_timeout = 5;
+	be->tcp_send_timeout = 30;
+	be->tcp_recv_timeout = 30;
+	be->max_in_flight = 1;
+	be->admin = DLB_BE_AUTO;
+	be->healthy = 1;
+	return be;
+}
+
+struct dlb_pool *
+dlb_config_find_pool(const struct dlb_config *cfg, const char *name)
+{
+	for (int i = 0; i < cfg->npools; i++)
+		if (strcmp(cfg->pools[i]->name, name) == 0)
+			return cfg->pools[i];
+	return NULL;
+}
+
+struct dlb_pool *
+dlb_config_get_pool(struct dlb_config *cfg, const char *name)
+{
+	struct dlb_pool *p = dlb_config_find_pool(cfg, name);
+
+	if (p != NULL)
+		return p;
+	if (cfg->npools >= DLB_MAX_POOLS || strlen(name) >= sizeof(p->name))
+		return NULL;
+	p = calloc(1, sizeof(*p));
+	if (p == NULL)
+		return NULL;
+	p->members = calloc(DLB_MAX_BACKENDS, sizeof(*p->members));
+	if (p->members == NULL) {
+		free(p);
+		return NULL;
+	}
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	p->policy = -1;
+	cfg->pools[cfg->npools++] = p;
+	return p;
+}
+
+/* Member order: (order, index), what firstAvailable and the tie-breaks walk. */
+static bool
+member_before(const struct dlb_backend *a, const struct dlb_backend *b)
+{
+	if (a->order != b->order)
+		return a->order < b->order;
+	return a->index < b->index;
+}
+
+static int
+pool_member_pos(const struct dlb_pool *p, const struct dlb_backend *be)
+{
+	for (int i = 0; i < p->n; i++)
+		if (p->members[i] == be)
+			return i;
+	return -1;
+}
+
+/* Insert @be at its sorted place. @return 0, or -1 when the pool is full. */
+static int
+pool_insert_member(struct dlb_pool *p, struct dlb_backend *be)
+{
+	int pos;
+
+	if (pool_member_pos(p, be) >= 0)
+		return 0;
+	if (p->n >= DLB_MAX_BACKENDS)
+		return -1;
+	for (pos = p->n; pos > 0 && member_before(be, p->members[pos - 1]); pos--)
+		p->members[pos] = p->members[pos - 1];
+	p->members[pos] = be;
+	__atomic_store_n(&p->n, p->n + 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static void
+pool_remove_member(struct dlb_pool *p, const struct dlb_backend *be)
+{
+	int pos = pool_member_pos(p, be);
+
+	if (pos < 0)
+		return;
+	__atomic_store_n(&p->n, p->n - 1, __ATOMIC_RELEASE);
+	for (int i = pos; i < p->n; i++)
+		p->members[i] = p->members[i + 1];
+	p->members[p->n] = NULL;
+}
+
+static bool
+backend_has_pool(const struct dlb_backend *be, const char *name)
+{
+	for (int i = 0; i < be->npools; i++)
+		if (strcmp(be->pools[i], name) == 0)
+			return true;
+	return false;
+}
+
+int
+dlb_config_pool_add(struct dlb_config *cfg, const char *name, struct dlb_backend *be)
+{
+	struct dlb_pool *p;
+
+	/* The default pool is implied by an empty list, never recorded in be->pools. */
+	if (name[0] != '\0' && !backend_has_pool(be, name)) {
+		if (be->npools >= DLB_MAX_POOLS_PER_BACKEND ||
+		    strlen(name) >= sizeof(be->pools[0]))
+			return -1;
+	}
+	p = dlb_config_get_pool(cfg, name);
+	if (p == NULL || pool_insert_member(p, be) != 0)
+		return -1;
+	if (name[0] != '\0' && !backend_has_pool(be, name))
+		snprintf(be->pools[be->npools++], sizeof(be->pools[0]), "%s", name);
+	return 0;
+}
+
+void
+dlb_config_pool_remove(struct dlb_config *cfg, const char *name, struct dlb_backend *be)
+{
+	struct dlb_pool *p = dlb_config_find_pool(cfg, name);
+
+	if (p != NULL)
+		pool_remove_member(p, be);
+	for (int i = 0; i < be->npools; i++) {
+		if (strcmp(be->pools[i], name) != 0)
+			continue;
+		for (int j = i; j + 1 < be->npools; j++)
+			memcpy(be->pools[j], be->pools[j + 1], sizeof(be->pools[0]));
+		be->npools--;
+		break;
+	}
+}
+
+void
+dlb_config_resort_pools(struct dlb_config *cfg)
+{
+	for (int i = 0; i < cfg->npools; i++) {
+		struct dlb_pool *p = cfg->pools[i];
+
+		/* insertion sort in place: pools are small and nearly sorted */
+		for (int j = 1; j < p->n; j++) {
+			struct dlb_backend *be = p->members[j];
+			int k;
+
+			for (k = j; k > 0 && member_before(be, p->members[k - 1]); k--)
+				p->members[k] = p->members[k - 1];
+			p->members[k] = be;
+		}
+	}
+}
+
+int
+dlb_config_add_backend(struct dlb_config *cfg, struct dlb_backend *be)
+{
+	if (cfg->nbackends >= DLB_MAX_BACKENDS)
+		return -1;
+	/* Every pool must exist (or be creatable) before anything is attached. */
+	for (int i = 0; i < be->npools; i++)
+		if (dlb_config_get_pool(cfg, be->pools[i]) == NULL)
+			return -1;
+	if (be->npools == 0 && dlb_config_get_pool(cfg, "") == NULL)
+		return -1;
+
+	if (be->addr_text[0] == '\0')
+		dlb_sockaddr_format((const struct sockaddr *)&be->addr, be->addr_text,
+				    sizeof(be->addr_text));
+	if (be->name[0] == '\0')
+		snprintf(be->name, sizeof(be->name), "%s", be->addr_text);
+	be->index = cfg->nbackends;
+	cfg->backends[cfg->nbackends++] = be;
+
+	if (be->npools == 0) {
+		pool_insert_member(dlb_config_find_pool(cfg, ""), be);
+	} else {
+		for (int i = 0; i < be->npools; i++)
+			pool_insert_member(dlb_config_find_pool(cfg, be->pools[i]), be);
+	}
+	return 0;
+}
+
+int
+dlb_config_remove_backend(struct dlb_config *cfg, int idx)
+{
+	struct dlb_backend *be;
+
+	if (idx < 0 || idx >= cfg->nbackends)
+		return -1;
+	be = cfg->backends[idx];
+	for (int i = 0; i < cfg->npools; i++)
+		pool_remove_member(cfg->pools[i], be);
+	for (int i = idx; i + 1 < cfg->nbackends; i++) {
+		cfg->backends[i] = cfg->backends[i + 1];
+		cfg->backends[i]->index = i;
+	}
+	cfg->nbackends--;
+	cfg->backends[cfg->nbackends] = NULL;
+	free(be);
+	return 0;
+}
+
+/* Merge the options of a repeated listener into the existing one. */
+static void
+frontend_merge(struct dlb_frontend_cfg *dst, const struct dlb_frontend_cfg *src)
+{
+	dst->reuseport = dst->reuseport || src->reuseport;
+	if (src->tcp_fastopen_qsize != 0)
+		dst->tcp_fastopen_qsize = src->tcp_fastopen_qsize;
+	if (src->max_in_flight != 0)
+		dst->max_in_flight = src->max_in_flight;
+	if (src->max_concurrent_tcp != 0)
+		dst->max_concurrent_tcp = src->max_concurrent_tcp;
+	for (int i = 0; i < src->ncpus; i++) {
+		bool seen = false;
+
+		for (int j = 0; j < dst->ncpus; j++)
+			seen = seen || dst->cpus[j] == src->cpus[i];
+		if (!seen && dst->ncpus < DLB_MAX_CPUS)
+			dst->cpus[dst->ncpus++] = src->cpus[i];
+	}
+}
+
+int
+dlb_config_add_frontend(struct dlb_config *cfg, const struct dlb_frontend_cfg *fe)
+{
+	struct dlb_frontend_cfg *nf;
+
+	for (int i = 0; i < cfg->nfrontends; i++) {
+		if (dlb_sockaddr_equal((const struct sockaddr *)&cfg->frontends[i].addr,
+				       (const struct sockaddr *)&fe->addr)) {
+			frontend_merge(&cfg->frontends[i], fe);
+			return 0;
+		}
+	}
+	if (cfg->nfrontends >= DLB_MAX_FRONTENDS)
+		return -1;
+	nf = &cfg->frontends[cfg->nfrontends++];
+	*nf = *fe;
+	if (nf->text[0] == '\0')
+		dlb_sockaddr_format((const struct sockaddr *)&nf->addr, nf->text, sizeof(nf->text));
+	return 0;
+}

@@ -1,0 +1,340 @@
+/*
+ * frontend.c - UDP listeners: receive a batch with recvmmsg, run each query
+ * through the pipeline, answer or forward, then flush all sends of the batch
+ * with one sendmmsg per socket (ARCHITECTURE.md §2).
+ */
+#include "dnslb/frontend.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stddef.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dnslb/backend.h"
+#include "dnslb/config.h"
+#include "dnslb/log.h"
+#include "dnslb/query.h"
+#include "dnslb/tcp.h"
+#include "dnslb/worker.h"
+
+#define container_of(p, T, m) ((T *)(void *)((char *)(p) - offsetof(T, m)))
+
+static int
+set_sockopt_int(int fd, int level, int opt, int v)
+{
+	return setsockopt(fd, level, opt, &v, sizeof(v));
+}
+
+static bool
+is_wildcard(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)sa)->sin_addr.s_addr == htonl(INADDR_ANY);
+	return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+}
+
+static int
+open_socket(const struct dlb_frontend_cfg *fe, int type, const struct dlb_config *cfg)
+{
+	int fam = fe->addr.ss_family;
+	int fd = socket(fam, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd == -1)
+		return -1;
+	if (set_sockopt_int(fd, SOL_SOCKET, SO_REUSEADDR, 1) == -1 ||
+	    set_sockopt_int(fd, SOL_SOCKET, SO_REUSEPORT, 1) == -1)
+		goto out_close;
+	if (fam == AF_INET6)
+		set_sockopt_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
+	if (type == SOCK_DGRAM) {
+		if (fam == AF_INET)
+			set_sockopt_int(fd, IPPROTO_IP, IP_PKTINFO, 1);
+		else
+			set_sockopt_int(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1);
+		if (cfg->udp_rcvbuf > 0)
+			set_sockopt_int(fd, SOL_SOCKET, SO_RCVBUF, cfg->udp_rcvbuf);
+		if (cfg->udp_sndbuf > 0)
+			set_sockopt_int(fd, SOL_SOCKET, SO_SNDBUF, cfg->udp_sndbuf);
+	} else {
+		if (fe->tcp_fastopen_qsize > 0)
+			set_sockopt_int(fd, IPPROTO_TCP, TCP_FASTOPEN, fe->tcp_fastopen_qsize);
+		set_sockopt_int(fd, IPPROTO_TCP, TCP_NODELAY, 1);
+	}
+	if (bind(fd, (const struct sockaddr *)&fe->addr, fe->addrlen) == -1)
+		goto out_close;
+	if (type == SOCK_STREAM && listen(fd, SOMAXCONN) == -1)
+		goto out_close;
+	return fd;
+out_close:
+	close(fd);
+	return -1;
+}
+
+int
+dlb_listener_open(struct dlb_worker *w, struct dlb_listener *l, int index,
+		  const struct dlb_frontend_cfg *fe)
+{
+	memset(l, 0, sizeof(*l));
+	l->w = w;
+	l->index = index;
+	l->family = fe->addr.ss_family;
+	l->wildcard = is_wildcard((const struct sockaddr *)&fe->addr);
+	l->udp_fd = open_socket(fe, SOCK_DGRAM, w->cfg);
+	if (l->udp_fd == -1) {
+		dlb_err("Unable to bind the UDP socket on %s: %s", fe->text, strerror(errno));
+		return -1;
+	}
+	l->tcp_fd = open_socket(fe, SOCK_STREAM, w->cfg);
+	if (l->tcp_fd == -1) {
+		dlb_err("Unable to bind the TCP socket on %s: %s", fe->text, strerror(errno));
+		close(l->udp_fd);
+		l->udp_fd = -1;
+		return -1;
+	}
+	dlb_sendbatch_init(&l->out, l->udp_fd);
+	return 0;
+}
+
+void
+dlb_listener_close(struct dlb_listener *l)
+{
+	if (l->udp_fd >= 0)
+		close(l->udp_fd);
+	if (l->tcp_fd >= 0)
+		close(l->tcp_fd);
+	l->udp_fd = l->tcp_fd = -1;
+}
+
+/* ---- send batches ----------------------------------------------------------- */
+
+void
+dlb_sendbatch_init(struct dlb_sendbatch *b, int fd)
+{
+	b->fd = fd;
+	b->n = 0;
+}
+
+unsigned
+dlb_sendbatch_flush(struct dlb_sendbatch *b, uint32_t *failed_tags, unsigned maxfailed)
+{
+	unsigned done = 0, failed = 0;
+
+	while (done < b->n) {
+		int r = sendmmsg(b->fd, b->msgs + done, b->n - done, MSG_DONTWAIT);
+
+		if (r == -1) {
+			if (errno == EINTR)
+				continue;
+			/* the message at `done` failed: skip it, try the rest */
+			dlb_log_ratelimited(DLB_LOG_WARN, "sendmmsg: %s", strerror(errno));
+			if (failed < maxfailed && failed_tags != NULL)
+				failed_tags[failed] = done;
+			failed++;
+			done++;
+			continue;
+		}
+		done += (unsigned)r;
+	}
+	b->n = 0;
+	return failed;
+}
+
+static void
+listener_flush(struct dlb_listener *l)
+{
+	if (l->out.n > 0)
+		dlb_sendbatch_flush(&l->out, NULL, 0);
+}
+
+void
+dlb_frontend_flush(struct dlb_worker *w)
+{
+	for (int i = 0; i < w->nlisteners; i++)
+		listener_flush(&w->listeners[i]);
+}
+
+/* Fill msg @i of @b to answer @c with @pkt (not copied). */
+static void
+fill_reply(struct dlb_listener *l, struct dlb_sendbatch *b, unsigned i, const struct dlb_client *c,
+	   const uint8_t *pkt, size_t len)
+{
+	struct msghdr *mh = &b->msgs[i].msg_hdr;
+
+	b->iov[i].iov_base = (void *)pkt;
+	b->iov[i].iov_len = len;
+	b->addr[i] = c->peer;
+	mh->msg_name = &b->addr[i];
+	mh->msg_namelen = c->peer.sa.sa_family == AF_INET ? sizeof(struct sockaddr_in)
+							  : sizeof(struct sockaddr_in6);
+	mh->msg_iov = &b->iov[i];
+	mh->msg_iovlen = 1;
+	mh->msg_control = NULL;
+	mh->msg_controllen = 0;
+	mh->msg_flags = 0;
+	if (l->wildcard && c->has_dst) {
+		/* answer from the address the client asked (a wildcard bind) */
+		struct cmsghdr *cm;
+
+		mh->msg_control = b->cmsg[i];
+		if (l->family == AF_INET) {
+			struct in_pktinfo pi = { 0 };
+
+			mh->msg_controllen = CMSG_SPACE(sizeof(pi));
+			cm = CMSG_FIRSTHDR(mh);
+			cm->cmsg_level = IPPROTO_IP;
+			cm->cmsg_type = IP_PKTINFO;
+			cm->cmsg_len = CMSG_LEN(sizeof(pi));
+			pi.ipi_spec_dst = c->dst.v4.ipi_addr;
+			memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+		} else {
+			struct in6_pktinfo pi = c->dst.v6;
+
+			mh->msg_controllen = CMSG_SPACE(sizeof(pi));
+			cm = CMSG_FIRSTHDR(mh);
+			cm->cmsg_level = IPPROTO_IPV6;
+			cm->cmsg_type = IPV6_PKTINFO;
+			cm->cmsg_len = CMSG_LEN(sizeof(pi));
+			memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+		}
+	}
+}
+
+void
+dlb_frontend_queue_reply(struct dlb_worker *w, const struct dlb_client *c, uint8_t *pkt, size_t len)
+{
+	struct dlb_listener *l = &w->listeners[c->listener];
+
+	if (l->out.n == DLB_UDP_BATCH)
+		listener_flush(l);
+	fill_reply(l, &l->out, l->out.n, c, pkt, len);
+	l->out.n++;
+}
+
+void
+dlb_frontend_send_reply(struct dlb_worker *w, const struct dlb_client *c, const uint8_t *pkt,
+			size_t len)
+{
+	struct dlb_listener *l = &w->listeners[c->listener];
+	struct dlb_sendbatch *b = &l->out;
+
+	/* Reuse the listener's batch: queue, then send at once. */
+	if (b->n == DLB_UDP_BATCH)
+		listener_flush(l);
+	fill_reply(l, b, b->n, c, pkt, len);
+	b->n++;
+	listener_flush(l);
+}
+
+/* ---- receiving ----------------------------------------------------------- */
+
+static void
+get_pktinfo(struct msghdr *mh, struct dlb_client *c)
+{
+	c->has_dst = 0;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm != NULL; cm = CMSG_NXTHDR(mh, cm)) {
+		if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
+			memcpy(&c->dst.v4, CMSG_DATA(cm), sizeof(c->dst.v4));
+			c->has_dst = 1;
+		} else if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_PKTINFO) {
+			memcpy(&c->dst.v6, CMSG_DATA(cm), sizeof(c->dst.v6));
+			c->has_dst = 1;
+		}
+	}
+}
+
+static void
+handle_udp_query(struct dlb_worker *w, struct dlb_listener *l, unsigned i)
+{
+	struct msghdr *mh = &w->rmsgs[i].msg_hdr;
+	struct dlb_client c;
+	struct dlb_query q;
+
+	if (!dlb_nmg_match(&w->cfg->acl, &w->raddr[i].sa)) {
+		w->stats.acl_drops++;
+		return;
+	}
+	w->stats.queries++;
+	l->udp_queries++;
+	if (mh->msg_flags & MSG_TRUNC) {
+		/* bigger than our buffer: we could not see all of it */
+		w->stats.noncompliant_queries++;
+		return;
+	}
+	q.pkt = w->rbuf[i];
+	q.len = w->rmsgs[i].msg_len;
+	q.cap = DLB_RBUF_SIZE;
+	q.tcp = false;
+
+	switch (dlb_query_process(w, &q)) {
+	case DLB_V_DROP:
+	case DLB_V_CLOSE:
+		return;
+	case DLB_V_ANSWER:
+		c.proto = DLB_CLIENT_UDP;
+		c.listener = (uint16_t)l->index;
+		c.peer = w->raddr[i];
+		get_pktinfo(mh, &c);
+		dlb_query_account_answer(w, q.pkt, q.len, dlb_worker_now(w));
+		dlb_frontend_queue_reply(w, &c, q.pkt, q.len);
+		return;
+	case DLB_V_FORWARD:
+		c.proto = DLB_CLIENT_UDP;
+		c.listener = (uint16_t)l->index;
+		c.peer = w->raddr[i];
+		get_pktinfo(mh, &c);
+		c.orig_id = q.m.id;
+		c.orig_flags = q.m.flags;
+		c.conn_id = c.conn_gen = 0;
+		c.t_start = dlb_worker_now(w);
+		dlb_backend_forward(w, &q, &c);
+		return;
+	}
+}
+
+static void
+udp_read_cb(struct ev_loop *loop, ev_io *io, int revents)
+{
+	struct dlb_listener *l = container_of(io, struct dlb_listener, udp_io);
+	struct dlb_worker *w = l->w;
+	unsigned batch = (unsigned)w->cfg->udp_vector_size;
+
+	if (batch == 0 || batch > DLB_UDP_BATCH)
+		batch = DLB_UDP_BATCH;
+	/* a few batches per wakeup, then give the other sockets a turn */
+	for (int round = 0; round < 4; round++) {
+		int n;
+
+		dlb_worker_prepare_recv(w, batch, DLB_MAX_UDP);
+		n = recvmmsg(l->udp_fd, w->rmsgs, batch, MSG_DONTWAIT, NULL);
+		if (n == -1) {
+			if (errno != EAGAIN && errno != EINTR)
+				dlb_log_ratelimited(DLB_LOG_WARN, "recvmmsg: %s", strerror(errno));
+			break;
+		}
+		for (int i = 0; i < n; i++)
+			handle_udp_query(w, l, (unsigned)i);
+		dlb_backend_flush(w);
+		dlb_frontend_flush(w);
+		if ((unsigned)n < batch)
+			break;
+	}
+}
+
+static void
+tcp_accept_cb(struct ev_loop *loop, ev_io *io, int revents)
+{
+	struct dlb_listener *l = container_of(io, struct dlb_listener, tcp_io);
+
+	dlb_tcp_accept(l->w, l);
+}
+
+void
+dlb_listener_start(struct dlb_listener *l)
+{
+	ev_io_init(&l->udp_io, udp_read_cb, l->udp_fd, EV_READ);
+	ev_io_start(l->w->loop, &l->udp_io);
+	ev_io_init(&l->tcp_io, tcp_accept_cb, l->tcp_fd, EV_READ);
+	ev_io_start(l->w->loop, &l->tcp_io);
+}

@@ -1,0 +1,44 @@
+/*
+ * frontend.h - client-facing sockets of one worker: UDP listeners with
+ * recvmmsg/sendmmsg batches and IP_PKTINFO, and the TCP listening sockets
+ * (connections themselves live in tcp.c).
+ *
+ * Thread: the owning worker, except dlb_listener_open (main thread, before
+ * the worker starts, so sockets are bound before privileges are dropped).
+ */
+#ifndef DNSLB_FRONTEND_H
+#define DNSLB_FRONTEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct dlb_worker;
+struct dlb_listener;
+struct dlb_client;
+struct dlb_frontend_cfg;
+struct dlb_sendbatch;
+
+/** Bind the UDP and TCP sockets of @l for frontend @fe (SO_REUSEPORT). @return 0 or -1 (logged). */
+int dlb_listener_open(struct dlb_worker *w, struct dlb_listener *l, int index,
+		      const struct dlb_frontend_cfg *fe);
+void dlb_listener_start(struct dlb_listener *l);
+void dlb_listener_close(struct dlb_listener *l);
+
+/**
+ * Queue an answer to a UDP client; @pkt must stay valid until the next
+ * dlb_frontend_flush() (it is, for receive buffers of the current batch).
+ */
+void dlb_frontend_queue_reply(struct dlb_worker *w, const struct dlb_client *c, uint8_t *pkt,
+			      size_t len);
+/** Send an answer to a UDP client now (answers that do not come from a batch). */
+void dlb_frontend_send_reply(struct dlb_worker *w, const struct dlb_client *c, const uint8_t *pkt,
+			     size_t len);
+/** Send every queued answer. */
+void dlb_frontend_flush(struct dlb_worker *w);
+
+/** Batch helpers shared with backend.c. */
+void dlb_sendbatch_init(struct dlb_sendbatch *b, int fd);
+/** @return number of messages that could not be sent (dropped). */
+unsigned dlb_sendbatch_flush(struct dlb_sendbatch *b, uint32_t *failed_tags, unsigned maxfailed);
+
+#endif

@@ -1,0 +1,133 @@
+/*
+ * inflight.h - outstanding-query tracking towards one backend socket.
+ *
+ * Each worker owns, per backend UDP socket, a table mapping the 16-bit ID on
+ * the wire to an in-flight slot (ARCHITECTURE.md §3). IDs are drawn uniformly
+ * at random among the free ones (an off-path attacker must guess them), so a
+ * live ID is never reused and an in-flight query is never overwritten. All
+ * queries of one table share one timeout, so the send order is the deadline
+ * order: a FIFO list gives O(1) expiry.
+ *
+ * Slots come from a per-worker pool (struct dlb_slot_pool) that grows in
+ * chunks and never shrinks, so the hot path does not allocate once warm.
+ *
+ * Thread: the owning worker only.
+ */
+#ifndef DNSLB_INFLIGHT_H
+#define DNSLB_INFLIGHT_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dnslb/dnslb.h"
+
+struct dlb_rng;
+
+#define DLB_SLOT_NONE UINT32_MAX
+
+union dlb_sockaddr {
+	struct sockaddr sa;
+	struct sockaddr_in sin;
+	struct sockaddr_in6 sin6;
+};
+
+union dlb_pktinfo {
+	struct in_pktinfo v4;
+	struct in6_pktinfo v6;
+};
+
+enum dlb_client_proto {
+	DLB_CLIENT_UDP = 0,
+	DLB_CLIENT_TCP,
+};
+
+/** Who asked, and how to answer them. Copied into every in-flight slot. */
+struct dlb_client {
+	uint8_t proto;			/* enum dlb_client_proto */
+	uint8_t has_dst;		/* dst is valid (wildcard UDP listener) */
+	uint16_t listener;		/* frontend index */
+	uint16_t orig_id;		/* the client's query ID */
+	uint16_t orig_flags;		/* the client's header flags (RD/CD restored) */
+	uint32_t conn_id;		/* TCP: connection slot */
+	uint32_t conn_gen;		/* TCP: its generation (stale handles are dropped) */
+	union dlb_sockaddr peer;
+	union dlb_pktinfo dst;		/* local address the query came to */
+	double t_start;			/* when the query was received (s, monotonic) */
+};
+
+/** One query waiting for a backend's answer. */
+struct dlb_slot {
+	uint32_t prev, next;		/* FIFO (deadline order) within its table */
+	uint32_t self;			/* own index in the pool */
+	double deadline;		/* s, monotonic */
+	uint16_t wire_id;		/* ID sent to the backend */
+	uint16_t qtype, qclass;
+	uint16_t qname_len;
+	int be_index;
+	struct dlb_client client;
+	uint8_t qname_lc[DLB_MAX_NAME];
+};
+
+struct dlb_slot_pool {
+	struct dlb_slot **chunks;
+	uint32_t nchunks;
+	uint32_t free_head;		/* free list threaded through ->next */
+	uint32_t used;
+};
+
+struct dlb_inflight {
+	uint32_t *slot_of;		/* [65536] slot index or DLB_SLOT_NONE */
+	uint16_t *free_ids;		/* [65536] the free IDs, unordered */
+	uint32_t nfree;
+	uint32_t max;			/* setMaxUDPOutstanding */
+	uint32_t head, tail;		/* FIFO of live slots, oldest first */
+};
+
+int dlb_slot_pool_init(struct dlb_slot_pool *p);
+void dlb_slot_pool_deinit(struct dlb_slot_pool *p);
+/** @return a slot index, or DLB_SLOT_NONE when memory ran out. */
+uint32_t dlb_slot_alloc(struct dlb_slot_pool *p);
+void dlb_slot_free(struct dlb_slot_pool *p, uint32_t idx);
+
+static inline struct dlb_slot *
+dlb_slot_get(const struct dlb_slot_pool *p, uint32_t idx)
+{
+	return &p->chunks[idx >> 10][idx & 1023];
+}
+
+/** @max: the most live IDs (1..65536). @return 0 or DLB_ENOMEM. */
+int dlb_inflight_init(struct dlb_inflight *t, uint32_t max);
+void dlb_inflight_deinit(struct dlb_inflight *t);
+
+static inline uint32_t
+dlb_inflight_count(const struct dlb_inflight *t)
+{
+	return 65536 - t->nfree;
+}
+
+/**
+ * Give slot @idx a random free ID, append it to the FIFO with @deadline.
+ * @return the ID (>= 0), or DLB_EFULL when the table holds @max queries.
+ */
+int dlb_inflight_add(struct dlb_inflight *t, struct dlb_slot_pool *p, struct dlb_rng *rng,
+		     uint32_t idx, double deadline);
+
+/** Slot that holds @id, or DLB_SLOT_NONE. */
+static inline uint32_t
+dlb_inflight_lookup(const struct dlb_inflight *t, uint16_t id)
+{
+	return t->slot_of[id];
+}
+
+/** Remove slot @idx (found by lookup or as the FIFO head); its ID becomes free. */
+void dlb_inflight_remove(struct dlb_inflight *t, struct dlb_slot_pool *p, uint32_t idx);
+
+/** Oldest live slot, or DLB_SLOT_NONE. */
+static inline uint32_t
+dlb_inflight_oldest(const struct dlb_inflight *t)
+{
+	return t->head;
+}
+
+#endif

@@ -1,0 +1,419 @@
+/*
+ * main.c - command line (dnsdist-compatible), configuration, workers,
+ * signals and orderly shutdown. The main thread runs libev's default loop for
+ * signals; the data plane runs in the workers.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ev.h>
+
+#include "dnslb/config.h"
+#include "dnslb/log.h"
+#include "dnslb/netmask.h"
+#include "dnslb/stats.h"
+#include "dnslb/wire.h"
+#include "dnslb/worker.h"
+#include "lua/conf.h"
+
+#define DEFAULT_CONFIG	"/etc/dnslb/dnslb.conf"
+#define FALLBACK_CONFIG	"conf/dnslb.conf"
+
+struct cli {
+	const char *config;
+	bool check_config;
+	bool supervised;
+	bool disable_syslog;
+	bool verbose;
+	const char *uid, *gid;
+	int workers;			/* -1: from the config */
+	const char *locals[DLB_MAX_FRONTENDS];
+	int nlocals;
+	const char *acls[256];
+	int nacls;
+	const char *backends[DLB_MAX_BACKENDS];
+	int nbackends;
+};
+
+static struct dlb_worker *workers[DLB_MAX_WORKERS];
+static int nworkers;
+static struct dlb_config *cfg;
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: dnslb [OPTION]... [BACKEND-ADDRESS]...\n"
+		"DNS load balancer, configured in dnsdist's Lua language.\n\n"
+		"  -C, --config FILE      configuration file (default " DEFAULT_CONFIG
+		", else " FALLBACK_CONFIG ")\n"
+		"      --check-config     check the configuration and exit\n"
+		"  -l, --local ADDR       listen on ADDR (UDP and TCP), repeatable; replaces the\n"
+		"                         listeners of the configuration\n"
+		"  -a, --acl NETMASK      allow queries from NETMASK, repeatable\n"
+		"      --workers N        number of worker threads (default: the config's\n"
+		"                         setWorkerThreads, else one per CPU)\n"
+		"      --supervised       run in the foreground without a console (systemd)\n"
+		"      --disable-syslog   log to stdout only\n"
+		"  -u, --uid USER         drop privileges to USER after binding\n"
+		"  -g, --gid GROUP        drop privileges to GROUP after binding\n"
+		"  -v, --verbose          verbose logging\n"
+		"  -V, --version          print the version and exit\n"
+		"  -h, --help             this text\n\n"
+		"Each BACKEND-ADDRESS is added as newServer(\"ADDRESS\").\n"
+		"Signals: TERM/INT exit, HUP is logged and ignored, USR1 prints the counters.\n");
+}
+
+static int
+parse_cli(int argc, char **argv, struct cli *c)
+{
+	enum { OPT_CHECK = 1000, OPT_SUPERVISED, OPT_NOSYSLOG, OPT_WORKERS };
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'C' },
+		{ "check-config", no_argument, NULL, OPT_CHECK },
+		{ "local", required_argument, NULL, 'l' },
+		{ "acl", required_argument, NULL, 'a' },
+		{ "workers", required_argument, NULL, OPT_WORKERS },
+		{ "supervised", no_argument, NULL, OPT_SUPERVISED },
+		{ "disable-syslog", no_argument, NULL, OPT_NOSYSLOG },
+		{ "uid", required_argument, NULL, 'u' },
+		{ "gid", required_argument, NULL, 'g' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int opt;
+
+	memset(c, 0, sizeof(*c));
+	c->workers = -1;
+	while ((opt = getopt_long(argc, argv, "C:l:a:u:g:vVh", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'C':
+			c->config = optarg;
+			break;
+		case OPT_CHECK:
+			c->check_config = true;
+			break;
+		case 'l':
+			if (c->nlocals == DLB_MAX_FRONTENDS) {
+				fprintf(stderr, "too many -l options\n");
+				return -1;
+			}
+			c->locals[c->nlocals++] = optarg;
+			break;
+		case 'a':
+			if (c->nacls == 256) {
+				fprintf(stderr, "too many -a options\n");
+				return -1;
+			}
+			c->acls[c->nacls++] = optarg;
+			break;
+		case OPT_WORKERS: {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+
+			if (*end != '\0' || v < 1 || v > DLB_MAX_WORKERS) {
+				fprintf(stderr, "--workers: expected 1..%d\n", DLB_MAX_WORKERS);
+				return -1;
+			}
+			c->workers = (int)v;
+			break;
+		}
+		case OPT_SUPERVISED:
+			c->supervised = true;
+			break;
+		case OPT_NOSYSLOG:
+			c->disable_syslog = true;
+			break;
+		case 'u':
+			c->uid = optarg;
+			break;
+		case 'g':
+			c->gid = optarg;
+			break;
+		case 'v':
+			c->verbose = true;
+			break;
+		case 'V':
+			printf("dnslb %s\n", DLB_VERSION);
+			exit(0);
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return -1;
+		}
+	}
+	for (int i = optind; i < argc; i++) {
+		if (c->nbackends == DLB_MAX_BACKENDS) {
+			fprintf(stderr, "too many backends\n");
+			return -1;
+		}
+		c->backends[c->nbackends++] = argv[i];
+	}
+	if (c->config == NULL)
+		c->config = access(DEFAULT_CONFIG, R_OK) == 0 ? DEFAULT_CONFIG : FALLBACK_CONFIG;
+	return 0;
+}
+
+/* Apply -l, -a and positional backends on top of the configuration. */
+static int
+apply_cli(const struct cli *c, struct dlb_config *conf)
+{
+	if (c->nlocals > 0) {
+		conf->nfrontends = 0;
+		for (int i = 0; i < c->nlocals; i++) {
+			struct dlb_frontend_cfg fe;
+
+			memset(&fe, 0, sizeof(fe));
+			if (dlb_sockaddr_parse(c->locals[i], DLB_DEFAULT_PORT, &fe.addr,
+					       &fe.addrlen) != 0) {
+				fprintf(stderr, "Invalid listen address '%s'\n", c->locals[i]);
+				return -1;
+			}
+			dlb_sockaddr_format((struct sockaddr *)&fe.addr, fe.text, sizeof(fe.text));
+			fe.reuseport = true;
+			dlb_config_add_frontend(conf, &fe);
+		}
+	}
+	for (int i = 0; i < c->nacls; i++) {
+		struct dlb_netmask nm;
+
+		if (dlb_netmask_parse(c->acls[i], &nm) != 0) {
+			fprintf(stderr, "Invalid ACL entry '%s'\n", c->acls[i]);
+			return -1;
+		}
+		dlb_nmg_add(&conf->acl, &nm);
+	}
+	for (int i = 0; i < c->nbackends; i++) {
+		struct dlb_backend *be = dlb_backend_new();
+
+		if (be == NULL || dlb_sockaddr_parse(c->backends[i], DLB_DEFAULT_PORT, &be->addr,
+						     &be->addrlen) != 0) {
+			fprintf(stderr, "Invalid backend address '%s'\n", c->backends[i]);
+			free(be);
+			return -1;
+		}
+		dlb_sockaddr_format((struct sockaddr *)&be->addr, be->addr_text,
+				    sizeof(be->addr_text));
+		if (dlb_config_add_backend(conf, be) != 0) {
+			fprintf(stderr, "Too many backends\n");
+			free(be);
+			return -1;
+		}
+		dlb_info("Added downstream server %s", be->addr_text);
+	}
+	if (conf->nfrontends == 0) {
+		/* dnsdist's implicit default listener */
+		struct dlb_frontend_cfg fe;
+
+		memset(&fe, 0, sizeof(fe));
+		dlb_sockaddr_parse("127.0.0.1:53", DLB_DEFAULT_PORT, &fe.addr, &fe.addrlen);
+		dlb_sockaddr_format((struct sockaddr *)&fe.addr, fe.text, sizeof(fe.text));
+		dlb_config_add_frontend(conf, &fe);
+	}
+	if (c->workers > 0)
+		conf->workers = c->workers;
+	if (conf->workers <= 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		conf->workers = n < 1 ? 1 : (n > DLB_MAX_WORKERS ? DLB_MAX_WORKERS : (int)n);
+	}
+	return 0;
+}
+
+static int
+drop_privileges(const char *user, const char *group)
+{
+	if (group != NULL) {
+		struct group *gr = getgrnam(group);
+		gid_t gid;
+
+		if (gr != NULL)
+			gid = gr->gr_gid;
+		else if (strspn(group, "0123456789") == strlen(group))
+			gid = (gid_t)strtoul(group, NULL, 10);
+		else {
+			dlb_err("Unknown group '%s'", group);
+			return -1;
+		}
+		if (setgroups(0, NULL) == -1 && errno != EPERM) {
+			dlb_err("setgroups: %s", strerror(errno));
+			return -1;
+		}
+		if (setgid(gid) == -1) {
+			dlb_err("Unable to set group ID to %s: %s", group, strerror(errno));
+			return -1;
+		}
+	}
+	if (user != NULL) {
+		struct passwd *pw = getpwnam(user);
+		uid_t uid;
+
+		if (pw != NULL)
+			uid = pw->pw_uid;
+		else if (strspn(user, "0123456789") == strlen(user))
+			uid = (uid_t)strtoul(user, NULL, 10);
+		else {
+			dlb_err("Unknown user '%s'", user);
+			return -1;
+		}
+		if (setuid(uid) == -1) {
+			dlb_err("Unable to set user ID to %s: %s", user, strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* SIGUSR1: counters summed over workers, then per backend. */
+static void
+print_stats(void)
+{
+	const struct dlb_stats *v[DLB_MAX_WORKERS];
+	struct dlb_stats sum;
+
+	for (int i = 0; i < nworkers; i++)
+		v[i] = &workers[i]->stats;
+	dlb_stats_sum(v, nworkers, &sum);
+	dlb_stats_print(&sum, stdout);
+	for (int b = 0; b < cfg->nbackends; b++) {
+		uint64_t q = 0, r = 0, d = 0, o = 0;
+
+		for (int i = 0; i < nworkers; i++) {
+			const struct dlb_be_stats *bs = &workers[i]->be_stats[b];
+
+			q += __atomic_load_n(&bs->queries, __ATOMIC_RELAXED);
+			r += __atomic_load_n(&bs->responses, __ATOMIC_RELAXED);
+			d += __atomic_load_n(&bs->drops, __ATOMIC_RELAXED);
+			o += __atomic_load_n(&bs->outstanding, __ATOMIC_RELAXED);
+		}
+		printf("backend %s queries %" PRIu64 " responses %" PRIu64 " drops %" PRIu64
+		       " outstanding %" PRIu64 "\n",
+		       cfg->backends[b]->name, q, r, d, o);
+	}
+	printf("stat-end\n");
+	fflush(stdout);
+}
+
+static void
+signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
+{
+	switch (s->signum) {
+	case SIGTERM:
+	case SIGINT:
+		dlb_info("Received signal %d, exiting", s->signum);
+		ev_break(loop, EVBREAK_ALL);
+		break;
+	case SIGHUP:
+		dlb_info("Received SIGHUP; the running configuration is kept");
+		break;
+	case SIGUSR1:
+		print_stats();
+		break;
+	}
+}
+
+int
+main(int argc, char **argv)
+{
+	struct cli c;
+	struct dlb_lua_conf *lc;
+	char err[1024];
+	struct ev_loop *loop;
+	ev_signal sigs[4];
+	static const int signums[4] = { SIGTERM, SIGINT, SIGHUP, SIGUSR1 };
+
+	if (parse_cli(argc, argv, &c) != 0)
+		return 1;
+	dlb_log_init(!c.disable_syslog && !c.check_config,
+		     c.verbose);
+	dlb_wire_hash_init();
+	signal(SIGPIPE, SIG_IGN);
+
+	cfg = dlb_config_new();
+	if (cfg == NULL) {
+		fprintf(stderr, "out of memory\n");
+		return 1;
+	}
+	lc = dlb_lua_conf_new(cfg, c.check_config ? DLB_LUA_PHASE_CHECK : DLB_LUA_PHASE_CONFIG);
+	if (lc == NULL || dlb_lua_conf_load_file(lc, c.config, err, sizeof(err)) != 0) {
+		if (c.check_config) {
+			printf("Error while parsing the configuration file '%s': %s\n", c.config,
+			       lc != NULL ? err : "out of memory");
+		} else {
+			dlb_err("Fatal error while loading the configuration '%s': %s", c.config,
+				lc != NULL ? err : "out of memory");
+		}
+		return 1;
+	}
+	if (apply_cli(&c, cfg) != 0)
+		return 1;
+	if (c.check_config) {
+		printf("Configuration '%s' OK!\n", c.config);
+		return 0;
+	}
+	if (cfg->verbose || c.verbose)
+		dlb_log_set_verbose(true);
+
+	for (int i = 0; i < cfg->nfrontends; i++)
+		dlb_info("Listening on %s", cfg->frontends[i].text);
+	if (cfg->nbackends == 0)
+		dlb_warn("No downstream server configured: queries will be %s",
+			 cfg->servfail_when_no_server ? "answered SERVFAIL" : "dropped");
+	nworkers = cfg->workers;
+	for (int i = 0; i < nworkers; i++) {
+		workers[i] = dlb_worker_new(i, cfg);
+		if (workers[i] == NULL) {
+			dlb_err("Unable to start worker %d", i);
+			return 1;
+		}
+	}
+	if (drop_privileges(c.uid, c.gid) != 0)
+		return 1;
+
+	/* Workers must not get the process signals: block them before spawning. */
+	{
+		sigset_t set, old;
+
+		sigemptyset(&set);
+		for (int i = 0; i < 4; i++)
+			sigaddset(&set, signums[i]);
+		pthread_sigmask(SIG_BLOCK, &set, &old);
+		for (int i = 0; i < nworkers; i++) {
+			if (dlb_worker_start(workers[i]) != 0) {
+				dlb_err("Unable to start worker thread %d", i);
+				return 1;
+			}
+		}
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+
+	loop = ev_default_loop(0);
+	for (int i = 0; i < 4; i++) {
+		ev_signal_init(&sigs[i], signal_cb, signums[i]);
+		ev_signal_start(loop, &sigs[i]);
+	}
+	dlb_info("dnslb %s running with %d worker%s", DLB_VERSION, nworkers,
+		 nworkers == 1 ? "" : "s");
+	ev_run(loop, 0);
+
+	for (int i = 0; i < nworkers; i++)
+		dlb_worker_stop_join(workers[i]);
+	for (int i = 0; i < nworkers; i++)
+		dlb_worker_free(workers[i]);
+	dlb_lua_conf_free(lc);
+	dlb_config_free(cfg);
+	dlb_info("Exiting");
+	return 0;
+}

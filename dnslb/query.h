@@ -1,0 +1,71 @@
+/*
+ * query.h - the query pipeline shared by the UDP and TCP frontends:
+ * parse, header checks, (rules: later issue), pool and backend selection,
+ * local answers. Transport-specific work (sending, framing) stays in
+ * frontend.c, tcp.c and backend.c.
+ *
+ * Thread: the owning worker.
+ */
+#ifndef DNSLB_QUERY_H
+#define DNSLB_QUERY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dnslb/wire.h"
+
+struct dlb_worker;
+struct dlb_backend;
+struct dlb_pool;
+struct dlb_slot;
+
+enum dlb_verdict {
+	DLB_V_DROP = 0,		/* say nothing (UDP) */
+	DLB_V_CLOSE,		/* malformed on TCP: close the connection */
+	DLB_V_ANSWER,		/* q->pkt now holds a local answer of q->len bytes */
+	DLB_V_FORWARD,		/* send to q->be */
+};
+
+struct dlb_query {
+	uint8_t *pkt;		/* the query; answers are built in place */
+	size_t len;
+	size_t cap;		/* bytes available at pkt */
+	bool tcp;
+	struct dlb_dnsmsg m;
+	const struct dlb_pool *pool;
+	struct dlb_backend *be;
+};
+
+/**
+ * Run a query (already past the ACL, already counted in `queries`) through
+ * the pipeline. Counters are updated here; the caller sends.
+ */
+enum dlb_verdict dlb_query_process(struct dlb_worker *w, struct dlb_query *q);
+
+/**
+ * Check a backend answer against the in-flight slot it claims to answer:
+ * QR=1, the same qname (case-insensitive), qtype and qclass; a header-only
+ * answer only for rcodes other than NOERROR/NXDOMAIN (unless
+ * setAllowEmptyResponse). Does not modify @pkt.
+ */
+bool dlb_query_response_matches(const struct dlb_worker *w, const uint8_t *pkt, size_t len,
+				const struct dlb_slot *s);
+
+/**
+ * Turn a matched backend answer into the client's answer in place: the
+ * client's ID, and its RD and CD bits restored. Then account it: responses,
+ * rcode counters, latency, the backend's counters.
+ */
+void dlb_query_finish_response(struct dlb_worker *w, uint8_t *pkt, size_t len,
+			       const struct dlb_slot *s);
+
+/** Account an answer sent to a client (rcode counters and latency). */
+void dlb_query_account_answer(struct dlb_worker *w, const uint8_t *pkt, size_t len,
+			      double t_start);
+
+/** Choose a backend from @pool by its (or the global) policy. NULL if none. */
+struct dlb_backend *dlb_pool_select(struct dlb_worker *w, const struct dlb_pool *pool,
+				    const struct dlb_dnsmsg *m);
+
+#endif

@@ -1,0 +1,1130 @@
+/*
+ * tcp.c - DNS over TCP, both sides.
+ *
+ * Client side: each accepted connection is owned by the worker whose
+ * listening socket accepted it. Frames are read into one buffer; every
+ * complete frame is a query through the same pipeline as UDP. With
+ * maxInFlight = 0 queries are handled strictly one at a time (in order); with
+ * N > 0, up to N are forwarded at once and answered as they come back.
+ * Connections are found again from answers through {index, generation}
+ * handles, so an answer for a connection that has gone is dropped safely.
+ *
+ * Backend side: per worker and backend, a list of connections reused across
+ * clients; each carries up to the backend's maxInFlight queries with IDs
+ * unique on that connection. A request keeps its framed query until answered,
+ * so a connection the backend closed is reopened and the queries resent
+ * (up to `retries` attempts). A mismatched answer closes the connection and
+ * fails its queries (bad-inputs §3.2 #46).
+ */
+#include "dnslb/tcp.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "dnslb/config.h"
+#include "dnslb/frontend.h"
+#include "dnslb/log.h"
+#include "dnslb/query.h"
+#include "dnslb/worker.h"
+
+#define container_of(p, T, m) ((T *)(void *)((char *)(p) - offsetof(T, m)))
+
+#define TCP_RBUF_INITIAL	4096
+#define TCP_MAX_OUT_BYTES	(1u << 20)	/* queued answers per client before we give up */
+#define TCP_MAX_UP_PER_BACKEND	256		/* connections per worker and backend */
+#define TCP_UP_IDLE_TIMEOUT	30.0		/* s an unused backend connection stays open */
+
+/* ---- per-client connection counts (shared by workers; taken on accept only) ---- */
+
+struct client_count {
+	uint8_t key[17];	/* family + address */
+	uint32_t count;
+};
+
+static pthread_mutex_t cc_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct client_count *cc_table;
+static uint32_t cc_cap, cc_used;
+static uint32_t fe_conns[DLB_MAX_FRONTENDS];	/* atomic: connections per frontend */
+
+static void
+client_key(const union dlb_sockaddr *sa, uint8_t key[17])
+{
+	memset(key, 0, 17);
+	key[0] = (uint8_t)sa->sa.sa_family;
+	if (sa->sa.sa_family == AF_INET)
+		memcpy(key + 1, &sa->sin.sin_addr, 4);
+	else
+		memcpy(key + 1, &sa->sin6.sin6_addr, 16);
+}
+
+static uint32_t
+key_hash(const uint8_t key[17])
+{
+	uint32_t h = 2166136261u;
+
+	for (int i = 0; i < 17; i++)
+		h = (h ^ key[i]) * 16777619u;
+	return h;
+}
+
+/* Linear probing with tombstone-free deletion (backward shift). Lock held. */
+static struct client_count *
+cc_find(const uint8_t key[17], bool create)
+{
+	uint32_t i;
+
+	if (create && (cc_used + 1) * 2 > cc_cap) {
+		uint32_t ncap = cc_cap ? cc_cap * 2 : 1024;
+		struct client_count *nt = calloc(ncap, sizeof(*nt)), *old = cc_table;
+		uint32_t ocap = cc_cap;
+
+		if (nt == NULL)
+			return NULL;
+		cc_table = nt;
+		cc_cap = ncap;
+		for (uint32_t j = 0; j < ocap; j++) {
+			if (old[j].count == 0)
+				continue;
+			i = key_hash(old[j].key) & (ncap - 1);
+			while (nt[i].count != 0)
+				i = (i + 1) & (ncap - 1);
+			nt[i] = old[j];
+		}
+		free(old);
+	}
+	if (cc_cap == 0)
+		return NULL;
+	i = key_hash(key) & (cc_cap - 1);
+	while (cc_table[i].count != 0) {
+		if (memcmp(cc_table[i].key, key, 17) == 0)
+			return &cc_table[i];
+		i = (i + 1) & (cc_cap - 1);
+	}
+	if (!create)
+		return NULL;
+	memcpy(cc_table[i].key, key, 17);
+	cc_used++;
+	return &cc_table[i];
+}
+
+static void
+cc_delete(struct client_count *e)
+{
+	uint32_t i = (uint32_t)(e - cc_table), j = i;
+
+	cc_used--;
+	e->count = 0;
+	for (;;) {
+		uint32_t k;
+
+		j = (j + 1) & (cc_cap - 1);
+		if (cc_table[j].count == 0)
+			return;
+		k = key_hash(cc_table[j].key) & (cc_cap - 1);
+		/* move j back to i if its home k is not cyclically in (i, j] */
+		if ((i <= j) ? (i < k && k <= j) : (i < k || k <= j))
+			continue;
+		cc_table[i] = cc_table[j];
+		cc_table[j].count = 0;
+		i = j;
+	}
+}
+
+/* @return false when @sa already has @max connections. */
+static bool
+client_conn_acquire(const union dlb_sockaddr *sa, int max)
+{
+	uint8_t key[17];
+	struct client_count *e;
+	bool ok = true;
+
+	if (max <= 0)
+		return true;
+	client_key(sa, key);
+	pthread_mutex_lock(&cc_lock);
+	e = cc_find(key, true);
+	if (e == NULL || e->count >= (uint32_t)max)
+		ok = e == NULL; /* out of memory: do not refuse service for it */
+	else
+		e->count++;
+	pthread_mutex_unlock(&cc_lock);
+	return ok;
+}
+
+static void
+client_conn_release(const union dlb_sockaddr *sa, int max)
+{
+	uint8_t key[17];
+	struct client_count *e;
+
+	if (max <= 0)
+		return;
+	client_key(sa, key);
+	pthread_mutex_lock(&cc_lock);
+	e = cc_find(key, false);
+	if (e != NULL && --e->count == 0)
+		cc_delete(e);
+	pthread_mutex_unlock(&cc_lock);
+}
+
+/* ---- client connections ---------------------------------------------------- */
+
+struct outbuf {
+	struct outbuf *next;
+	size_t len, off;
+	uint8_t data[];
+};
+
+struct dlb_tcp_client {
+	struct dlb_worker *w;
+	struct dlb_listener *l;
+	uint32_t idx, gen;
+	int fd;
+	union dlb_sockaddr peer;
+	ev_io rio, wio;
+	ev_timer timer;
+	double started, last_io;
+	uint8_t *rbuf;
+	size_t rcap, rlen, rpos;	/* frames start at rpos */
+	struct outbuf *out_head, *out_tail;
+	size_t out_bytes;
+	uint32_t inflight;		/* forwarded, not yet answered */
+	uint32_t queries;		/* read so far */
+	bool limit_reached;		/* setMaxTCPQueriesPerConnection: read no more */
+	bool peer_closed;		/* the client shut its side down */
+	bool counted_client;		/* holds a per-client count */
+};
+
+static void client_process(struct dlb_tcp_client *c);
+static void client_arm_timer(struct dlb_tcp_client *c);
+
+static int
+conn_table_add(struct dlb_worker *w, struct dlb_tcp_client *c)
+{
+	uint32_t i;
+
+	if (w->nfree_conns > 0) {
+		i = w->conns_free[--w->nfree_conns];
+	} else {
+		if (w->nconns == w->conns_cap) {
+			uint32_t ncap = w->conns_cap ? w->conns_cap * 2 : 64;
+			struct dlb_tcp_client **nc = realloc(w->conns, ncap * sizeof(*nc));
+			uint32_t *nf;
+
+			if (nc == NULL)
+				return -1;
+			w->conns = nc;
+			nf = realloc(w->conns_free, ncap * sizeof(*nf));
+			if (nf == NULL)
+				return -1;
+			w->conns_free = nf;
+			w->conns_cap = ncap;
+		}
+		i = w->nconns++;
+	}
+	w->conns[i] = c;
+	c->idx = i;
+	c->gen = ++w->tcp_gen;
+	return 0;
+}
+
+static void
+client_close(struct dlb_tcp_client *c)
+{
+	struct dlb_worker *w = c->w;
+	const struct dlb_frontend_cfg *fe = &w->cfg->frontends[c->l->index];
+
+	ev_io_stop(w->loop, &c->rio);
+	ev_io_stop(w->loop, &c->wio);
+	ev_timer_stop(w->loop, &c->timer);
+	close(c->fd);
+	while (c->out_head != NULL) {
+		struct outbuf *o = c->out_head;
+
+		c->out_head = o->next;
+		free(o);
+	}
+	free(c->rbuf);
+	w->conns[c->idx] = NULL;
+	w->conns_free[w->nfree_conns++] = c->idx;
+	c->l->tcp_conns--;
+	if (fe->max_concurrent_tcp > 0)
+		__atomic_sub_fetch(&fe_conns[c->l->index], 1, __ATOMIC_RELAXED);
+	if (c->counted_client)
+		client_conn_release(&c->peer, w->cfg->max_tcp_conns_per_client);
+	free(c);
+}
+
+static bool
+client_done(const struct dlb_tcp_client *c)
+{
+	return (c->peer_closed || c->limit_reached) && c->inflight == 0 && c->out_head == NULL &&
+	       c->rpos == c->rlen;
+}
+
+static void
+client_flush(struct dlb_tcp_client *c)
+{
+	struct dlb_worker *w = c->w;
+
+	while (c->out_head != NULL) {
+		struct outbuf *o = c->out_head;
+		ssize_t n = send(c->fd, o->data + o->off, o->len - o->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n == -1) {
+			if (errno == EAGAIN || errno == EINTR)
+				break;
+			client_close(c);
+			return;
+		}
+		c->last_io = dlb_worker_now(w);
+		o->off += (size_t)n;
+		c->out_bytes -= (size_t)n;
+		if (o->off < o->len)
+			break;
+		c->out_head = o->next;
+		if (c->out_head == NULL)
+			c->out_tail = NULL;
+		free(o);
+	}
+	if (c->out_head != NULL) {
+		if (!ev_is_active(&c->wio))
+			ev_io_start(w->loop, &c->wio);
+	} else if (ev_is_active(&c->wio)) {
+		ev_io_stop(w->loop, &c->wio);
+	}
+	if (client_done(c)) {
+		client_close(c);
+		return;
+	}
+	client_arm_timer(c);
+}
+
+/* Queue a framed copy of @pkt. @return false if the client was closed. */
+static bool
+client_queue(struct dlb_tcp_client *c, const uint8_t *pkt, size_t len)
+{
+	struct outbuf *o;
+
+	if (c->out_bytes + len + 2 > TCP_MAX_OUT_BYTES) {
+		/* a client that does not read its answers */
+		c->w->stats.tcp_client_timeouts++;
+		client_close(c);
+		return false;
+	}
+	o = malloc(sizeof(*o) + len + 2);
+	if (o == NULL) {
+		client_close(c);
+		return false;
+	}
+	o->next = NULL;
+	o->len = len + 2;
+	o->off = 0;
+	dlb_wr16(o->data, (uint16_t)len);
+	memcpy(o->data + 2, pkt, len);
+	if (c->out_tail != NULL)
+		c->out_tail->next = o;
+	else
+		c->out_head = o;
+	c->out_tail = o;
+	c->out_bytes += o->len;
+	return true;
+}
+
+static void
+client_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct dlb_tcp_client *c = container_of(t, struct dlb_tcp_client, timer);
+	const struct dlb_config *cfg = c->w->cfg;
+	double now = ev_now(loop);
+
+	if (cfg->max_tcp_conn_duration > 0 && now - c->started >= cfg->max_tcp_conn_duration) {
+		c->w->stats.tcp_client_timeouts++;
+		client_close(c);
+		return;
+	}
+	if (c->out_head != NULL && now - c->last_io >= cfg->tcp_send_timeout) {
+		c->w->stats.tcp_client_timeouts++;
+		client_close(c);
+		return;
+	}
+	if (c->out_head == NULL && c->inflight == 0 && now - c->last_io >= cfg->tcp_recv_timeout) {
+		c->w->stats.tcp_client_timeouts++;
+		client_close(c);
+		return;
+	}
+	client_arm_timer(c);
+}
+
+/* Next instant something may time out: idle/partial read, send, duration. */
+static void
+client_arm_timer(struct dlb_tcp_client *c)
+{
+	const struct dlb_config *cfg = c->w->cfg;
+	double now = dlb_worker_now(c->w), due = 0;
+
+	if (c->out_head != NULL)
+		due = c->last_io + cfg->tcp_send_timeout;
+	else if (c->inflight == 0)
+		due = c->last_io + cfg->tcp_recv_timeout;
+	if (cfg->max_tcp_conn_duration > 0) {
+		double end = c->started + cfg->max_tcp_conn_duration;
+
+		if (due == 0 || end < due)
+			due = end;
+	}
+	ev_timer_stop(c->w->loop, &c->timer);
+	if (due == 0)
+		return;	/* waiting for backends: their own timeouts apply */
+	ev_timer_set(&c->timer, due > now ? due - now : 0.001, 0.);
+	ev_timer_start(c->w->loop, &c->timer);
+}
+
+static void
+client_write_cb(struct ev_loop *loop, ev_io *io, int revents)
+{
+	client_flush(container_of(io, struct dlb_tcp_client, wio));
+}
+
+static void
+client_read_cb(struct ev_loop *loop, ev_io *io, int revents)
+{
+	struct dlb_tcp_client *c = container_of(io, struct dlb_tcp_client, rio);
+	ssize_t n;
+
+	if (c->rpos > 0 && c->rpos == c->rlen)
+		c->rpos = c->rlen = 0;
+	if (c->rlen == c->rcap) {
+		/* keep the unprocessed tail at the start of the buffer */
+		memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
+		c->rlen -= c->rpos;
+		c->rpos = 0;
+		if (c->rlen == c->rcap) {
+			/* only happens while a frame is being processed: wait */
+			ev_io_stop(loop, &c->rio);
+			return;
+		}
+	}
+	n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, MSG_DONTWAIT);
+	if (n == -1) {
+		if (errno != EAGAIN && errno != EINTR)
+			client_close(c);
+		return;
+	}
+	if (n == 0) {
+		/* half-close: answer what was fully received, then close */
+		ev_io_stop(loop, &c->rio);
+		c->peer_closed = true;
+		client_process(c);
+		return;
+	}
+	c->rlen += (size_t)n;
+	c->last_io = ev_now(loop);
+	client_process(c);
+}
+
+/*
+ * Handle the complete frames in the buffer, as far as the in-flight limit
+ * allows. May close @c.
+ */
+static void
+client_process(struct dlb_tcp_client *c)
+{
+	struct dlb_worker *w = c->w;
+	const struct dlb_config *cfg = w->cfg;
+	const struct dlb_frontend_cfg *fe = &cfg->frontends[c->l->index];
+	uint32_t max_inflight = fe->max_in_flight > 0 ? (uint32_t)fe->max_in_flight : 1;
+
+	for (;;) {
+		size_t avail = c->rlen - c->rpos;
+		uint16_t flen;
+		struct dlb_query q;
+		struct dlb_client cl;
+
+		if (c->limit_reached) {
+			/* over the per-connection query limit: ignore the rest */
+			c->rpos = c->rlen;
+			break;
+		}
+		if (c->inflight >= max_inflight)
+			break;
+		if (avail < 2)
+			break;
+		flen = dlb_rd16(c->rbuf + c->rpos);
+		if (flen < DLB_DNS_HDR) {
+			/* length 0 or shorter than a header: framing is broken */
+			w->stats.noncompliant_queries++;
+			client_close(c);
+			return;
+		}
+		if (avail < (size_t)flen + 2) {
+			if (c->rpos + 2 + (size_t)flen > c->rcap) {
+				size_t need = (size_t)flen + 2;
+				uint8_t *nb;
+
+				memmove(c->rbuf, c->rbuf + c->rpos, avail);
+				c->rlen = avail;
+				c->rpos = 0;
+				if (need > c->rcap) {
+					nb = realloc(c->rbuf, need);
+					if (nb == NULL) {
+						client_close(c);
+						return;
+					}
+					c->rbuf = nb;
+					c->rcap = need;
+				}
+			}
+			break;
+		}
+		w->stats.queries++;
+		c->l->tcp_queries++;
+		c->queries++;
+		q.pkt = c->rbuf + c->rpos + 2;
+		q.len = flen;
+		q.cap = flen;	/* local answers are never longer than the query */
+		q.tcp = true;
+		c->rpos += (size_t)flen + 2;
+		if (cfg->max_tcp_queries_per_conn > 0 &&
+		    c->queries >= (uint32_t)cfg->max_tcp_queries_per_conn)
+			c->limit_reached = true;
+
+		switch (dlb_query_process(w, &q)) {
+		case DLB_V_CLOSE:
+		case DLB_V_DROP:
+			/* nothing to say on a stream: close (dnsdist does the same) */
+			client_close(c);
+			return;
+		case DLB_V_ANSWER:
+			dlb_query_account_answer(w, q.pkt, q.len, ev_now(w->loop));
+			if (!client_queue(c, q.pkt, q.len))
+				return;
+			break;
+		case DLB_V_FORWARD:
+			memset(&cl, 0, sizeof(cl));
+			cl.proto = DLB_CLIENT_TCP;
+			cl.listener = (uint16_t)c->l->index;
+			cl.peer = c->peer;
+			cl.orig_id = q.m.id;
+			cl.orig_flags = q.m.flags;
+			cl.conn_id = c->idx;
+			cl.conn_gen = c->gen;
+			cl.t_start = ev_now(w->loop);
+			c->inflight++;
+			dlb_tcp_forward(w, &q, &cl);
+			/* a failed forward answers at once, which may have closed c */
+			if (w->conns[cl.conn_id] != c)
+				return;
+			break;
+		}
+	}
+	if (c->peer_closed && c->inflight < max_inflight)
+		c->rpos = c->rlen;	/* an incomplete last frame will never complete */
+	if (c->rpos == c->rlen)
+		c->rpos = c->rlen = 0;
+	/* read more only when there is room to act on it */
+	if (!c->peer_closed && !c->limit_reached && c->inflight < max_inflight) {
+		if (!ev_is_active(&c->rio))
+			ev_io_start(w->loop, &c->rio);
+	} else if (ev_is_active(&c->rio)) {
+		ev_io_stop(w->loop, &c->rio);
+	}
+	client_flush(c);
+}
+
+void
+dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
+{
+	const struct dlb_config *cfg = w->cfg;
+	const struct dlb_frontend_cfg *fe = &cfg->frontends[l->index];
+
+	for (int k = 0; k < 32; k++) {
+		union dlb_sockaddr peer;
+		socklen_t plen = sizeof(peer);
+		struct dlb_tcp_client *c;
+		int fd = accept4(l->tcp_fd, &peer.sa, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int one = 1;
+
+		if (fd == -1) {
+			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+				dlb_log_ratelimited(DLB_LOG_WARN, "accept: %s", strerror(errno));
+			return;
+		}
+		if (!dlb_nmg_match(&cfg->acl, &peer.sa)) {
+			w->stats.acl_drops++;
+			close(fd);
+			continue;
+		}
+		if (fe->max_concurrent_tcp > 0 &&
+		    __atomic_add_fetch(&fe_conns[l->index], 1, __ATOMIC_RELAXED) >
+			    (uint32_t)fe->max_concurrent_tcp) {
+			__atomic_sub_fetch(&fe_conns[l->index], 1, __ATOMIC_RELAXED);
+			w->stats.tcp_client_rejected++;
+			close(fd);
+			continue;
+		}
+		if (!client_conn_acquire(&peer, cfg->max_tcp_conns_per_client)) {
+			if (fe->max_concurrent_tcp > 0)
+				__atomic_sub_fetch(&fe_conns[l->index], 1, __ATOMIC_RELAXED);
+			w->stats.tcp_client_rejected++;
+			close(fd);
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (c == NULL || (c->rbuf = malloc(TCP_RBUF_INITIAL)) == NULL ||
+		    conn_table_add(w, c) != 0) {
+			if (c != NULL)
+				free(c->rbuf);
+			free(c);
+			client_conn_release(&peer, cfg->max_tcp_conns_per_client);
+			if (fe->max_concurrent_tcp > 0)
+				__atomic_sub_fetch(&fe_conns[l->index], 1, __ATOMIC_RELAXED);
+			close(fd);
+			continue;
+		}
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		c->w = w;
+		c->l = l;
+		c->fd = fd;
+		c->peer = peer;
+		c->rcap = TCP_RBUF_INITIAL;
+		c->counted_client = cfg->max_tcp_conns_per_client > 0;
+		c->started = c->last_io = ev_now(w->loop);
+		l->tcp_conns++;
+		w->stats.tcp_client_connections++;
+		ev_io_init(&c->rio, client_read_cb, fd, EV_READ);
+		ev_io_init(&c->wio, client_write_cb, fd, EV_WRITE);
+		ev_init(&c->timer, client_timer_cb);
+		ev_io_start(w->loop, &c->rio);
+		client_arm_timer(c);
+	}
+}
+
+static struct dlb_tcp_client *
+client_lookup(struct dlb_worker *w, const struct dlb_client *cl)
+{
+	struct dlb_tcp_client *c;
+
+	if (cl->conn_id >= w->nconns)
+		return NULL;
+	c = w->conns[cl->conn_id];
+	if (c == NULL || c->gen != cl->conn_gen)
+		return NULL;
+	return c;
+}
+
+void
+dlb_tcp_deliver(struct dlb_worker *w, const struct dlb_client *cl, const uint8_t *pkt, size_t len)
+{
+	struct dlb_tcp_client *c = client_lookup(w, cl);
+
+	if (c == NULL)
+		return;	/* the client went away meanwhile */
+	c->inflight--;
+	if (!client_queue(c, pkt, len))
+		return;
+	client_process(c);
+}
+
+/* A forwarded TCP query failed: SERVFAIL, so pipelined neighbours survive. */
+static void
+client_fail(struct dlb_worker *w, const struct dlb_client *cl, const struct dlb_slot *s)
+{
+	uint8_t buf[DLB_DNS_HDR + DLB_MAX_NAME + 4];
+	size_t n = 0;
+
+	dlb_wr16(buf, cl->orig_id);
+	dlb_wr16(buf + 2, (uint16_t)(DLB_F_QR | DLB_F_RA | (cl->orig_flags & (DLB_F_RD | DLB_F_CD)) |
+				     (cl->orig_flags & 0x7800) | DLB_RCODE_SERVFAIL));
+	dlb_wr16(buf + 4, 1);
+	memset(buf + 6, 0, 6);
+	n = DLB_DNS_HDR;
+	/* echo the question (lowercased: the client's case is not kept in a slot) */
+	memcpy(buf + n, s->qname_lc, s->qname_len);
+	n += s->qname_len;
+	dlb_wr16(buf + n, s->qtype);
+	dlb_wr16(buf + n + 2, s->qclass);
+	n += 4;
+	w->stats.self_answered++;
+	dlb_query_account_answer(w, buf, n, cl->t_start);
+	if (cl->proto == DLB_CLIENT_TCP)
+		dlb_tcp_deliver(w, cl, buf, n);
+	else
+		dlb_frontend_send_reply(w, cl, buf, n);
+}
+
+/* ---- backend connections ------------------------------------------------------ */
+
+enum up_state {
+	UP_CONNECTING = 0,
+	UP_READY,
+};
+
+struct up_req {
+	struct dlb_slot s;		/* question, client, deadline; s.wire_id is ours */
+	uint8_t *frame;			/* framed query, ID rewritten */
+	size_t flen;
+	size_t written;
+};
+
+struct dlb_tcp_up {
+	struct dlb_worker *w;
+	struct dlb_tcp_up *next;
+	int be_index;
+	int fd;
+	int state;
+	int attempts;
+	ev_io io;
+	ev_timer timer;
+	double last_use;
+	struct up_req *reqs;		/* in send order */
+	uint32_t nreqs, cap;
+	uint32_t wpos;			/* first request not fully written */
+	uint8_t *rbuf;
+	size_t rlen, rcap;
+};
+
+static void up_io_cb(struct ev_loop *loop, ev_io *io, int revents);
+static void up_arm_timer(struct dlb_tcp_up *u);
+static void up_timer_cb(struct ev_loop *loop, ev_timer *t, int revents);
+
+static uint32_t
+up_max_inflight(const struct dlb_backend *be)
+{
+	return be->max_in_flight > 0 ? (uint32_t)be->max_in_flight : 1;
+}
+
+static void
+up_unlink(struct dlb_tcp_up *u)
+{
+	struct dlb_be_local *bl = &u->w->be[u->be_index];
+
+	for (struct dlb_tcp_up **pp = &bl->tcp_conns; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == u) {
+			*pp = u->next;
+			bl->tcp_count--;
+			return;
+		}
+	}
+}
+
+static void
+up_close_fd(struct dlb_tcp_up *u)
+{
+	if (u->fd >= 0) {
+		ev_io_stop(u->w->loop, &u->io);
+		close(u->fd);
+		u->fd = -1;
+	}
+	u->rlen = 0;
+}
+
+static void
+up_free(struct dlb_tcp_up *u)
+{
+	struct dlb_worker *w = u->w;
+
+	up_close_fd(u);
+	ev_timer_stop(w->loop, &u->timer);
+	up_unlink(u);
+	for (uint32_t i = 0; i < u->nreqs; i++)
+		free(u->reqs[i].frame);
+	free(u->reqs);
+	free(u->rbuf);
+	free(u);
+}
+
+/* Fail every request of @u (answer SERVFAIL to TCP clients, nothing to UDP ones), then free it. */
+static void
+up_fail_all(struct dlb_tcp_up *u, bool timeout)
+{
+	struct dlb_worker *w = u->w;
+	struct up_req *reqs = u->reqs;
+	uint32_t n = u->nreqs;
+
+	/* detach first: failing a request may re-enter this module */
+	u->reqs = NULL;
+	u->nreqs = u->cap = 0;
+	w->stats.tcp_downstream_failures++;
+	up_free(u);
+	for (uint32_t i = 0; i < n; i++) {
+		struct up_req *r = &reqs[i];
+
+		w->be_stats[r->s.be_index].outstanding--;
+		if (timeout) {
+			w->stats.downstream_timeouts++;
+			w->be_stats[r->s.be_index].drops++;
+		}
+		if (r->s.client.proto == DLB_CLIENT_TCP)
+			client_fail(w, &r->s.client, &r->s);
+		free(r->frame);
+	}
+	free(reqs);
+}
+
+static int
+up_connect(struct dlb_tcp_up *u)
+{
+	const struct dlb_backend *be = u->w->cfg->backends[u->be_index];
+	int fd = socket(be->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int one = 1;
+
+	if (fd == -1)
+		return -1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (be->source_iface[0] != '\0')
+		setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, be->source_iface,
+			   (socklen_t)strlen(be->source_iface));
+	if (be->source.ss_family != 0) {
+		setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+		if (bind(fd, (const struct sockaddr *)&be->source, be->sourcelen) == -1) {
+			close(fd);
+			return -1;
+		}
+	}
+	if (connect(fd, (const struct sockaddr *)&be->addr, be->addrlen) == -1 &&
+	    errno != EINPROGRESS) {
+		close(fd);
+		return -1;
+	}
+	u->fd = fd;
+	u->state = UP_CONNECTING;
+	u->attempts++;
+	u->last_use = ev_now(u->w->loop);
+	u->wpos = 0;
+	for (uint32_t i = 0; i < u->nreqs; i++)
+		u->reqs[i].written = 0;
+	u->w->stats.tcp_downstream_connections++;
+	ev_io_init(&u->io, up_io_cb, fd, EV_READ | EV_WRITE);
+	ev_io_start(u->w->loop, &u->io);
+	return 0;
+}
+
+/*
+ * The connection broke: reconnect and resend if attempts remain, else fail.
+ * @return false when @u was freed.
+ */
+static bool
+up_broken(struct dlb_tcp_up *u)
+{
+	const struct dlb_backend *be = u->w->cfg->backends[u->be_index];
+
+	up_close_fd(u);
+	if (u->nreqs == 0) {
+		up_free(u);
+		return false;
+	}
+	if (u->attempts < (be->retries > 0 ? be->retries : 1) && up_connect(u) == 0) {
+		up_arm_timer(u);
+		return true;
+	}
+	up_fail_all(u, false);
+	return false;
+}
+
+static void
+up_arm_timer(struct dlb_tcp_up *u)
+{
+	const struct dlb_backend *be = u->w->cfg->backends[u->be_index];
+	double now = dlb_worker_now(u->w), due;
+
+	if (u->state == UP_CONNECTING)
+		due = u->last_use + be->tcp_connect_timeout;
+	else if (u->nreqs > 0)
+		due = u->reqs[0].s.deadline;
+	else
+		due = u->last_use + TCP_UP_IDLE_TIMEOUT;
+	ev_timer_stop(u->w->loop, &u->timer);
+	ev_timer_set(&u->timer, due > now ? due - now : 0.001, 0.);
+	ev_timer_start(u->w->loop, &u->timer);
+}
+
+static void
+up_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct dlb_tcp_up *u = container_of(t, struct dlb_tcp_up, timer);
+	const struct dlb_backend *be = u->w->cfg->backends[u->be_index];
+	double now = ev_now(loop);
+
+	if (u->state == UP_CONNECTING) {
+		if (now - u->last_use >= be->tcp_connect_timeout) {
+			up_broken(u);
+			return;
+		}
+	} else if (u->nreqs > 0) {
+		if (now >= u->reqs[0].s.deadline) {
+			/* the backend sat on a query: fail the connection's queries */
+			up_fail_all(u, true);
+			return;
+		}
+	} else if (now - u->last_use >= TCP_UP_IDLE_TIMEOUT) {
+		up_free(u);
+		return;
+	}
+	up_arm_timer(u);
+}
+
+/* @return false when @u was freed; check u->state after (it may be reconnecting). */
+static bool
+up_write(struct dlb_tcp_up *u)
+{
+	while (u->wpos < u->nreqs) {
+		struct up_req *r = &u->reqs[u->wpos];
+		ssize_t n = send(u->fd, r->frame + r->written, r->flen - r->written,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n == -1) {
+			if (errno == EAGAIN || errno == EINTR)
+				break;
+			return up_broken(u);
+		}
+		r->written += (size_t)n;
+		if (r->written < r->flen)
+			break;
+		u->wpos++;
+	}
+	ev_io_stop(u->w->loop, &u->io);
+	ev_io_set(&u->io, u->fd, u->wpos < u->nreqs ? EV_READ | EV_WRITE : EV_READ);
+	ev_io_start(u->w->loop, &u->io);
+	return true;
+}
+
+static void
+up_remove_req(struct dlb_tcp_up *u, uint32_t i)
+{
+	free(u->reqs[i].frame);
+	memmove(&u->reqs[i], &u->reqs[i + 1], (u->nreqs - i - 1) * sizeof(*u->reqs));
+	u->nreqs--;
+	if (u->wpos > i)
+		u->wpos--;
+}
+
+/* Handle complete answer frames. @return false if @u was freed. */
+static bool
+up_read_frames(struct dlb_tcp_up *u)
+{
+	struct dlb_worker *w = u->w;
+	size_t pos = 0;
+
+	while (u->rlen - pos >= 2) {
+		uint16_t flen = dlb_rd16(u->rbuf + pos);
+		uint8_t *pkt = u->rbuf + pos + 2;
+		struct dlb_slot s;
+		uint32_t i;
+
+		if (u->rlen - pos < (size_t)flen + 2)
+			break;
+		pos += (size_t)flen + 2;
+		for (i = 0; i < u->nreqs; i++)
+			if (flen >= DLB_DNS_HDR && u->reqs[i].s.wire_id == dlb_rd16(pkt))
+				break;
+		if (i == u->nreqs || !dlb_query_response_matches(w, pkt, flen, &u->reqs[i].s)) {
+			/* on a stream there is no waiting for the real one: drop the connection */
+			w->stats.noncompliant_responses++;
+			up_fail_all(u, false);
+			return false;
+		}
+		s = u->reqs[i].s;
+		up_remove_req(u, i);
+		w->be_stats[s.be_index].outstanding--;
+		u->last_use = ev_now(w->loop);
+		dlb_query_finish_response(w, pkt, flen, &s);
+		if (s.client.proto == DLB_CLIENT_TCP)
+			dlb_tcp_deliver(w, &s.client, pkt, flen);
+		else
+			dlb_frontend_send_reply(w, &s.client, pkt, flen);
+	}
+	memmove(u->rbuf, u->rbuf + pos, u->rlen - pos);
+	u->rlen -= pos;
+	if (u->rlen >= 2 && (size_t)dlb_rd16(u->rbuf) + 2 > u->rcap) {
+		size_t need = (size_t)dlb_rd16(u->rbuf) + 2;
+		uint8_t *nb = realloc(u->rbuf, need);
+
+		if (nb == NULL) {
+			up_fail_all(u, false);
+			return false;
+		}
+		u->rbuf = nb;
+		u->rcap = need;
+	}
+	return true;
+}
+
+static void
+up_io_cb(struct ev_loop *loop, ev_io *io, int revents)
+{
+	struct dlb_tcp_up *u = container_of(io, struct dlb_tcp_up, io);
+
+	if (u->state == UP_CONNECTING) {
+		int err = 0;
+		socklen_t el = sizeof(err);
+
+		if (getsockopt(u->fd, SOL_SOCKET, SO_ERROR, &err, &el) == -1 || err != 0) {
+			up_broken(u);
+			return;
+		}
+		u->state = UP_READY;
+		u->last_use = ev_now(loop);
+	}
+	if (revents & EV_WRITE) {
+		if (!up_write(u))
+			return;
+		if (u->state == UP_CONNECTING)
+			return;	/* reconnecting */
+	}
+	if (revents & EV_READ) {
+		ssize_t n;
+
+		if (u->rcap == 0) {
+			u->rbuf = malloc(TCP_RBUF_INITIAL);
+			if (u->rbuf == NULL) {
+				up_fail_all(u, false);
+				return;
+			}
+			u->rcap = TCP_RBUF_INITIAL;
+		}
+		n = recv(u->fd, u->rbuf + u->rlen, u->rcap - u->rlen, MSG_DONTWAIT);
+		if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR)) {
+			u->attempts = 0;	/* it worked before: a fresh round of retries */
+			up_broken(u);
+			return;
+		}
+		if (n > 0) {
+			u->rlen += (size_t)n;
+			if (!up_read_frames(u))
+				return;
+		}
+	}
+	up_arm_timer(u);
+}
+
+static struct dlb_tcp_up *
+up_get(struct dlb_worker *w, const struct dlb_backend *be)
+{
+	struct dlb_be_local *bl = &w->be[be->index];
+	uint32_t max = up_max_inflight(be);
+	struct dlb_tcp_up *u;
+
+	for (u = bl->tcp_conns; u != NULL; u = u->next)
+		if (u->fd >= 0 && u->nreqs < max)
+			return u;
+	if (bl->tcp_count >= TCP_MAX_UP_PER_BACKEND)
+		return NULL;
+	u = calloc(1, sizeof(*u));
+	if (u == NULL)
+		return NULL;
+	u->w = w;
+	u->be_index = be->index;
+	u->fd = -1;
+	u->last_use = ev_now(w->loop);
+	ev_init(&u->timer, up_timer_cb);
+	u->next = bl->tcp_conns;
+	bl->tcp_conns = u;
+	bl->tcp_count++;
+	if (up_connect(u) != 0) {
+		w->stats.tcp_downstream_failures++;
+		up_free(u);
+		return NULL;
+	}
+	return u;
+}
+
+void
+dlb_tcp_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *c)
+{
+	const struct dlb_backend *be = q->be;
+	struct dlb_tcp_up *u = up_get(w, be);
+	struct up_req *r;
+	double timeout = be->tcp_recv_timeout > 0 ? be->tcp_recv_timeout : 30;
+	uint16_t id;
+	bool unique;
+	struct dlb_slot s;
+
+	memset(&s, 0, sizeof(s));
+	s.be_index = be->index;
+	s.qtype = q->m.qtype;
+	s.qclass = q->m.qclass;
+	s.qname_len = q->m.qname_len;
+	memcpy(s.qname_lc, q->m.qname_lc, q->m.qname_len);
+	s.client = *c;
+	if (u == NULL || u->nreqs == u->cap) {
+		struct up_req *nr = NULL;
+
+		if (u != NULL) {
+			uint32_t ncap = u->cap ? u->cap * 2 : 4;
+
+			nr = realloc(u->reqs, ncap * sizeof(*nr));
+			if (nr != NULL) {
+				u->reqs = nr;
+				u->cap = ncap;
+			}
+		}
+		if (nr == NULL) {
+			w->stats.downstream_send_errors++;
+			w->be_stats[be->index].send_errors++;
+			if (c->proto == DLB_CLIENT_TCP)
+				client_fail(w, c, &s);
+			return;
+		}
+	}
+	/* an ID unique on this connection: never reuse one in flight (CVE-2026-33596) */
+	do {
+		id = (uint16_t)dlb_rng_u32(&w->rng);
+		unique = true;
+		for (uint32_t i = 0; i < u->nreqs; i++)
+			if (u->reqs[i].s.wire_id == id)
+				unique = false;
+	} while (!unique);
+	r = &u->reqs[u->nreqs];
+	r->s = s;
+	r->s.wire_id = id;
+	r->s.deadline = ev_now(w->loop) + timeout;
+	r->flen = q->len + 2;
+	r->written = 0;
+	r->frame = malloc(r->flen);
+	if (r->frame == NULL) {
+		w->stats.downstream_send_errors++;
+		if (c->proto == DLB_CLIENT_TCP)
+			client_fail(w, c, &s);
+		return;
+	}
+	dlb_wr16(r->frame, (uint16_t)q->len);
+	memcpy(r->frame + 2, q->pkt, q->len);
+	dlb_wr16(r->frame + 2, id);
+	u->nreqs++;
+	u->last_use = ev_now(w->loop);
+	w->be_stats[be->index].queries++;
+	w->be_stats[be->index].outstanding++;
+	if (u->state == UP_READY && !up_write(u))
+		return;
+	up_arm_timer(u);
+}
+
+void
+dlb_tcp_worker_close_all(struct dlb_worker *w)
+{
+	for (uint32_t i = 0; i < w->nconns; i++)
+		if (w->conns[i] != NULL)
+			client_close(w->conns[i]);
+	for (int b = 0; b < w->cfg->nbackends; b++) {
+		while (w->be[b].tcp_conns != NULL) {
+			struct dlb_tcp_up *u = w->be[b].tcp_conns;
+
+			for (uint32_t i = 0; i < u->nreqs; i++)
+				w->be_stats[u->reqs[i].s.be_index].outstanding--;
+			up_free(u);
+		}
+	}
+	free(w->conns);
+	free(w->conns_free);
+	w->conns = NULL;
+	w->conns_free = NULL;
+	w->nconns = w->conns_cap = w->nfree_conns = 0;
+}

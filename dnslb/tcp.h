@@ -1,0 +1,28 @@
+/*
+ * tcp.h - DNS over TCP: client connections of a frontend (2-byte length
+ * framing, pipelining, out-of-order answers up to maxInFlight, limits and
+ * timeouts) and reused, pipelined connections towards backends.
+ *
+ * Thread: the owning worker.
+ */
+#ifndef DNSLB_TCP_H
+#define DNSLB_TCP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct dlb_worker;
+struct dlb_listener;
+struct dlb_query;
+struct dlb_client;
+
+/** Accept every pending connection on @l's TCP socket. */
+void dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l);
+/** Send @q to q->be over TCP on behalf of @c (a TCP client, or a UDP client of a tcpOnly backend). */
+void dlb_tcp_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *c);
+/** Answer TCP client @c with @pkt (copied). A client that went away is ignored. */
+void dlb_tcp_deliver(struct dlb_worker *w, const struct dlb_client *c, const uint8_t *pkt, size_t len);
+/** Close every TCP connection of the worker (shutdown). */
+void dlb_tcp_worker_close_all(struct dlb_worker *w);
+
+#endif

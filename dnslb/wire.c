@@ -1,0 +1,608 @@
+/*
+ * wire.c - the DNS wire-format parser and the builder of local answers.
+ *
+ * One pass, no allocation, bounded work: a message is at most 65535 octets,
+ * record counts are checked against the length before any loop runs, names
+ * are <= 255 octets, and decompression follows only strictly backward
+ * pointers (each one lands before the start of the segment it was read in,
+ * so a chain cannot loop) within DLB_WIRE_MAX_HOPS per name and
+ * DLB_WIRE_MAX_WORK per message.
+ *
+ * Thread: any. The only shared state is the hash seed, written once by
+ * dlb_wire_hash_init() before workers start and read-only afterwards.
+ */
+#include "dnslb/wire.h"
+
+#include <sodium.h>
+#include <string.h>
+#include <xxhash.h>
+
+#define WIRE_MAX_MSG	65535	/* a DNS message never exceeds a TCP length prefix */
+#define WIRE_MIN_QUESTION 5	/* root name + qtype + qclass */
+#define WIRE_MIN_RR	11	/* root name + type, class, ttl, rdlength */
+#define WIRE_PTR	0xc0
+#define WIRE_LABEL_MASK	0xc0
+
+/*
+ * Read cursor with a sticky error (STYLE §3.4.2): every read past the end
+ * sets error once and returns 0; callers check error when it matters.
+ * Ownership: borrows @pkt.
+ */
+struct dlb_wire {
+	const uint8_t *pkt;
+	size_t len;
+	size_t pos;
+	int error;
+};
+
+static void
+wire_fail(struct dlb_wire *w, int err)
+{
+	if (w->error == DLB_OK)
+		w->error = err;
+}
+
+static bool
+wire_need(struct dlb_wire *w, size_t n)
+{
+	if (w->error != DLB_OK)
+		return false;
+	if (w->len - w->pos < n) {
+		wire_fail(w, DLB_ETRUNC);
+		return false;
+	}
+	return true;
+}
+
+static uint16_t
+wire_u16(struct dlb_wire *w)
+{
+	uint16_t v;
+
+	if (!wire_need(w, 2))
+		return 0;
+	v = dlb_rd16(w->pkt + w->pos);
+	w->pos += 2;
+	return v;
+}
+
+static uint32_t
+wire_u32(struct dlb_wire *w)
+{
+	uint32_t v;
+
+	if (!wire_need(w, 4))
+		return 0;
+	v = dlb_rd32(w->pkt + w->pos);
+	w->pos += 4;
+	return v;
+}
+
+static void
+wire_skip(struct dlb_wire *w, size_t n)
+{
+	if (wire_need(w, n))
+		w->pos += n;
+}
+
+static uint8_t
+ascii_lower(uint8_t c)
+{
+	return (c >= 'A' && c <= 'Z') ? (uint8_t)(c + ('a' - 'A')) : c;
+}
+
+/* One label or pointer visit; the budget saturates instead of wrapping. */
+static bool
+work_spend(unsigned *work)
+{
+	if (*work >= DLB_WIRE_MAX_WORK)
+		return false;
+	++*work;
+	return true;
+}
+
+/*
+ * Shared body of dlb_wire_decode_name() and the question-name reader.
+ * Without @allow_ptr a compression pointer is malformed.
+ */
+static int
+name_decode(const uint8_t *pkt, size_t len, size_t off, uint8_t *out, size_t *next,
+	    unsigned *work, bool allow_ptr)
+{
+	size_t pos = off, seg = off, n = 0, after = 0;
+	unsigned hops = 0;
+	bool jumped = false;
+
+	if (len > WIRE_MAX_MSG)
+		return DLB_EMALF;
+	for (;;) {
+		uint8_t c;
+
+		if (pos >= len)
+			return DLB_ETRUNC;
+		c = pkt[pos];
+		if ((c & WIRE_LABEL_MASK) == WIRE_PTR) {
+			size_t target;
+
+			if (!allow_ptr)
+				return DLB_EMALF;
+			if (len - pos < 2)
+				return DLB_ETRUNC;
+			target = (size_t)((c & 0x3f) << 8 | pkt[pos + 1]);
+			if (!work_spend(work) || ++hops > DLB_WIRE_MAX_HOPS)
+				return DLB_EMALF;
+			/* strictly before this segment: no loops, no forward refs */
+			if (target >= seg || target < DLB_DNS_HDR)
+				return DLB_EMALF;
+			if (!jumped)
+				after = pos + 2;
+			jumped = true;
+			pos = seg = target;
+			continue;
+		}
+		if (c & WIRE_LABEL_MASK)
+			return DLB_EMALF;	/* 01 and 10 label types */
+		if (c == 0)
+			break;
+		if (!work_spend(work))
+			return DLB_EMALF;
+		if (n + 1 + c + 1 > DLB_MAX_NAME)
+			return DLB_EMALF;
+		if (len - pos - 1 < c)
+			return DLB_ETRUNC;
+		out[n++] = c;
+		for (size_t i = 1; i <= c; i++)
+			out[n++] = ascii_lower(pkt[pos + i]);
+		pos += 1 + (size_t)c;
+	}
+	out[n++] = 0;
+	if (next != NULL)
+		*next = jumped ? after : pos + 1;
+	return (int)n;
+}
+
+int
+dlb_wire_decode_name(const uint8_t *pkt, size_t len, size_t off, uint8_t *out,
+		     size_t *next, unsigned *work)
+{
+	unsigned local = 0;
+
+	return name_decode(pkt, len, off, out, next, work != NULL ? work : &local, true);
+}
+
+int
+dlb_wire_skip_name(const uint8_t *pkt, size_t len, size_t off)
+{
+	size_t pos = off, n = 0;
+
+	if (len > WIRE_MAX_MSG)
+		return DLB_EMALF;
+	for (;;) {
+		uint8_t c;
+
+		if (pos >= len)
+			return DLB_ETRUNC;
+		c = pkt[pos];
+		if ((c & WIRE_LABEL_MASK) == WIRE_PTR) {
+			size_t target;
+
+			if (len - pos < 2)
+				return DLB_ETRUNC;
+			target = (size_t)((c & 0x3f) << 8 | pkt[pos + 1]);
+			/* same rule as decoding: before the name, after the header */
+			if (target >= off || target < DLB_DNS_HDR)
+				return DLB_EMALF;
+			return (int)(pos + 2);
+		}
+		if (c & WIRE_LABEL_MASK)
+			return DLB_EMALF;
+		if (c == 0)
+			return (int)(pos + 1);
+		if (n + 1 + c + 1 > DLB_MAX_NAME)
+			return DLB_EMALF;
+		if (len - pos - 1 < c)
+			return DLB_ETRUNC;
+		n += 1 + (size_t)c;
+		pos += 1 + (size_t)c;
+	}
+}
+
+static void
+parse_header(struct dlb_wire *w, struct dlb_dnsmsg *m)
+{
+	m->id = wire_u16(w);
+	m->flags = wire_u16(w);
+	m->qdcount = wire_u16(w);
+	m->ancount = wire_u16(w);
+	m->nscount = wire_u16(w);
+	m->arcount = wire_u16(w);
+}
+
+/* The first question: an uncompressed name, recorded lowercased and hashed. */
+static void
+parse_first_question(struct dlb_wire *w, struct dlb_dnsmsg *m)
+{
+	unsigned work = 0;
+	size_t next;
+	int n;
+
+	if (w->error != DLB_OK)
+		return;
+	n = name_decode(w->pkt, w->len, w->pos, m->qname_lc, &next, &work, false);
+	if (n < 0) {
+		wire_fail(w, n);
+		return;
+	}
+	m->qname_off = (uint16_t)w->pos;
+	m->qname_len = (uint16_t)n;
+	m->qname_hash = dlb_wire_name_hash(m->qname_lc, (size_t)n);
+	w->pos = next;
+	m->qtype = wire_u16(w);
+	m->qclass = wire_u16(w);
+	if (w->error == DLB_OK)
+		m->question_end = (uint16_t)w->pos;
+}
+
+static void
+wire_skip_name(struct dlb_wire *w)
+{
+	int next;
+
+	if (w->error != DLB_OK)
+		return;
+	next = dlb_wire_skip_name(w->pkt, w->len, w->pos);
+	if (next < 0)
+		wire_fail(w, next);
+	else
+		w->pos = (size_t)next;
+}
+
+/*
+ * EDNS options: each must fit the RDATA exactly; a second ECS or COOKIE is
+ * malformed (RFC 7871 §7.1.1, RFC 7873 §5.2.2) and could smuggle a value
+ * past whichever code reads the other copy.
+ */
+static void
+parse_opt_options(struct dlb_wire *w, struct dlb_dnsmsg *m, size_t rdata, size_t rdlen)
+{
+	size_t p = rdata, end = rdata + rdlen;
+
+	while (p < end) {
+		uint16_t code, olen;
+
+		if (end - p < 4) {
+			wire_fail(w, DLB_EMALF);
+			return;
+		}
+		code = dlb_rd16(w->pkt + p);
+		olen = dlb_rd16(w->pkt + p + 2);
+		if (olen > end - p - 4) {
+			wire_fail(w, DLB_EMALF);
+			return;
+		}
+		if (code == DLB_EDNS_OPT_ECS || code == DLB_EDNS_OPT_COOKIE) {
+			uint16_t *slot = code == DLB_EDNS_OPT_ECS ? &m->ecs_off : &m->cookie_off;
+
+			if (*slot != 0) {
+				wire_fail(w, DLB_EMALF);
+				return;
+			}
+			*slot = (uint16_t)p;
+		}
+		p += 4 + (size_t)olen;
+	}
+}
+
+static void
+parse_opt(struct dlb_wire *w, struct dlb_dnsmsg *m, size_t owner, uint16_t udp_size,
+	  uint32_t ttl, size_t rdata, uint16_t rdlen)
+{
+	/* a literal root owner: no pointer, so never a second name in disguise */
+	if (m->has_opt || w->pkt[owner] != 0) {
+		wire_fail(w, DLB_EMALF);
+		return;
+	}
+	parse_opt_options(w, m, rdata, rdlen);
+	if (w->error != DLB_OK)
+		return;
+	m->has_opt = true;
+	m->opt_off = (uint16_t)owner;
+	m->opt_rdata_off = (uint16_t)rdata;
+	m->opt_rdlen = rdlen;
+	m->udp_size = udp_size;
+	m->ext_rcode = (uint8_t)(ttl >> 24);
+	m->edns_version = (uint8_t)(ttl >> 16);
+	m->do_bit = (ttl & 0x8000) != 0;
+}
+
+/* @count resource records; OPT is only legal when @additional. */
+static void
+parse_records(struct dlb_wire *w, struct dlb_dnsmsg *m, unsigned count, bool additional)
+{
+	for (unsigned i = 0; i < count && w->error == DLB_OK; i++) {
+		size_t owner = w->pos, rdata;
+		uint16_t type, class, rdlen;
+		uint32_t ttl;
+
+		wire_skip_name(w);
+		type = wire_u16(w);
+		class = wire_u16(w);
+		ttl = wire_u32(w);
+		rdlen = wire_u16(w);
+		rdata = w->pos;
+		wire_skip(w, rdlen);
+		if (w->error != DLB_OK || type != DLB_TYPE_OPT)
+			continue;
+		if (!additional)
+			wire_fail(w, DLB_EMALF);
+		else
+			parse_opt(w, m, owner, class, ttl, rdata, rdlen);
+	}
+}
+
+int
+dlb_wire_parse_query(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m)
+{
+	struct dlb_wire w = { .pkt = pkt, .len = len };
+	size_t min_body;
+	bool notquery;
+
+	memset(m, 0, sizeof(*m));
+	if (len > WIRE_MAX_MSG)
+		return DLB_EMALF;
+	parse_header(&w, m);
+	if (w.error != DLB_OK)
+		return w.error;
+	/* a response must never be answered, even with FORMERR (reflection loops) */
+	notquery = (m->flags & (DLB_F_QR | DLB_F_TC)) != 0;
+
+	/* every count is bounded by the length before any loop runs */
+	min_body = (size_t)m->qdcount * WIRE_MIN_QUESTION +
+		   ((size_t)m->ancount + m->nscount + m->arcount) * WIRE_MIN_RR;
+	if (min_body > len - DLB_DNS_HDR)
+		wire_fail(&w, DLB_ETRUNC);
+
+	if (m->qdcount > 0)
+		parse_first_question(&w, m);
+	for (unsigned i = 1; i < m->qdcount && w.error == DLB_OK; i++) {
+		wire_skip_name(&w);
+		wire_skip(&w, 4);
+	}
+	parse_records(&w, m, m->ancount, false);
+	parse_records(&w, m, m->nscount, false);
+	parse_records(&w, m, m->arcount, true);
+
+	if (w.error == DLB_OK) {
+		m->parsed_end = (uint16_t)w.pos;
+		m->trailing = w.pos < len;
+	}
+	if (notquery)
+		return DLB_ENOTQUERY;
+	if (w.error != DLB_OK)
+		return w.error;
+	return m->qdcount == 0 ? DLB_EEMPTY : DLB_OK;
+}
+
+int
+dlb_wire_parse_response_question(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m)
+{
+	struct dlb_wire w = { .pkt = pkt, .len = len };
+
+	memset(m, 0, sizeof(*m));
+	if (len > WIRE_MAX_MSG)
+		return DLB_EMALF;
+	parse_header(&w, m);
+	if (w.error != DLB_OK)
+		return w.error;
+	if (m->qdcount == 0)
+		return DLB_EEMPTY;
+	parse_first_question(&w, m);
+	if (w.error != DLB_OK)
+		return w.error;
+	m->parsed_end = (uint16_t)w.pos;
+	return DLB_OK;
+}
+
+/* Fixed until dlb_wire_hash_init(); tests and tools may run without it. */
+static uint64_t name_hash_seed = 0x9e3779b97f4a7c15ULL;
+
+void
+dlb_wire_hash_init(void)
+{
+	uint64_t seed;
+
+	if (sodium_init() < 0)
+		return;		/* keep the fixed seed; sodium_init cannot fail on Linux */
+	randombytes_buf(&seed, sizeof(seed));
+	name_hash_seed = seed;
+}
+
+uint32_t
+dlb_wire_name_hash(const uint8_t *lc, size_t len)
+{
+	return (uint32_t)XXH3_64bits_withSeed(lc, len, name_hash_seed);
+}
+
+bool
+dlb_wire_name_equal_ci(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
+{
+	/* length octets (<= 63) are below 'A', so lowering them is harmless */
+	if (alen != blen)
+		return false;
+	for (size_t i = 0; i < alen; i++) {
+		if (ascii_lower(a[i]) != ascii_lower(b[i]))
+			return false;
+	}
+	return true;
+}
+
+/* Append @n chars, always leaving room for the NUL; sticky DLB_ESPACE. */
+static void
+text_put(char *out, size_t outsz, size_t *o, int *err, const char *s, size_t n)
+{
+	if (*err != DLB_OK)
+		return;
+	if (outsz - *o <= n) {
+		*err = DLB_ESPACE;
+		return;
+	}
+	memcpy(out + *o, s, n);
+	*o += n;
+}
+
+int
+dlb_wire_name_to_text(const uint8_t *name, size_t len, char *out, size_t outsz)
+{
+	size_t pos = 0, o = 0;
+	int err = DLB_OK;
+
+	if (len == 0 || len > DLB_MAX_NAME)
+		return DLB_EINVAL;
+	if (outsz == 0)
+		return DLB_ESPACE;
+	if (name[0] == 0)
+		text_put(out, outsz, &o, &err, ".", 1);
+	for (;;) {
+		uint8_t c;
+
+		if (pos >= len)
+			return DLB_EINVAL;
+		c = name[pos];
+		if (c == 0)
+			break;
+		if (c > DLB_MAX_LABEL || (size_t)c + 2 > len - pos)
+			return DLB_EINVAL;	/* label type bits, or no room for the root */
+		for (size_t i = pos + 1; i <= pos + c; i++) {
+			uint8_t ch = name[i];
+			char esc[5];
+
+			if (ch == '.' || ch == '\\') {
+				esc[0] = '\\';
+				esc[1] = (char)ch;
+				text_put(out, outsz, &o, &err, esc, 2);
+			} else if (ch > 0x20 && ch < 0x7f) {
+				esc[0] = (char)ch;
+				text_put(out, outsz, &o, &err, esc, 1);
+			} else {
+				esc[0] = '\\';
+				esc[1] = (char)('0' + ch / 100);
+				esc[2] = (char)('0' + ch / 10 % 10);
+				esc[3] = (char)('0' + ch % 10);
+				text_put(out, outsz, &o, &err, esc, 4);
+			}
+		}
+		text_put(out, outsz, &o, &err, ".", 1);
+		pos += 1 + (size_t)c;
+	}
+	if (pos != len - 1)
+		return DLB_EINVAL;
+	if (err != DLB_OK)
+		return err;
+	out[o] = '\0';
+	return (int)o;
+}
+
+/* One character of a label in presentation form; -1 if the escape is bad. */
+static int
+text_char(const char **pp)
+{
+	const unsigned char *p = (const unsigned char *)*pp;
+	int v;
+
+	if (p[0] != '\\') {
+		*pp += 1;
+		return p[0];
+	}
+	if (p[1] >= '0' && p[1] <= '9') {
+		if (p[2] < '0' || p[2] > '9' || p[3] < '0' || p[3] > '9')
+			return -1;
+		v = (p[1] - '0') * 100 + (p[2] - '0') * 10 + (p[3] - '0');
+		if (v > 255)
+			return -1;
+		*pp += 4;
+		return v;
+	}
+	if (p[1] == '\0')
+		return -1;
+	*pp += 2;
+	return p[1];
+}
+
+int
+dlb_wire_name_from_text(const char *text, uint8_t *out, size_t outsz)
+{
+	uint8_t buf[DLB_MAX_NAME];
+	const char *p = text;
+	size_t n = 0;
+
+	if (text == NULL || text[0] == '\0')
+		return DLB_EINVAL;
+	if (strcmp(text, ".") != 0) {
+		while (*p != '\0') {
+			size_t lab = n++;
+			unsigned llen = 0;
+
+			while (*p != '\0' && *p != '.') {
+				int c = text_char(&p);
+
+				if (c < 0 || llen == DLB_MAX_LABEL || n + 2 > DLB_MAX_NAME)
+					return DLB_EINVAL;
+				buf[n++] = (uint8_t)c;
+				llen++;
+			}
+			if (llen == 0)
+				return DLB_EINVAL;	/* empty label: "a..b", ".a" */
+			buf[lab] = (uint8_t)llen;
+			if (*p == '.')
+				p++;
+		}
+	}
+	buf[n++] = 0;
+	if (outsz < n)
+		return DLB_ESPACE;
+	memcpy(out, buf, n);
+	return (int)n;
+}
+
+int
+dlb_wire_build_answer(const uint8_t *qpkt, const struct dlb_dnsmsg *q, uint8_t rcode,
+		      const struct dlb_selfanswer_opts *opts, uint8_t *out, size_t outsz)
+{
+	static const struct dlb_selfanswer_opts defaults = { .add_edns = true, .payload_size = 1232 };
+	size_t qlen = 0, need, o;
+	bool opt;
+	uint16_t flags;
+
+	if (opts == NULL)
+		opts = &defaults;
+	/* echo the question only if the parse got through it */
+	if (q->qdcount >= 1 && q->qname_off >= DLB_DNS_HDR && q->question_end > q->qname_off)
+		qlen = (size_t)(q->question_end - q->qname_off);
+	opt = q->has_opt && opts->add_edns;
+	need = DLB_DNS_HDR + qlen + (opt ? WIRE_MIN_RR : 0);
+	if (outsz < need)
+		return DLB_ESPACE;
+
+	/* question first: with out == qpkt the header writes must not precede the read */
+	if (qlen > 0)
+		memmove(out + DLB_DNS_HDR, qpkt + q->qname_off, qlen);
+	flags = (uint16_t)(DLB_F_QR | (q->flags & (0xf << 11)) | (q->flags & (DLB_F_RD | DLB_F_CD)) |
+			   DLB_F_RA | (rcode & 0xf));
+	dlb_wr16(out, q->id);
+	dlb_wr16(out + 2, flags);
+	dlb_wr16(out + 4, qlen > 0 ? 1 : 0);
+	dlb_wr16(out + 6, 0);
+	dlb_wr16(out + 8, 0);
+	dlb_wr16(out + 10, opt ? 1 : 0);
+	o = DLB_DNS_HDR + qlen;
+	if (opt) {
+		/* root owner, OPT, class = payload, TTL = ext-rcode|version 0|DO, no RDATA */
+		out[o] = 0;
+		dlb_wr16(out + o + 1, DLB_TYPE_OPT);
+		dlb_wr16(out + o + 3, opts->payload_size);
+		dlb_wr32(out + o + 5, (uint32_t)(rcode >> 4) << 24 | (q->do_bit ? 0x8000u : 0));
+		dlb_wr16(out + o + 9, 0);
+		o += WIRE_MIN_RR;
+	}
+	return (int)o;
+}

@@ -1,0 +1,160 @@
+/*
+ * worker.c - a data-plane thread: creation (sockets bound on the main
+ * thread, before privileges are dropped), its event loop, orderly stop.
+ */
+#include "dnslb/worker.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "dnslb/backend.h"
+#include "dnslb/config.h"
+#include "dnslb/frontend.h"
+#include "dnslb/log.h"
+#include "dnslb/tcp.h"
+
+void
+dlb_worker_prepare_recv(struct dlb_worker *w, unsigned n, size_t bufsz)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct msghdr *mh = &w->rmsgs[i].msg_hdr;
+
+		w->riov[i].iov_base = w->rbuf[i];
+		w->riov[i].iov_len = bufsz;
+		mh->msg_name = &w->raddr[i];
+		mh->msg_namelen = sizeof(w->raddr[i]);
+		mh->msg_iov = &w->riov[i];
+		mh->msg_iovlen = 1;
+		mh->msg_control = w->rcmsg[i];
+		mh->msg_controllen = sizeof(w->rcmsg[i]);
+		mh->msg_flags = 0;
+	}
+}
+
+static void
+stop_cb(struct ev_loop *loop, ev_async *a, int revents)
+{
+	ev_break(loop, EVBREAK_ALL);
+}
+
+struct dlb_worker *
+dlb_worker_new(int id, const struct dlb_config *cfg)
+{
+	struct dlb_worker *w = calloc(1, sizeof(*w));
+	int nb = cfg->nbackends > 0 ? cfg->nbackends : 1;
+
+	if (w == NULL)
+		return NULL;
+	w->id = id;
+	w->cfg = cfg;
+	dlb_rng_init(&w->rng);
+	dlb_slot_pool_init(&w->slots);
+	w->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
+	/* receive buffers: only the pages datagrams actually fill become resident */
+	w->rbuf = mmap(NULL, (size_t)DLB_UDP_BATCH * DLB_RBUF_SIZE, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	w->be = calloc((size_t)nb, sizeof(*w->be));
+	w->be_stats = aligned_alloc(64, (size_t)nb * sizeof(*w->be_stats));
+	w->listeners = calloc((size_t)(cfg->nfrontends > 0 ? cfg->nfrontends : 1),
+			      sizeof(*w->listeners));
+	if (w->loop == NULL || w->rbuf == MAP_FAILED || w->be == NULL || w->be_stats == NULL ||
+	    w->listeners == NULL) {
+		if (w->rbuf == MAP_FAILED)
+			w->rbuf = NULL;
+		dlb_err("worker %d: out of memory", id);
+		dlb_worker_free(w);
+		return NULL;
+	}
+	memset(w->be_stats, 0, (size_t)nb * sizeof(*w->be_stats));
+	ev_set_userdata(w->loop, w);
+	for (int i = 0; i < cfg->nfrontends; i++) {
+		if (dlb_listener_open(w, &w->listeners[i], i, &cfg->frontends[i]) != 0) {
+			dlb_worker_free(w);
+			return NULL;
+		}
+		w->nlisteners++;
+	}
+	for (int b = 0; b < cfg->nbackends; b++) {
+		if (dlb_backend_local_open(w, cfg->backends[b]) != 0) {
+			dlb_worker_free(w);
+			return NULL;
+		}
+	}
+	ev_init(&w->timeout_timer, dlb_backend_timeout_cb);
+	ev_async_init(&w->stop, stop_cb);
+	ev_async_start(w->loop, &w->stop);
+	return w;
+}
+
+static void *
+worker_main(void *arg)
+{
+	struct dlb_worker *w = arg;
+	const struct dlb_config *cfg = w->cfg;
+
+	/* cpus= of the first frontend that has some: pin round robin over them */
+	for (int i = 0; i < cfg->nfrontends; i++) {
+		const struct dlb_frontend_cfg *fe = &cfg->frontends[i];
+
+		if (fe->ncpus > 0) {
+			cpu_set_t set;
+
+			CPU_ZERO(&set);
+			CPU_SET(fe->cpus[w->id % fe->ncpus], &set);
+			pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+			break;
+		}
+	}
+	for (int i = 0; i < w->nlisteners; i++)
+		dlb_listener_start(&w->listeners[i]);
+	for (int b = 0; b < cfg->nbackends; b++)
+		dlb_backend_local_start(w, b);
+	ev_run(w->loop, 0);
+	return NULL;
+}
+
+int
+dlb_worker_start(struct dlb_worker *w)
+{
+	char name[16];
+
+	if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
+		return -1;
+	snprintf(name, sizeof(name), "dnslb/w%d", w->id);
+	pthread_setname_np(w->thread, name);
+	return 0;
+}
+
+void
+dlb_worker_stop_join(struct dlb_worker *w)
+{
+	ev_async_send(w->loop, &w->stop);
+	pthread_join(w->thread, NULL);
+}
+
+void
+dlb_worker_free(struct dlb_worker *w)
+{
+	if (w == NULL)
+		return;
+	if (w->loop != NULL) {
+		dlb_tcp_worker_close_all(w);
+		ev_timer_stop(w->loop, &w->timeout_timer);
+	}
+	for (int i = 0; i < w->nlisteners; i++)
+		dlb_listener_close(&w->listeners[i]);
+	if (w->be != NULL)
+		for (int b = 0; b < w->cfg->nbackends; b++)
+			dlb_backend_local_close(w, b);
+	dlb_slot_pool_deinit(&w->slots);
+	if (w->rbuf != NULL)
+		munmap(w->rbuf, (size_t)DLB_UDP_BATCH * DLB_RBUF_SIZE);
+	if (w->loop != NULL)
+		ev_loop_destroy(w->loop);
+	free(w->listeners);
+	free(w->be);
+	free(w->be_stats);
+	free(w);
+}

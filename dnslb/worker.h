@@ -1,0 +1,130 @@
+/*
+ * worker.h - one data-plane thread: its libev loop and everything it owns
+ * (ARCHITECTURE.md §1): its UDP and TCP listener sockets (one per frontend,
+ * SO_REUSEPORT), its sockets and in-flight tables towards every backend, its
+ * TCP connections, counters and random generator.
+ *
+ * Thread: a worker's fields are touched only by its own thread, except
+ * `stats`/`be_stats` (read by others with relaxed loads) and `stop` (ev_async).
+ */
+#ifndef DNSLB_WORKER_H
+#define DNSLB_WORKER_H
+
+#include <ev.h>
+#include <pthread.h>
+#include <sys/socket.h>
+
+#include "dnslb/inflight.h"
+#include "dnslb/stats.h"
+#include "dnslb/util.h"
+
+struct dlb_config;
+struct dlb_backend;
+struct dlb_tcp_client;
+struct dlb_tcp_up;
+
+/* An outgoing sendmmsg batch on one socket. Buffers are borrowed (they point
+ * into receive buffers that stay valid until the batch is flushed). */
+struct dlb_sendbatch {
+	int fd;
+	unsigned n;
+	struct mmsghdr msgs[DLB_UDP_BATCH];
+	struct iovec iov[DLB_UDP_BATCH];
+	union dlb_sockaddr addr[DLB_UDP_BATCH];
+	char cmsg[DLB_UDP_BATCH][CMSG_SPACE(sizeof(struct in6_pktinfo))];
+};
+
+/* A frontend as seen by one worker: its own UDP and TCP sockets. */
+struct dlb_listener {
+	struct dlb_worker *w;
+	int index;			/* frontend index in the config */
+	int family;
+	bool wildcard;			/* bound to 0.0.0.0 / :: : reply from the asked address */
+	int udp_fd, tcp_fd;
+	ev_io udp_io, tcp_io;
+	struct dlb_sendbatch out;	/* replies to clients */
+	uint32_t tcp_conns;		/* current TCP connections (this worker) */
+	uint64_t udp_queries, tcp_queries;
+};
+
+/* One UDP socket towards a backend, with its ID table. */
+struct dlb_be_sock {
+	struct dlb_worker *w;
+	int be_index;
+	int fd;
+	ev_io io;
+	struct dlb_inflight table;
+	struct dlb_sendbatch out;	/* queries to the backend (connected: no address) */
+	uint32_t tags[DLB_UDP_BATCH];	/* slot of each queued query, freed if its send fails */
+};
+
+/* A worker's view of one backend. */
+struct dlb_be_local {
+	struct dlb_be_sock *socks;
+	int nsocks;
+	unsigned next_sock;		/* round robin over socks */
+	double timeout;			/* s */
+	/* firstAvailable's QPS limit: per-worker one-second window */
+	double qps_window_start;
+	uint32_t qps_window_count;
+	/* TCP connections to this backend (reused, pipelined) */
+	struct dlb_tcp_up *tcp_conns;	/* list of open connections */
+	uint32_t tcp_count;
+};
+
+struct dlb_worker {
+	int id;
+	struct ev_loop *loop;
+	pthread_t thread;
+	const struct dlb_config *cfg;
+	struct dlb_rng rng;
+	unsigned rr_counter;		/* roundrobin policy */
+
+	struct dlb_listener *listeners;
+	int nlisteners;
+	struct dlb_be_local *be;	/* [cfg->nbackends] */
+	struct dlb_slot_pool slots;
+	ev_timer timeout_timer;		/* earliest in-flight deadline */
+	ev_async stop;
+
+	/* TCP client connections: slot table with generations */
+	struct dlb_tcp_client **conns;
+	uint32_t nconns, conns_cap;
+	uint32_t *conns_free;		/* stack of free indices */
+	uint32_t nfree_conns;
+	uint32_t tcp_gen;
+
+	/* receive buffers for one recvmmsg batch */
+	struct mmsghdr rmsgs[DLB_UDP_BATCH];
+	struct iovec riov[DLB_UDP_BATCH];
+	union dlb_sockaddr raddr[DLB_UDP_BATCH];
+	char rcmsg[DLB_UDP_BATCH][CMSG_SPACE(sizeof(struct in6_pktinfo)) + 64];
+	uint8_t (*rbuf)[DLB_RBUF_SIZE];	/* [DLB_UDP_BATCH], pages touched on use only */
+
+	struct dlb_stats stats;
+	struct dlb_be_stats *be_stats;	/* [cfg->nbackends] */
+};
+
+/**
+ * Create worker @id: its loop, listeners (bound now, so privileges can be
+ * dropped afterwards) and backend sockets.
+ * @return NULL with a logged error.
+ */
+struct dlb_worker *dlb_worker_new(int id, const struct dlb_config *cfg);
+/** Start the thread. */
+int dlb_worker_start(struct dlb_worker *w);
+/** Ask the worker to stop (thread-safe) and wait for it. */
+void dlb_worker_stop_join(struct dlb_worker *w);
+void dlb_worker_free(struct dlb_worker *w);
+
+/** Point the worker's receive vector at its buffers for @n messages of up to @bufsz bytes. */
+void dlb_worker_prepare_recv(struct dlb_worker *w, unsigned n, size_t bufsz);
+
+/** Current loop time, the clock for deadlines and latency. */
+static inline double
+dlb_worker_now(const struct dlb_worker *w)
+{
+	return ev_now(w->loop);
+}
+
+#endif
