@@ -1,5 +1,5 @@
 # All dependencies come from Debian 12 packages:
-#   libev-dev liblua5.4-dev libck-dev libhiredis-dev libsodium-dev libcmocka-dev
+#   libev-dev liblua5.4-dev libck-dev libhiredis-dev libsodium-dev libxxhash-dev libcmocka-dev
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 
@@ -16,6 +16,7 @@ endif()
 
 pkg_check_modules(CK REQUIRED IMPORTED_TARGET ck)
 pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 
 # libev ships no pkg-config file on Debian.
 find_path(LIBEV_INCLUDE_DIR ev.h REQUIRED)
@@ -24,4 +25,4 @@ find_library(LIBEV_LIBRARY ev REQUIRED)
 add_library(dlb_deps INTERFACE)
 target_include_directories(dlb_deps INTERFACE ${LIBEV_INCLUDE_DIR})
 target_link_libraries(dlb_deps INTERFACE ${LIBEV_LIBRARY} PkgConfig::LUA54 PkgConfig::CK
-                      PkgConfig::SODIUM Threads::Threads m)
+                      PkgConfig::SODIUM PkgConfig::XXHASH Threads::Threads m)

@@ -328,16 +328,16 @@ int
 main(int argc, char **argv)
 {
 	struct cli c;
-	struct dlb_lua_conf *lc;
+	struct dlb_lua_conf *lc = NULL;
 	char err[1024];
 	struct ev_loop *loop;
 	ev_signal sigs[4];
 	static const int signums[4] = { SIGTERM, SIGINT, SIGHUP, SIGUSR1 };
+	int rc = 1;
 
 	if (parse_cli(argc, argv, &c) != 0)
 		return 1;
-	dlb_log_init(!c.disable_syslog && !c.check_config,
-		     c.verbose);
+	dlb_log_init(!c.disable_syslog && !c.check_config, c.verbose);
 	dlb_wire_hash_init();
 	signal(SIGPIPE, SIG_IGN);
 
@@ -348,20 +348,20 @@ main(int argc, char **argv)
 	}
 	lc = dlb_lua_conf_new(cfg, c.check_config ? DLB_LUA_PHASE_CHECK : DLB_LUA_PHASE_CONFIG);
 	if (lc == NULL || dlb_lua_conf_load_file(lc, c.config, err, sizeof(err)) != 0) {
-		if (c.check_config) {
+		if (c.check_config)
 			printf("Error while parsing the configuration file '%s': %s\n", c.config,
 			       lc != NULL ? err : "out of memory");
-		} else {
+		else
 			dlb_err("Fatal error while loading the configuration '%s': %s", c.config,
 				lc != NULL ? err : "out of memory");
-		}
-		return 1;
+		goto out;
 	}
 	if (apply_cli(&c, cfg) != 0)
-		return 1;
+		goto out;
 	if (c.check_config) {
 		printf("Configuration '%s' OK!\n", c.config);
-		return 0;
+		rc = 0;
+		goto out;
 	}
 	if (cfg->verbose || c.verbose)
 		dlb_log_set_verbose(true);
@@ -371,32 +371,36 @@ main(int argc, char **argv)
 	if (cfg->nbackends == 0)
 		dlb_warn("No downstream server configured: queries will be %s",
 			 cfg->servfail_when_no_server ? "answered SERVFAIL" : "dropped");
-	nworkers = cfg->workers;
-	for (int i = 0; i < nworkers; i++) {
+	for (int i = 0; i < cfg->workers; i++) {
 		workers[i] = dlb_worker_new(i, cfg);
 		if (workers[i] == NULL) {
 			dlb_err("Unable to start worker %d", i);
-			return 1;
+			goto out_workers;
 		}
+		nworkers++;
 	}
 	if (drop_privileges(c.uid, c.gid) != 0)
-		return 1;
+		goto out_workers;
 
 	/* Workers must not get the process signals: block them before spawning. */
 	{
 		sigset_t set, old;
+		int started = 0;
 
 		sigemptyset(&set);
 		for (int i = 0; i < 4; i++)
 			sigaddset(&set, signums[i]);
 		pthread_sigmask(SIG_BLOCK, &set, &old);
-		for (int i = 0; i < nworkers; i++) {
-			if (dlb_worker_start(workers[i]) != 0) {
-				dlb_err("Unable to start worker thread %d", i);
-				return 1;
-			}
-		}
+		for (; started < nworkers; started++)
+			if (dlb_worker_start(workers[started]) != 0)
+				break;
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (started < nworkers) {
+			dlb_err("Unable to start worker thread %d", started);
+			for (int i = 0; i < started; i++)
+				dlb_worker_stop_join(workers[i]);
+			goto out_workers;
+		}
 	}
 
 	loop = ev_default_loop(0);
@@ -410,10 +414,17 @@ main(int argc, char **argv)
 
 	for (int i = 0; i < nworkers; i++)
 		dlb_worker_stop_join(workers[i]);
+	for (int i = 0; i < 4; i++)
+		ev_signal_stop(loop, &sigs[i]);
+	ev_loop_destroy(loop);
+	dlb_info("Exiting");
+	rc = 0;
+out_workers:
 	for (int i = 0; i < nworkers; i++)
 		dlb_worker_free(workers[i]);
+out:
 	dlb_lua_conf_free(lc);
 	dlb_config_free(cfg);
-	dlb_info("Exiting");
-	return 0;
+	fflush(stdout);
+	return rc;
 }

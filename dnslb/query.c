@@ -8,15 +8,17 @@
 #include "dnslb/config.h"
 #include "dnslb/worker.h"
 
+/* @self: count in self-answered (not for no-policy SERVFAILs, counted there). */
 static enum dlb_verdict
-answer_locally(struct dlb_worker *w, struct dlb_query *q, uint8_t rcode)
+answer_locally(struct dlb_worker *w, struct dlb_query *q, uint8_t rcode, bool self)
 {
 	int n = dlb_wire_build_answer(q->pkt, &q->m, rcode, &w->cfg->selfans, q->pkt, q->cap);
 
 	if (n < 0)
 		return q->tcp ? DLB_V_CLOSE : DLB_V_DROP;
 	q->len = (size_t)n;
-	w->stats.self_answered++;
+	if (self)
+		w->stats.self_answered++;
 	return DLB_V_ANSWER;
 }
 
@@ -33,7 +35,7 @@ dlb_query_process(struct dlb_worker *w, struct dlb_query *q)
 		w->stats.empty_queries++;
 		if (cfg->drop_empty_queries)
 			return DLB_V_DROP;
-		return answer_locally(w, q, DLB_RCODE_NOTIMP);
+		return answer_locally(w, q, DLB_RCODE_NOTIMP, true);
 	default:
 		/* malformed, QR=1 or TC=1: never answer what we cannot trust */
 		w->stats.noncompliant_queries++;
@@ -43,12 +45,12 @@ dlb_query_process(struct dlb_worker *w, struct dlb_query *q)
 		w->stats.rdqueries++;
 
 	/* rules come here (rules issue); for now every query goes to the default pool */
-	q->pool = dlb_config_find_pool(cfg, "");
+	q->pool = w->default_pool;
 	q->be = q->pool != NULL ? dlb_pool_select(w, q->pool, &q->m) : NULL;
 	if (q->be == NULL) {
 		w->stats.no_policy++;
 		if (cfg->servfail_when_no_server)
-			return answer_locally(w, q, DLB_RCODE_SERVFAIL);
+			return answer_locally(w, q, DLB_RCODE_SERVFAIL, false);
 		return DLB_V_DROP;
 	}
 	return DLB_V_FORWARD;

@@ -635,7 +635,8 @@ dlb_tcp_deliver(struct dlb_worker *w, const struct dlb_client *cl, const uint8_t
 
 /* A forwarded TCP query failed: SERVFAIL, so pipelined neighbours survive. */
 static void
-client_fail(struct dlb_worker *w, const struct dlb_client *cl, const struct dlb_slot *s)
+client_fail(struct dlb_worker *w, const struct dlb_client *cl, const struct dlb_slot *s,
+	    bool count_self)
 {
 	uint8_t buf[DLB_DNS_HDR + DLB_MAX_NAME + 4];
 	size_t n = 0;
@@ -652,7 +653,8 @@ client_fail(struct dlb_worker *w, const struct dlb_client *cl, const struct dlb_
 	dlb_wr16(buf + n, s->qtype);
 	dlb_wr16(buf + n + 2, s->qclass);
 	n += 4;
-	w->stats.self_answered++;
+	if (count_self)
+		w->stats.self_answered++;	/* a timeout is counted as such instead */
 	dlb_query_account_answer(w, buf, n, cl->t_start);
 	if (cl->proto == DLB_CLIENT_TCP)
 		dlb_tcp_deliver(w, cl, buf, n);
@@ -763,7 +765,7 @@ up_fail_all(struct dlb_tcp_up *u, bool timeout)
 			w->be_stats[r->s.be_index].drops++;
 		}
 		if (r->s.client.proto == DLB_CLIENT_TCP)
-			client_fail(w, &r->s.client, &r->s);
+			client_fail(w, &r->s.client, &r->s, !timeout);
 		free(r->frame);
 	}
 	free(reqs);
@@ -1070,7 +1072,7 @@ dlb_tcp_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_clie
 			w->stats.downstream_send_errors++;
 			w->be_stats[be->index].send_errors++;
 			if (c->proto == DLB_CLIENT_TCP)
-				client_fail(w, c, &s);
+				client_fail(w, c, &s, true);
 			return;
 		}
 	}
@@ -1092,7 +1094,7 @@ dlb_tcp_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_clie
 	if (r->frame == NULL) {
 		w->stats.downstream_send_errors++;
 		if (c->proto == DLB_CLIENT_TCP)
-			client_fail(w, c, &s);
+			client_fail(w, c, &s, true);
 		return;
 	}
 	dlb_wr16(r->frame, (uint16_t)q->len);

@@ -568,7 +568,10 @@ int
 dlb_wire_build_answer(const uint8_t *qpkt, const struct dlb_dnsmsg *q, uint8_t rcode,
 		      const struct dlb_selfanswer_opts *opts, uint8_t *out, size_t outsz)
 {
-	static const struct dlb_selfanswer_opts defaults = { .add_edns = true, .payload_size = 1232 };
+	static const struct dlb_selfanswer_opts defaults = {
+		.add_edns = true,
+		.payload_size = 1232,
+	};
 	size_t qlen = 0, need, o;
 	bool opt;
 	uint16_t flags;
@@ -586,8 +589,8 @@ dlb_wire_build_answer(const uint8_t *qpkt, const struct dlb_dnsmsg *q, uint8_t r
 	/* question first: with out == qpkt the header writes must not precede the read */
 	if (qlen > 0)
 		memmove(out + DLB_DNS_HDR, qpkt + q->qname_off, qlen);
-	flags = (uint16_t)(DLB_F_QR | (q->flags & (0xf << 11)) | (q->flags & (DLB_F_RD | DLB_F_CD)) |
-			   DLB_F_RA | (rcode & 0xf));
+	flags = (uint16_t)(DLB_F_QR | (q->flags & (0xf << 11)) | (q->flags & (DLB_F_RD | DLB_F_CD))
+			   | DLB_F_RA | (rcode & 0xf));
 	dlb_wr16(out, q->id);
 	dlb_wr16(out + 2, flags);
 	dlb_wr16(out + 4, qlen > 0 ? 1 : 0);

@@ -22,7 +22,7 @@
 #define DLB_DNS_HDR		12
 #define DLB_WIRE_MAX_HOPS	127	/* compression pointers followed per name */
 #define DLB_WIRE_MAX_WORK	4096	/* labels + pointers visited per message */
-#define DLB_WIRE_NAME_TEXT_MAX	1005	/* dlb_wire_name_to_text() worst case, incl. NUL */
+#define DLB_WIRE_NAME_TEXT_MAX	1005	/* name_to_text() worst case, incl. NUL */
 
 /* header flag bits, host order of the 16-bit flags word */
 #define DLB_F_QR	0x8000

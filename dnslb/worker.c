@@ -49,6 +49,7 @@ dlb_worker_new(int id, const struct dlb_config *cfg)
 		return NULL;
 	w->id = id;
 	w->cfg = cfg;
+	w->default_pool = dlb_config_find_pool(cfg, "");
 	dlb_rng_init(&w->rng);
 	dlb_slot_pool_init(&w->slots);
 	w->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);

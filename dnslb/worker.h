@@ -20,6 +20,7 @@
 
 struct dlb_config;
 struct dlb_backend;
+struct dlb_pool;
 struct dlb_tcp_client;
 struct dlb_tcp_up;
 
@@ -77,6 +78,7 @@ struct dlb_worker {
 	struct ev_loop *loop;
 	pthread_t thread;
 	const struct dlb_config *cfg;
+	const struct dlb_pool *default_pool;	/* pool "" (NULL when it has no servers) */
 	struct dlb_rng rng;
 	unsigned rr_counter;		/* roundrobin policy */
 

@@ -1,0 +1,1850 @@
+/*
+ * conf.c - the dnsdist-compatible Lua configuration: listeners, ACL,
+ * servers, pools, policies, settings and constant tables.
+ *
+ * Every binding is a `static int l_<name>(lua_State *L)` listed in
+ * conf_funcs[] below (Server, ServerPool and ServerPolicy methods in their
+ * own metatables). Bindings validate all their arguments before they touch
+ * struct dlb_config, so a Lua error (a longjmp) never leaves it half-changed
+ * and never leaks: newServer() parses into a scratch userdata and only copies
+ * into a malloc'ed backend once nothing can fail any more.
+ *
+ * Errors are raised with luaL_error, which prefixes the caller's
+ * "chunk:line:", so users see "/etc/dnslb/dnslb.conf:12: newServer: ...".
+ *
+ * Phases: during DLB_LUA_PHASE_RUNNING (the console) the settings dnsdist
+ * calls config-time only raise "<name> cannot be altered at runtime".
+ *
+ * Thread: main only. Ownership: struct dlb_lua_conf borrows the config; Lua
+ * userdata for servers hold {pointer, index, uuid} and are re-validated
+ * against the config on every use, so one kept after rmServer() raises an
+ * error instead of touching freed memory.
+ */
+#include "lua/conf.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <lauxlib.h>
+#include <limits.h>
+#include <lua.h>
+#include <lualib.h>
+#include <math.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "dnslb/config.h"
+#include "dnslb/log.h"
+#include "dnslb/netmask.h"
+#include "dnslb/wire.h"
+
+#ifndef DLB_VERSION
+#define DLB_VERSION "unknown"
+#endif
+
+#define MT_SERVER	"DownstreamState"
+#define MT_POOL		"ServerPool"
+#define MT_POLICY	"ServerPolicy"
+#define MT_DIR		"dnslb.dir"
+
+struct dlb_lua_conf {
+	lua_State *L;
+	struct dlb_config *cfg;		/* borrowed */
+	enum dlb_lua_phase phase;
+	bool including;			/* inside includeDirectory() */
+};
+
+/* A Server object: re-validated against cfg->backends on every use. */
+struct server_ref {
+	struct dlb_backend *be;
+	int index;
+	char uuid[40];
+};
+
+struct pool_ref {
+	char name[64];
+};
+
+struct policy_ref {
+	int policy;			/* enum dlb_policy */
+};
+
+struct named_value {
+	const char *name;
+	int value;
+};
+
+/* the registry key of the struct dlb_lua_conf pointer */
+static const char conf_key = 'c';
+
+/* ---- constants ---------------------------------------------------------- */
+
+/* dnsdist's QType::names (1.7) */
+static const struct named_value qtypes[] = {
+	{ "A", 1 }, { "NS", 2 }, { "MD", 3 }, { "MF", 4 }, { "CNAME", 5 }, { "SOA", 6 },
+	{ "MB", 7 }, { "MG", 8 }, { "MR", 9 }, { "NULL", 10 }, { "WKS", 11 }, { "PTR", 12 },
+	{ "HINFO", 13 }, { "MINFO", 14 }, { "MX", 15 }, { "TXT", 16 }, { "RP", 17 },
+	{ "AFSDB", 18 }, { "SIG", 24 }, { "KEY", 25 }, { "AAAA", 28 }, { "LOC", 29 },
+	{ "SRV", 33 }, { "NAPTR", 35 }, { "KX", 36 }, { "CERT", 37 }, { "A6", 38 },
+	{ "DNAME", 39 }, { "OPT", 41 }, { "APL", 42 }, { "DS", 43 }, { "SSHFP", 44 },
+	{ "IPSECKEY", 45 }, { "RRSIG", 46 }, { "NSEC", 47 }, { "DNSKEY", 48 }, { "DHCID", 49 },
+	{ "NSEC3", 50 }, { "NSEC3PARAM", 51 }, { "TLSA", 52 }, { "SMIMEA", 53 }, { "RKEY", 57 },
+	{ "CDS", 59 }, { "CDNSKEY", 60 }, { "OPENPGPKEY", 61 }, { "CSYNC", 62 },
+	{ "ZONEMD", 63 }, { "SVCB", 64 }, { "HTTPS", 65 }, { "SPF", 99 }, { "NID", 104 },
+	{ "L32", 105 }, { "L64", 106 }, { "LP", 107 }, { "EUI48", 108 }, { "EUI64", 109 },
+	{ "TKEY", 249 }, { "TSIG", 250 }, { "IXFR", 251 }, { "AXFR", 252 }, { "MAILB", 253 },
+	{ "MAILA", 254 }, { "ANY", 255 }, { "URI", 256 }, { "CAA", 257 }, { "DLV", 32769 },
+	{ "ADDR", 65400 }, { "ALIAS", 65401 }, { "LUA", 65402 },
+	{ NULL, 0 },
+};
+
+static const struct named_value qclasses[] = {
+	{ "IN", 1 }, { "CHAOS", 3 }, { "NONE", 254 }, { "ANY", 255 },
+	{ NULL, 0 },
+};
+
+static const struct named_value rcodes[] = {
+	{ "NOERROR", 0 }, { "FORMERR", 1 }, { "SERVFAIL", 2 }, { "NXDOMAIN", 3 },
+	{ "NOTIMP", 4 }, { "REFUSED", 5 }, { "YXDOMAIN", 6 }, { "YXRRSET", 7 },
+	{ "NXRRSET", 8 }, { "NOTAUTH", 9 }, { "NOTZONE", 10 }, { "BADVERS", 16 },
+	{ "BADSIG", 16 }, { "BADKEY", 17 }, { "BADTIME", 18 }, { "BADMODE", 19 },
+	{ "BADNAME", 20 }, { "BADALG", 21 }, { "BADTRUNC", 22 }, { "BADCOOKIE", 23 },
+	{ NULL, 0 },
+};
+
+static const struct named_value opcodes[] = {
+	{ "Query", 0 }, { "IQuery", 1 }, { "Status", 2 }, { "Notify", 4 }, { "Update", 5 },
+	{ NULL, 0 },
+};
+
+static const struct named_value sections[] = {
+	{ "Question", 0 }, { "Answer", 1 }, { "Authority", 2 }, { "Additional", 3 },
+	{ NULL, 0 },
+};
+
+/*
+ * dnsdist 1.7's DNSAction::Action order; SpoofPacket (1.8) and SetTag (1.9)
+ * appended at the numbers later versions give them.
+ */
+static const struct named_value actions[] = {
+	{ "Drop", 0 }, { "Nxdomain", 1 }, { "Refused", 2 }, { "Spoof", 3 }, { "Allow", 4 },
+	{ "HeaderModify", 5 }, { "Pool", 6 }, { "Delay", 7 }, { "Truncate", 8 },
+	{ "ServFail", 9 }, { "None", 10 }, { "NoOp", 11 }, { "NoRecurse", 12 },
+	{ "SpoofRaw", 13 }, { "SpoofPacket", 14 }, { "SetTag", 15 },
+	{ NULL, 0 },
+};
+
+/* dnsdist 1.7's DNSResponseAction::Action (Truncate was inserted before None later) */
+static const struct named_value response_actions[] = {
+	{ "Allow", 0 }, { "Delay", 1 }, { "Drop", 2 }, { "HeaderModify", 3 },
+	{ "ServFail", 4 }, { "None", 5 },
+	{ NULL, 0 },
+};
+
+static const struct named_value edns_options[] = {
+	{ "NSID", 3 }, { "DAU", 5 }, { "DHU", 6 }, { "N3U", 7 }, { "ECS", 8 },
+	{ "EXPIRE", 9 }, { "COOKIE", 10 }, { "TCPKEEPALIVE", 11 }, { "PADDING", 12 },
+	{ "CHAIN", 13 }, { "KEYTAG", 14 },
+	{ NULL, 0 },
+};
+
+static const struct {
+	const char *name;
+	const struct named_value *values;
+} constant_tables[] = {
+	{ "DNSQType", qtypes },
+	{ "DNSClass", qclasses },
+	{ "DNSRCode", rcodes },
+	{ "DNSOpcode", opcodes },
+	{ "DNSSection", sections },
+	{ "DNSAction", actions },
+	{ "DNSResponseAction", response_actions },
+	{ "EDNSOptionCode", edns_options },
+};
+
+static const struct {
+	const char *name;
+	enum dlb_policy policy;
+} policies[] = {
+	{ "leastOutstanding", DLB_POLICY_LEAST_OUTSTANDING },
+	{ "firstAvailable", DLB_POLICY_FIRST_AVAILABLE },
+	{ "roundrobin", DLB_POLICY_ROUNDROBIN },
+	{ "wrandom", DLB_POLICY_WRANDOM },
+	{ "whashed", DLB_POLICY_WHASHED },
+};
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static struct dlb_lua_conf *
+conf_get(lua_State *L)
+{
+	struct dlb_lua_conf *lc;
+
+	lua_rawgetp(L, LUA_REGISTRYINDEX, &conf_key);
+	lc = lua_touserdata(L, -1);
+	lua_pop(L, 1);
+	return lc;
+}
+
+/* Raise dnsdist's error for a config-time-only setting called from the console. */
+static void
+config_time_only(lua_State *L, const char *fn)
+{
+	if (conf_get(L)->phase == DLB_LUA_PHASE_RUNNING)
+		luaL_error(L, "%s cannot be altered at runtime", fn);
+}
+
+/* Output for show*(): through the global print, so the console can capture it. */
+static void
+conf_print(lua_State *L, const char *s)
+{
+	if (lua_getglobal(L, "print") == LUA_TFUNCTION) {
+		lua_pushstring(L, s);
+		lua_call(L, 1, 0);
+	} else {
+		lua_pop(L, 1);
+		fputs(s, stdout);
+		fputc('\n', stdout);
+	}
+}
+
+/* Integer from a number or a numeric string ("10"): dnsdist 1.7 takes both. */
+static bool
+to_integer(lua_State *L, int idx, lua_Integer *out)
+{
+	int t = lua_type(L, idx), isnum = 0;
+
+	if (t != LUA_TNUMBER && t != LUA_TSTRING)
+		return false;
+	*out = lua_tointegerx(L, idx, &isnum);
+	return isnum != 0;
+}
+
+static bool
+to_number(lua_State *L, int idx, lua_Number *out)
+{
+	int t = lua_type(L, idx), isnum = 0;
+
+	if (t != LUA_TNUMBER && t != LUA_TSTRING)
+		return false;
+	*out = lua_tonumberx(L, idx, &isnum);
+	return isnum != 0 && isfinite(*out);
+}
+
+/* true/false, or the strings "true"/"false". */
+static bool
+to_bool(lua_State *L, int idx, bool *out)
+{
+	if (lua_type(L, idx) == LUA_TBOOLEAN) {
+		*out = lua_toboolean(L, idx);
+		return true;
+	}
+	if (lua_type(L, idx) == LUA_TSTRING) {
+		const char *s = lua_tostring(L, idx);
+
+		if (strcmp(s, "true") == 0 || strcmp(s, "false") == 0) {
+			*out = s[0] == 't';
+			return true;
+		}
+	}
+	return false;
+}
+
+static lua_Integer
+arg_int(lua_State *L, int arg, const char *fn, lua_Integer lo, lua_Integer hi)
+{
+	lua_Integer v = 0;
+
+	if (!to_integer(L, arg, &v))
+		luaL_error(L, "%s: argument #%d must be an integer", fn, arg);
+	if (v < lo || v > hi)
+		luaL_error(L, "%s: %I is out of range (%I..%I)", fn, v, lo, hi);
+	return v;
+}
+
+static bool
+arg_bool(lua_State *L, int arg, const char *fn)
+{
+	bool b = false;
+
+	if (!to_bool(L, arg, &b))
+		luaL_error(L, "%s: argument #%d must be a boolean", fn, arg);
+	return b;
+}
+
+static const char *
+arg_string(lua_State *L, int arg, const char *fn)
+{
+	if (lua_type(L, arg) != LUA_TSTRING)
+		luaL_error(L, "%s: argument #%d must be a string", fn, arg);
+	return lua_tostring(L, arg);
+}
+
+static bool
+name_in(const char *s, const char *const *list)
+{
+	for (; *list != NULL; list++)
+		if (strcmp(s, *list) == 0)
+			return true;
+	return false;
+}
+
+/* Log (not fail on) keys of table @t missing from @known, as dnsdist 1.8+ does. */
+static void
+warn_unknown_keys(lua_State *L, int t, const char *fn, const char *what,
+		  const char *const *known)
+{
+	lua_pushnil(L);
+	while (lua_next(L, t) != 0) {
+		lua_pop(L, 1);
+		if (lua_type(L, -1) != LUA_TSTRING)
+			dlb_warn("%s: unknown %s of type %s", fn, what, luaL_typename(L, -1));
+		else if (!name_in(lua_tostring(L, -1), known))
+			dlb_warn("%s: unknown %s '%s'", fn, what, lua_tostring(L, -1));
+	}
+}
+
+/* Option @key of table @t as an integer in [lo, hi]. @return false when absent. */
+static bool
+opt_int(lua_State *L, int t, const char *fn, const char *key, lua_Integer lo, lua_Integer hi,
+	int *out)
+{
+	lua_Integer v = 0;
+
+	if (lua_getfield(L, t, key) == LUA_TNIL) {
+		lua_pop(L, 1);
+		return false;
+	}
+	if (!to_integer(L, -1, &v))
+		luaL_error(L, "%s: '%s' must be an integer", fn, key);
+	if (v < lo || v > hi)
+		luaL_error(L, "%s: '%s' is out of range (%I..%I)", fn, key, lo, hi);
+	lua_pop(L, 1);
+	*out = (int)v;
+	return true;
+}
+
+static bool
+opt_bool(lua_State *L, int t, const char *fn, const char *key, bool *out)
+{
+	if (lua_getfield(L, t, key) == LUA_TNIL) {
+		lua_pop(L, 1);
+		return false;
+	}
+	if (!to_bool(L, -1, out))
+		luaL_error(L, "%s: '%s' must be a boolean", fn, key);
+	lua_pop(L, 1);
+	return true;
+}
+
+/*
+ * Option @key as a string, left on the stack (anchored) while the caller
+ * uses it; the caller pops it. @return NULL (nothing pushed) when absent.
+ */
+static const char *
+opt_string_push(lua_State *L, int t, const char *fn, const char *key)
+{
+	if (lua_getfield(L, t, key) == LUA_TNIL) {
+		lua_pop(L, 1);
+		return NULL;
+	}
+	if (lua_type(L, -1) != LUA_TSTRING)
+		luaL_error(L, "%s: '%s' must be a string", fn, key);
+	return lua_tostring(L, -1);
+}
+
+static bool
+lookup_name(const struct named_value *v, const char *name, int *out)
+{
+	for (; v->name != NULL; v++) {
+		if (strcasecmp(v->name, name) == 0) {
+			*out = v->value;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* ---- listeners ---------------------------------------------------------- */
+
+static const char *const frontend_opts[] = {
+	"reusePort", "tcpFastOpenQueueSize", "maxInFlight", "maxConcurrentTCPConnections",
+	"cpus", "doTCP", NULL,
+};
+
+/* Parse setLocal/addLocal arguments (address at 1, options at 2) into @fe. */
+static void
+parse_frontend(lua_State *L, const char *fn, struct dlb_frontend_cfg *fe)
+{
+	const char *addr = arg_string(L, 1, fn);
+
+	memset(fe, 0, sizeof(*fe));
+	if (dlb_sockaddr_parse(addr, DLB_DEFAULT_PORT, &fe->addr, &fe->addrlen) != 0)
+		luaL_error(L, "%s: invalid address '%s'", fn, addr);
+	dlb_sockaddr_format((const struct sockaddr *)&fe->addr, fe->text, sizeof(fe->text));
+
+	if (lua_type(L, 2) == LUA_TTABLE) {
+		warn_unknown_keys(L, 2, fn, "option", frontend_opts);
+		opt_bool(L, 2, fn, "reusePort", &fe->reuseport);
+		opt_int(L, 2, fn, "tcpFastOpenQueueSize", 0, INT_MAX, &fe->tcp_fastopen_qsize);
+		opt_int(L, 2, fn, "maxInFlight", 0, 65535, &fe->max_in_flight);
+		opt_int(L, 2, fn, "maxConcurrentTCPConnections", 0, INT_MAX,
+			&fe->max_concurrent_tcp);
+		if (lua_getfield(L, 2, "cpus") != LUA_TNIL) {
+			lua_Integer n;
+
+			if (lua_type(L, -1) != LUA_TTABLE)
+				luaL_error(L, "%s: 'cpus' must be a table of CPU numbers", fn);
+			n = (lua_Integer)lua_rawlen(L, -1);
+			if (n > DLB_MAX_CPUS)
+				luaL_error(L, "%s: at most %d CPUs in 'cpus'", fn, DLB_MAX_CPUS);
+			for (lua_Integer i = 1; i <= n; i++) {
+				lua_Integer cpu = 0;
+
+				lua_rawgeti(L, -1, i);
+				if (!to_integer(L, -1, &cpu) || cpu < 0 || cpu >= CPU_SETSIZE)
+					luaL_error(L, "%s: invalid CPU number in 'cpus'", fn);
+				fe->cpus[fe->ncpus++] = (int)cpu;
+				lua_pop(L, 1);
+			}
+		}
+		lua_pop(L, 1);
+	} else if (!lua_isnoneornil(L, 2) && lua_type(L, 2) != LUA_TBOOLEAN) {
+		/* a boolean is the pre-1.4 doTCP argument: accepted and ignored */
+		luaL_error(L, "%s: argument #2 must be a table of options", fn);
+	}
+}
+
+static int
+l_set_local(lua_State *L)
+{
+	struct dlb_config *cfg = conf_get(L)->cfg;
+	struct dlb_frontend_cfg fe;
+
+	config_time_only(L, "setLocal");
+	parse_frontend(L, "setLocal", &fe);
+	cfg->nfrontends = 0;
+	if (dlb_config_add_frontend(cfg, &fe) != 0)
+		return luaL_error(L, "setLocal: cannot add listener %s", fe.text);
+	return 0;
+}
+
+static int
+l_add_local(lua_State *L)
+{
+	struct dlb_config *cfg = conf_get(L)->cfg;
+	struct dlb_frontend_cfg fe;
+
+	config_time_only(L, "addLocal");
+	parse_frontend(L, "addLocal", &fe);
+	if (dlb_config_add_frontend(cfg, &fe) != 0)
+		return luaL_error(L, "addLocal: too many listeners (at most %d)",
+				  DLB_MAX_FRONTENDS);
+	return 0;
+}
+
+/* ---- ACL ---------------------------------------------------------------- */
+
+static void
+check_netmask(lua_State *L, int idx, const char *fn, struct dlb_netmask *nm)
+{
+	if (lua_type(L, idx) != LUA_TSTRING)
+		luaL_error(L, "%s: expected a netmask string, got %s", fn, luaL_typename(L, idx));
+	if (dlb_netmask_parse(lua_tostring(L, idx), nm) != 0)
+		luaL_error(L, "%s: invalid netmask '%s'", fn, lua_tostring(L, idx));
+}
+
+static int
+l_set_acl(lua_State *L)
+{
+	struct dlb_config *cfg = conf_get(L)->cfg;
+	struct dlb_netmask nm;
+	lua_Integer n;
+
+	if (lua_type(L, 1) == LUA_TSTRING) {
+		check_netmask(L, 1, "setACL", &nm);
+		dlb_nmg_clear(&cfg->acl);
+		if (dlb_nmg_add(&cfg->acl, &nm) != 0)
+			return luaL_error(L, "setACL: out of memory");
+		return 0;
+	}
+	luaL_checktype(L, 1, LUA_TTABLE);
+	n = (lua_Integer)lua_rawlen(L, 1);
+	/* validate everything first: an error must leave the old ACL in place */
+	for (lua_Integer i = 1; i <= n; i++) {
+		lua_rawgeti(L, 1, i);
+		check_netmask(L, -1, "setACL", &nm);
+		lua_pop(L, 1);
+	}
+	dlb_nmg_clear(&cfg->acl);
+	for (lua_Integer i = 1; i <= n; i++) {
+		lua_rawgeti(L, 1, i);
+		dlb_netmask_parse(lua_tostring(L, -1), &nm);
+		lua_pop(L, 1);
+		if (dlb_nmg_add(&cfg->acl, &nm) != 0)
+			return luaL_error(L, "setACL: out of memory");
+	}
+	return 0;
+}
+
+static int
+l_add_acl(lua_State *L)
+{
+	struct dlb_netmask nm;
+
+	check_netmask(L, 1, "addACL", &nm);
+	if (dlb_nmg_add(&conf_get(L)->cfg->acl, &nm) != 0)
+		return luaL_error(L, "addACL: out of memory");
+	return 0;
+}
+
+static int
+l_rm_acl(lua_State *L)
+{
+	struct dlb_netmask nm;
+
+	check_netmask(L, 1, "rmACL", &nm);
+	dlb_nmg_remove(&conf_get(L)->cfg->acl, &nm);
+	return 0;
+}
+
+static int
+l_show_acl(lua_State *L)
+{
+	const struct dlb_nmg *acl = &conf_get(L)->cfg->acl;
+
+	for (size_t i = 0; i < acl->n; i++) {
+		char buf[64];
+
+		dlb_netmask_format(&acl->v[i], buf, sizeof(buf));
+		conf_print(L, buf);
+	}
+	return 0;
+}
+
+/* ---- Server objects ----------------------------------------------------- */
+
+static void
+push_server(lua_State *L, struct dlb_backend *be)
+{
+	struct server_ref *r = lua_newuserdatauv(L, sizeof(*r), 0);
+
+	r->be = be;
+	r->index = be->index;
+	memcpy(r->uuid, be->uuid, sizeof(r->uuid));
+	luaL_setmetatable(L, MT_SERVER);
+}
+
+/* The live backend a Server object refers to, or a Lua error if it was removed. */
+static struct dlb_backend *
+check_server(lua_State *L, int idx)
+{
+	struct server_ref *r = luaL_checkudata(L, idx, MT_SERVER);
+	struct dlb_config *cfg = conf_get(L)->cfg;
+
+	if (r->index >= 0 && r->index < cfg->nbackends && cfg->backends[r->index] == r->be &&
+	    strcmp(cfg->backends[r->index]->uuid, r->uuid) == 0)
+		return r->be;
+	/* rmServer() re-indexed the list: find it again */
+	for (int i = 0; i < cfg->nbackends; i++) {
+		if (cfg->backends[i] == r->be && strcmp(cfg->backends[i]->uuid, r->uuid) == 0) {
+			r->index = i;
+			return r->be;
+		}
+	}
+	luaL_error(L, "this server was removed with rmServer()");
+	return NULL;
+}
+
+static void
+push_name_with_addr(lua_State *L, const struct dlb_backend *be)
+{
+	/* dnsdist prints the bare address for a server without a name */
+	if (strcmp(be->name, be->addr_text) == 0)
+		lua_pushstring(L, be->addr_text);
+	else
+		lua_pushfstring(L, "%s (%s)", be->name, be->addr_text);
+}
+
+static int
+l_server_set_up(lua_State *L)
+{
+	__atomic_store_n(&check_server(L, 1)->admin, DLB_BE_FORCED_UP, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int
+l_server_set_down(lua_State *L)
+{
+	__atomic_store_n(&check_server(L, 1)->admin, DLB_BE_FORCED_DOWN, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int
+l_server_set_auto(lua_State *L)
+{
+	struct dlb_backend *be = check_server(L, 1);
+
+	if (!lua_isnoneornil(L, 2))
+		__atomic_store_n(&be->healthy, arg_bool(L, 2, "setAuto") ? 1 : 0,
+				 __ATOMIC_RELAXED);
+	__atomic_store_n(&be->admin, DLB_BE_AUTO, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int
+l_server_is_up(lua_State *L)
+{
+	lua_pushboolean(L, dlb_backend_is_up(check_server(L, 1)));
+	return 1;
+}
+
+static int
+l_server_get_name(lua_State *L)
+{
+	lua_pushstring(L, check_server(L, 1)->name);
+	return 1;
+}
+
+static int
+l_server_get_name_with_addr(lua_State *L)
+{
+	push_name_with_addr(L, check_server(L, 1));
+	return 1;
+}
+
+static int
+l_server_get_id(lua_State *L)
+{
+	lua_pushstring(L, check_server(L, 1)->uuid);
+	return 1;
+}
+
+static int
+l_server_set_qps(lua_State *L)
+{
+	struct dlb_backend *be = check_server(L, 1);
+	int qps = (int)arg_int(L, 2, "setQPS", 0, INT_MAX);
+
+	__atomic_store_n(&be->qps, qps, __ATOMIC_RELAXED);
+	__atomic_store_n(&be->qps_limit_rt, qps, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int
+l_server_add_pool(lua_State *L)
+{
+	struct dlb_backend *be = check_server(L, 1);
+	const char *pool = arg_string(L, 2, "addPool");
+
+	if (dlb_config_pool_add(conf_get(L)->cfg, pool, be) != 0)
+		return luaL_error(L, "addPool: cannot add %s to pool '%s' (too many pools or name "
+				  "too long)", be->name, pool);
+	return 0;
+}
+
+static int
+l_server_rm_pool(lua_State *L)
+{
+	struct dlb_backend *be = check_server(L, 1);
+
+	dlb_config_pool_remove(conf_get(L)->cfg, arg_string(L, 2, "rmPool"), be);
+	return 0;
+}
+
+static const luaL_Reg server_methods[] = {
+	{ "setUp", l_server_set_up },
+	{ "setDown", l_server_set_down },
+	{ "setAuto", l_server_set_auto },
+	{ "isUp", l_server_is_up },
+	{ "getName", l_server_get_name },
+	{ "getNameWithAddr", l_server_get_name_with_addr },
+	{ "getID", l_server_get_id },
+	{ "setQPS", l_server_set_qps },
+	{ "addPool", l_server_add_pool },
+	{ "rmPool", l_server_rm_pool },
+	{ NULL, NULL },
+};
+
+/* __index: methods (upvalue 1), then the fields name, order, weight, upStatus. */
+static int
+l_server_index(lua_State *L)
+{
+	struct dlb_backend *be = check_server(L, 1);
+	const char *key = lua_tostring(L, 2);
+
+	if (lua_type(L, 2) != LUA_TSTRING)
+		return 0;
+	if (lua_getfield(L, lua_upvalueindex(1), key) != LUA_TNIL)
+		return 1;
+	if (strcmp(key, "name") == 0)
+		lua_pushstring(L, be->name);
+	else if (strcmp(key, "order") == 0)
+		lua_pushinteger(L, __atomic_load_n(&be->order, __ATOMIC_RELAXED));
+	else if (strcmp(key, "weight") == 0)
+		lua_pushinteger(L, __atomic_load_n(&be->weight, __ATOMIC_RELAXED));
+	else if (strcmp(key, "upStatus") == 0)
+		lua_pushboolean(L, dlb_backend_is_up(be));
+	else
+		lua_pushnil(L);
+	return 1;
+}
+
+static int
+l_server_newindex(lua_State *L)
+{
+	struct dlb_backend *be = check_server(L, 1);
+	const char *key = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : "?";
+
+	if (strcmp(key, "order") == 0) {
+		int order = (int)arg_int(L, 3, "order", 0, INT_MAX);
+
+		__atomic_store_n(&be->order, order, __ATOMIC_RELAXED);
+		dlb_config_resort_pools(conf_get(L)->cfg);
+	} else if (strcmp(key, "weight") == 0) {
+		int weight = (int)arg_int(L, 3, "weight", 1, INT_MAX);
+
+		__atomic_store_n(&be->weight, weight, __ATOMIC_RELAXED);
+	} else {
+		return luaL_error(L, "Server field '%s' is read-only or unknown", key);
+	}
+	return 0;
+}
+
+static int
+l_server_tostring(lua_State *L)
+{
+	push_name_with_addr(L, check_server(L, 1));
+	return 1;
+}
+
+static int
+l_server_eq(lua_State *L)
+{
+	struct server_ref *a = luaL_checkudata(L, 1, MT_SERVER);
+	struct server_ref *b = luaL_checkudata(L, 2, MT_SERVER);
+
+	lua_pushboolean(L, a->be == b->be && strcmp(a->uuid, b->uuid) == 0);
+	return 1;
+}
+
+/* ---- newServer ---------------------------------------------------------- */
+
+static const char *const server_keys[] = {
+	"address", "name", "pool", "order", "weight", "qps", "id", "checkName", "checkType",
+	"checkClass", "checkInterval", "checkTimeout", "maxCheckFailures", "rise",
+	"mustResolve", "setCD", "checkTCP", "healthCheckMode", "sockets", "tcpOnly",
+	"udpTimeout", "retries", "tcpConnectTimeout", "tcpSendTimeout", "tcpRecvTimeout",
+	"maxInFlight", "source", NULL,
+};
+
+static void
+set_server_address(lua_State *L, struct dlb_backend *be, const char *addr)
+{
+	static const uint8_t zero[16];
+	const uint8_t *a;
+	size_t alen;
+	uint16_t port;
+
+	if (dlb_sockaddr_parse(addr, DLB_DEFAULT_PORT, &be->addr, &be->addrlen) != 0)
+		luaL_error(L, "newServer: invalid address '%s'", addr);
+	if (be->addr.ss_family == AF_INET) {
+		const struct sockaddr_in *sin = (const struct sockaddr_in *)(const void *)&be->addr;
+
+		a = (const uint8_t *)&sin->sin_addr;
+		alen = 4;
+		port = ntohs(sin->sin_port);
+	} else {
+		const struct sockaddr_in6 *sin6 =
+			(const struct sockaddr_in6 *)(const void *)&be->addr;
+
+		a = sin6->sin6_addr.s6_addr;
+		alen = 16;
+		port = ntohs(sin6->sin6_port);
+	}
+	if (memcmp(a, zero, alen) == 0 || port == 0)
+		luaL_error(L, "newServer: invalid address '%s' for a downstream server", addr);
+	dlb_sockaddr_format((const struct sockaddr *)&be->addr, be->addr_text,
+			    sizeof(be->addr_text));
+}
+
+/* source = "addr", "iface" or "addr@iface" */
+static void
+set_server_source(lua_State *L, struct dlb_backend *be, const char *src)
+{
+	char addr[128];
+	const char *at = strchr(src, '@');
+	const char *iface = NULL;
+	bool have_addr = false;
+
+	if (at != NULL) {
+		size_t n = (size_t)(at - src);
+
+		if (n == 0 || n >= sizeof(addr))
+			luaL_error(L, "newServer: invalid source '%s'", src);
+		memcpy(addr, src, n);
+		addr[n] = '\0';
+		have_addr = true;
+		iface = at + 1;
+	} else if (dlb_sockaddr_parse(src, 0, &be->source, &be->sourcelen) == 0) {
+		snprintf(addr, sizeof(addr), "%s", src);
+		have_addr = true;
+	} else {
+		iface = src;
+	}
+	if (have_addr) {
+		if (dlb_sockaddr_parse(addr, 0, &be->source, &be->sourcelen) != 0)
+			luaL_error(L, "newServer: invalid source address '%s'", addr);
+		if (be->source.ss_family != be->addr.ss_family)
+			luaL_error(L, "newServer: source address '%s' is not of the "
+				   "server's family", addr);
+	}
+	if (iface != NULL) {
+		size_t n = strlen(iface);
+
+		if (n == 0 || n >= sizeof(be->source_iface) || strpbrk(iface, "/ \t") != NULL)
+			luaL_error(L, "newServer: invalid source interface '%s'", iface);
+		memcpy(be->source_iface, iface, n + 1);
+	}
+}
+
+/* "1b4e28ba-2fa1-11d2-883f-0016d3cca427", stored lowercased. */
+static void
+set_server_id(lua_State *L, struct dlb_backend *be, const char *id)
+{
+	size_t n = strlen(id);
+
+	if (n != 36)
+		luaL_error(L, "newServer: invalid id '%s' (expected a UUID)", id);
+	for (size_t i = 0; i < n; i++) {
+		bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+
+		if (dash ? id[i] != '-' : !isxdigit((unsigned char)id[i]))
+			luaL_error(L, "newServer: invalid id '%s' (expected a UUID)", id);
+		be->uuid[i] = (char)tolower((unsigned char)id[i]);
+	}
+	be->uuid[n] = '\0';
+}
+
+static int
+check_rrtype(lua_State *L, int idx, const char *fn, const char *key,
+	     const struct named_value *names)
+{
+	lua_Integer v = 0;
+	int named;
+
+	if (to_integer(L, idx, &v)) {
+		if (v < 0 || v > 65535)
+			luaL_error(L, "%s: '%s' is out of range (0..65535)", fn, key);
+		return (int)v;
+	}
+	if (lua_type(L, idx) == LUA_TSTRING) {
+		const char *s = lua_tostring(L, idx);
+
+		if (lookup_name(names, s, &named))
+			return named;
+		if (names == qclasses && strcasecmp(s, "CH") == 0)
+			return 3;
+		if (names == qclasses && strcasecmp(s, "HS") == 0)
+			return 4;
+		luaL_error(L, "%s: unknown %s '%s'", fn, key, s);
+	}
+	luaL_error(L, "%s: '%s' must be a number or a name", fn, key);
+	return 0;
+}
+
+static void
+add_server_pool(lua_State *L, struct dlb_backend *be, const char *name, bool *want_default)
+{
+	if (name[0] == '\0') {
+		*want_default = true;
+		return;
+	}
+	if (strlen(name) >= sizeof(be->pools[0]))
+		luaL_error(L, "newServer: pool name '%s' is too long", name);
+	for (int i = 0; i < be->npools; i++)
+		if (strcmp(be->pools[i], name) == 0)
+			return;
+	if (be->npools >= DLB_MAX_POOLS_PER_BACKEND)
+		luaL_error(L, "newServer: at most %d pools per server", DLB_MAX_POOLS_PER_BACKEND);
+	snprintf(be->pools[be->npools++], sizeof(be->pools[0]), "%s", name);
+}
+
+/* The table form of newServer, at stack index 1, into the scratch @be. */
+static void
+parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
+{
+	const char *fn = "newServer";
+	const char *s;
+	lua_Number secs;
+
+	warn_unknown_keys(L, 1, fn, "key", server_keys);
+
+	s = opt_string_push(L, 1, fn, "address");
+	if (s == NULL)
+		luaL_error(L, "newServer: 'address' is mandatory");
+	set_server_address(L, be, s);
+	lua_pop(L, 1);
+
+	if ((s = opt_string_push(L, 1, fn, "name")) != NULL) {
+		if (strlen(s) >= sizeof(be->name))
+			luaL_error(L, "newServer: name '%s' is too long", s);
+		snprintf(be->name, sizeof(be->name), "%s", s);
+		lua_pop(L, 1);
+	}
+
+	switch (lua_getfield(L, 1, "pool")) {
+	case LUA_TNIL:
+		break;
+	case LUA_TSTRING:
+		add_server_pool(L, be, lua_tostring(L, -1), want_default);
+		break;
+	case LUA_TTABLE: {
+		lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+
+		for (lua_Integer i = 1; i <= n; i++) {
+			if (lua_rawgeti(L, -1, i) != LUA_TSTRING)
+				luaL_error(L, "newServer: 'pool' must contain strings");
+			add_server_pool(L, be, lua_tostring(L, -1), want_default);
+			lua_pop(L, 1);
+		}
+		break;
+	}
+	default:
+		luaL_error(L, "newServer: 'pool' must be a string or a table of strings");
+	}
+	lua_pop(L, 1);
+
+	opt_int(L, 1, fn, "order", 0, INT_MAX, &be->order);
+	opt_int(L, 1, fn, "weight", 1, INT_MAX, &be->weight);
+	opt_int(L, 1, fn, "qps", 0, INT_MAX, &be->qps);
+
+	if ((s = opt_string_push(L, 1, fn, "id")) != NULL) {
+		set_server_id(L, be, s);
+		lua_pop(L, 1);
+	}
+
+	if ((s = opt_string_push(L, 1, fn, "checkName")) != NULL) {
+		int n = dlb_wire_name_from_text(s, be->check_name, sizeof(be->check_name));
+
+		if (n <= 0)
+			luaL_error(L, "newServer: invalid checkName '%s'", s);
+		be->check_name_len = n;
+		lua_pop(L, 1);
+	}
+	if (lua_getfield(L, 1, "checkType") != LUA_TNIL)
+		be->check_type = (uint16_t)check_rrtype(L, -1, fn, "checkType", qtypes);
+	lua_pop(L, 1);
+	if (lua_getfield(L, 1, "checkClass") != LUA_TNIL)
+		be->check_class = (uint16_t)check_rrtype(L, -1, fn, "checkClass", qclasses);
+	lua_pop(L, 1);
+
+	opt_int(L, 1, fn, "checkInterval", 1, INT_MAX, &be->check_interval);
+	opt_int(L, 1, fn, "checkTimeout", 1, INT_MAX, &be->check_timeout);
+	opt_int(L, 1, fn, "maxCheckFailures", 1, INT_MAX, &be->max_check_failures);
+	opt_int(L, 1, fn, "rise", 1, INT_MAX, &be->rise);
+	opt_bool(L, 1, fn, "mustResolve", &be->must_resolve);
+	opt_bool(L, 1, fn, "setCD", &be->set_cd);
+	opt_bool(L, 1, fn, "checkTCP", &be->check_tcp);
+
+	if ((s = opt_string_push(L, 1, fn, "healthCheckMode")) != NULL) {
+		if (strcasecmp(s, "auto") == 0) {
+			be->admin = DLB_BE_AUTO;
+		} else if (strcasecmp(s, "lazy") == 0) {
+			dlb_warn("newServer: healthCheckMode 'lazy' is not supported, "
+				 "using 'auto'");
+			be->admin = DLB_BE_AUTO;
+		} else if (strcasecmp(s, "up") == 0) {
+			be->admin = DLB_BE_FORCED_UP;
+		} else if (strcasecmp(s, "down") == 0) {
+			be->admin = DLB_BE_FORCED_DOWN;
+		} else {
+			luaL_error(L, "newServer: unknown healthCheckMode '%s'", s);
+		}
+		lua_pop(L, 1);
+	}
+
+	opt_int(L, 1, fn, "sockets", 1, DLB_MAX_SOCKETS_PER_BACKEND, &be->sockets);
+	opt_bool(L, 1, fn, "tcpOnly", &be->tcp_only);
+
+	if (lua_getfield(L, 1, "udpTimeout") != LUA_TNIL) {
+		if (!to_number(L, -1, &secs) || secs < 0 || secs > 3600)
+			luaL_error(L, "newServer: 'udpTimeout' must be a number of seconds "
+				   "(0..3600)");
+		be->udp_timeout_ms = (int)lround(secs * 1000);
+		if (secs > 0 && be->udp_timeout_ms == 0)
+			be->udp_timeout_ms = 1;
+	}
+	lua_pop(L, 1);
+
+	opt_int(L, 1, fn, "retries", 0, INT_MAX, &be->retries);
+	opt_int(L, 1, fn, "tcpConnectTimeout", 0, INT_MAX, &be->tcp_connect_timeout);
+	opt_int(L, 1, fn, "tcpSendTimeout", 0, INT_MAX, &be->tcp_send_timeout);
+	opt_int(L, 1, fn, "tcpRecvTimeout", 0, INT_MAX, &be->tcp_recv_timeout);
+	opt_int(L, 1, fn, "maxInFlight", 0, 65535, &be->max_in_flight);
+
+	if ((s = opt_string_push(L, 1, fn, "source")) != NULL) {
+		set_server_source(L, be, s);
+		lua_pop(L, 1);
+	}
+}
+
+static int
+l_new_server(lua_State *L)
+{
+	struct dlb_lua_conf *lc = conf_get(L);
+	struct dlb_backend *scratch, *be;
+	bool want_default = false;
+
+	/* Parse into GC-owned scratch memory: a Lua error from here on leaks nothing. */
+	scratch = lua_newuserdatauv(L, sizeof(*scratch), 0);
+	be = dlb_backend_new();
+	if (be == NULL)
+		return luaL_error(L, "newServer: out of memory");
+	memcpy(scratch, be, sizeof(*scratch));
+	free(be);
+
+	if (lua_type(L, 1) == LUA_TSTRING)
+		set_server_address(L, scratch, lua_tostring(L, 1));
+	else if (lua_type(L, 1) == LUA_TTABLE)
+		parse_server_table(L, scratch, &want_default);
+	else
+		return luaL_error(L, "newServer: expected an address string or a table");
+	scratch->qps_limit_rt = scratch->qps;
+
+	if (lc->cfg->nbackends >= DLB_MAX_BACKENDS)
+		return luaL_error(L, "newServer: too many servers (at most %d)", DLB_MAX_BACKENDS);
+	be = malloc(sizeof(*be));
+	if (be == NULL)
+		return luaL_error(L, "newServer: out of memory");
+	memcpy(be, scratch, sizeof(*be));
+	if (dlb_config_add_backend(lc->cfg, be) != 0) {
+		free(be);
+		return luaL_error(L, "newServer: too many pools (at most %d)", DLB_MAX_POOLS);
+	}
+	/* pool={"", "x"}: the default pool as well as the named ones */
+	if (want_default && be->npools > 0)
+		dlb_config_pool_add(lc->cfg, "", be);
+	dlb_info("Added downstream server %s", be->addr_text);
+	push_server(L, be);
+	return 1;
+}
+
+/* ---- server list -------------------------------------------------------- */
+
+static struct dlb_backend *
+find_server_by_uuid(struct dlb_config *cfg, const char *uuid)
+{
+	for (int i = 0; i < cfg->nbackends; i++)
+		if (strcasecmp(cfg->backends[i]->uuid, uuid) == 0)
+			return cfg->backends[i];
+	return NULL;
+}
+
+static int
+l_get_server(lua_State *L)
+{
+	struct dlb_config *cfg = conf_get(L)->cfg;
+	struct dlb_backend *be;
+
+	if (lua_type(L, 1) == LUA_TNUMBER) {
+		lua_Integer n = arg_int(L, 1, "getServer", 0, INT_MAX);
+
+		if (n >= cfg->nbackends)
+			return luaL_error(L, "getServer: no server with index %I", n);
+		push_server(L, cfg->backends[n]);
+		return 1;
+	}
+	be = find_server_by_uuid(cfg, arg_string(L, 1, "getServer"));
+	if (be == NULL)
+		lua_pushnil(L);
+	else
+		push_server(L, be);
+	return 1;
+}
+
+static int
+l_get_servers(lua_State *L)
+{
+	struct dlb_config *cfg = conf_get(L)->cfg;
+
+	lua_createtable(L, cfg->nbackends, 0);
+	for (int i = 0; i < cfg->nbackends; i++) {
+		push_server(L, cfg->backends[i]);
+		lua_rawseti(L, -2, i + 1);
+	}
+	return 1;
+}
+
+/*
+ * rmServer(n | uuid | server). At config time the backend is detached and
+ * freed (later indexes shift down, as in dnsdist). From the console
+ * (RUNNING) workers may hold per-backend state by index, so the backend
+ * stays in the list: it leaves every pool (no new traffic) and is forced
+ * down; it disappears at the next restart.
+ */
+static int
+l_rm_server(lua_State *L)
+{
+	struct dlb_lua_conf *lc = conf_get(L);
+	struct dlb_config *cfg = lc->cfg;
+	struct dlb_backend *be;
+
+	if (lua_type(L, 1) == LUA_TNUMBER) {
+		lua_Integer n = arg_int(L, 1, "rmServer", 0, INT_MAX);
+
+		if (n >= cfg->nbackends)
+			return luaL_error(L, "rmServer: no server with index %I", n);
+		be = cfg->backends[n];
+	} else if (lua_type(L, 1) == LUA_TSTRING) {
+		be = find_server_by_uuid(cfg, lua_tostring(L, 1));
+		if (be == NULL)
+			return luaL_error(L, "rmServer: no server with id '%s'",
+					  lua_tostring(L, 1));
+	} else {
+		be = check_server(L, 1);
+	}
+
+	if (lc->phase != DLB_LUA_PHASE_RUNNING) {
+		dlb_config_remove_backend(cfg, be->index);
+		return 0;
+	}
+	for (int i = 0; i < cfg->npools; i++)
+		dlb_config_pool_remove(cfg, cfg->pools[i]->name, be);
+	be->npools = 0;
+	__atomic_store_n(&be->admin, DLB_BE_FORCED_DOWN, __ATOMIC_RELAXED);
+	dlb_info("Removed downstream server %s from all pools and marked it down",
+		 be->addr_text);
+	return 0;
+}
+
+/* ---- pools and policies ------------------------------------------------- */
+
+static struct dlb_pool *
+get_pool(lua_State *L, const char *fn, const char *name)
+{
+	struct dlb_pool *p = dlb_config_get_pool(conf_get(L)->cfg, name);
+
+	if (p == NULL)
+		luaL_error(L, "%s: cannot create pool '%s' (at most %d pools of names up to 63 "
+			   "characters)", fn, name, DLB_MAX_POOLS);
+	return p;
+}
+
+static int
+l_get_pool(lua_State *L)
+{
+	struct dlb_pool *p = get_pool(L, "getPool", arg_string(L, 1, "getPool"));
+	struct pool_ref *r = lua_newuserdatauv(L, sizeof(*r), 0);
+
+	snprintf(r->name, sizeof(r->name), "%s", p->name);
+	luaL_setmetatable(L, MT_POOL);
+	return 1;
+}
+
+static int
+l_pool_get_name(lua_State *L)
+{
+	lua_pushstring(L, ((struct pool_ref *)luaL_checkudata(L, 1, MT_POOL))->name);
+	return 1;
+}
+
+static int
+l_pool_tostring(lua_State *L)
+{
+	lua_pushfstring(L, "ServerPool \"%s\"",
+			((struct pool_ref *)luaL_checkudata(L, 1, MT_POOL))->name);
+	return 1;
+}
+
+static const luaL_Reg pool_methods[] = {
+	{ "getName", l_pool_get_name },
+	{ NULL, NULL },
+};
+
+static int
+l_get_pool_servers(lua_State *L)
+{
+	struct dlb_pool *p = dlb_config_find_pool(conf_get(L)->cfg,
+						  arg_string(L, 1, "getPoolServers"));
+	int n = p ? p->n : 0;
+
+	lua_createtable(L, n, 0);
+	for (int i = 0; i < n; i++) {
+		push_server(L, p->members[i]);
+		lua_rawseti(L, -2, i + 1);
+	}
+	return 1;
+}
+
+static int
+check_policy(lua_State *L, int idx)
+{
+	return ((struct policy_ref *)luaL_checkudata(L, idx, MT_POLICY))->policy;
+}
+
+static int
+l_policy_index(lua_State *L)
+{
+	int p = check_policy(L, 1);
+
+	if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "name") == 0)
+		lua_pushstring(L, dlb_policy_name(p));
+	else
+		lua_pushnil(L);
+	return 1;
+}
+
+static int
+l_policy_tostring(lua_State *L)
+{
+	lua_pushstring(L, dlb_policy_name(check_policy(L, 1)));
+	return 1;
+}
+
+static int
+l_set_server_policy(lua_State *L)
+{
+	int p = check_policy(L, 1);
+
+	__atomic_store_n(&conf_get(L)->cfg->policy, p, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int
+l_show_server_policy(lua_State *L)
+{
+	conf_print(L, dlb_policy_name(conf_get(L)->cfg->policy));
+	return 0;
+}
+
+static int
+l_set_pool_server_policy(lua_State *L)
+{
+	int p = check_policy(L, 1);
+	struct dlb_pool *pool = get_pool(L, "setPoolServerPolicy",
+					 arg_string(L, 2, "setPoolServerPolicy"));
+
+	__atomic_store_n(&pool->policy, p, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int
+l_show_pool_server_policy(lua_State *L)
+{
+	struct dlb_config *cfg = conf_get(L)->cfg;
+	struct dlb_pool *pool = dlb_config_find_pool(cfg, arg_string(L, 1, "showPoolServerPolicy"));
+
+	/* a pool without its own policy uses the global one, and dnsdist prints that */
+	conf_print(L, dlb_policy_name(pool && pool->policy >= 0 ? pool->policy : cfg->policy));
+	return 0;
+}
+
+static int
+l_set_round_robin_fail_on_no_server(lua_State *L)
+{
+	conf_get(L)->cfg->roundrobin_fail_on_no_server =
+		arg_bool(L, 1, "setRoundRobinFailOnNoServer");
+	return 0;
+}
+
+static int
+l_set_whashed_pertubation(lua_State *L)
+{
+	conf_get(L)->cfg->whashed_perturbation =
+		(uint32_t)arg_int(L, 1, "setWHashedPertubation", 0, UINT32_MAX);
+	return 0;
+}
+
+/* ---- settings ----------------------------------------------------------- */
+
+static int
+l_set_udp_timeout(lua_State *L)
+{
+	lua_Number secs = 0;
+
+	if (!to_number(L, 1, &secs) || secs <= 0 || secs > 3600)
+		return luaL_error(L, "setUDPTimeout: expected a number of seconds (0..3600]");
+	conf_get(L)->cfg->udp_timeout_ms = secs * 1000 < 1 ? 1 : (int)lround(secs * 1000);
+	return 0;
+}
+
+static int
+l_set_max_udp_outstanding(lua_State *L)
+{
+	config_time_only(L, "setMaxUDPOutstanding");
+	conf_get(L)->cfg->max_udp_outstanding =
+		(int)arg_int(L, 1, "setMaxUDPOutstanding", 1, 65535);
+	return 0;
+}
+
+static int
+l_set_servfail_when_no_server(lua_State *L)
+{
+	conf_get(L)->cfg->servfail_when_no_server = arg_bool(L, 1, "setServFailWhenNoServer");
+	return 0;
+}
+
+static int
+l_set_drop_empty_queries(lua_State *L)
+{
+	conf_get(L)->cfg->drop_empty_queries = arg_bool(L, 1, "setDropEmptyQueries");
+	return 0;
+}
+
+static int
+l_set_allow_empty_response(lua_State *L)
+{
+	conf_get(L)->cfg->allow_empty_response = arg_bool(L, 1, "setAllowEmptyResponse");
+	return 0;
+}
+
+static int
+l_set_payload_size_on_self_generated_answers(lua_State *L)
+{
+	const char *fn = "setPayloadSizeOnSelfGeneratedAnswers";
+	lua_Integer n = arg_int(L, 1, fn, 0, INT_MAX);
+
+	if (n < 512) {
+		dlb_warn("%s() is set too low, using 512 instead!", fn);
+		n = 512;
+	} else if (n > 65535) {
+		dlb_warn("%s() is set too high, using 65535 instead!", fn);
+		n = 65535;
+	}
+	conf_get(L)->cfg->selfans.payload_size = (uint16_t)n;
+	return 0;
+}
+
+static int
+l_set_add_edns_to_self_generated_responses(lua_State *L)
+{
+	conf_get(L)->cfg->selfans.add_edns = arg_bool(L, 1, "setAddEDNSToSelfGeneratedResponses");
+	return 0;
+}
+
+static int
+l_set_tcp_recv_timeout(lua_State *L)
+{
+	conf_get(L)->cfg->tcp_recv_timeout = (int)arg_int(L, 1, "setTCPRecvTimeout", 0, INT_MAX);
+	return 0;
+}
+
+static int
+l_set_tcp_send_timeout(lua_State *L)
+{
+	conf_get(L)->cfg->tcp_send_timeout = (int)arg_int(L, 1, "setTCPSendTimeout", 0, INT_MAX);
+	return 0;
+}
+
+static int
+l_set_max_tcp_queries_per_connection(lua_State *L)
+{
+	config_time_only(L, "setMaxTCPQueriesPerConnection");
+	conf_get(L)->cfg->max_tcp_queries_per_conn =
+		(int)arg_int(L, 1, "setMaxTCPQueriesPerConnection", 0, INT_MAX);
+	return 0;
+}
+
+static int
+l_set_max_tcp_connections_per_client(lua_State *L)
+{
+	config_time_only(L, "setMaxTCPConnectionsPerClient");
+	conf_get(L)->cfg->max_tcp_conns_per_client =
+		(int)arg_int(L, 1, "setMaxTCPConnectionsPerClient", 0, INT_MAX);
+	return 0;
+}
+
+static int
+l_set_max_tcp_connection_duration(lua_State *L)
+{
+	config_time_only(L, "setMaxTCPConnectionDuration");
+	conf_get(L)->cfg->max_tcp_conn_duration =
+		(int)arg_int(L, 1, "setMaxTCPConnectionDuration", 0, INT_MAX);
+	return 0;
+}
+
+static int
+l_set_max_tcp_client_threads(lua_State *L)
+{
+	config_time_only(L, "setMaxTCPClientThreads");
+	conf_get(L)->cfg->max_tcp_client_threads =
+		(int)arg_int(L, 1, "setMaxTCPClientThreads", 0, INT_MAX);
+	return 0;
+}
+
+static int
+l_set_udp_multiple_messages_vector_size(lua_State *L)
+{
+	config_time_only(L, "setUDPMultipleMessagesVectorSize");
+	conf_get(L)->cfg->udp_vector_size =
+		(int)arg_int(L, 1, "setUDPMultipleMessagesVectorSize", 1, DLB_UDP_BATCH);
+	return 0;
+}
+
+static int
+l_set_udp_socket_buffer_sizes(lua_State *L)
+{
+	struct dlb_config *cfg = conf_get(L)->cfg;
+	int r, s;
+
+	config_time_only(L, "setUDPSocketBufferSizes");
+	r = (int)arg_int(L, 1, "setUDPSocketBufferSizes", 0, INT_MAX);
+	s = (int)arg_int(L, 2, "setUDPSocketBufferSizes", 0, INT_MAX);
+	cfg->udp_rcvbuf = r;
+	cfg->udp_sndbuf = s;
+	return 0;
+}
+
+static int
+l_set_verbose(lua_State *L)
+{
+	bool v = arg_bool(L, 1, "setVerbose");
+
+	conf_get(L)->cfg->verbose = v;
+	dlb_log_set_verbose(v);
+	return 0;
+}
+
+static int
+l_get_verbose(lua_State *L)
+{
+	lua_pushboolean(L, conf_get(L)->cfg->verbose);
+	return 1;
+}
+
+static int
+l_set_verbose_health_checks(lua_State *L)
+{
+	conf_get(L)->cfg->verbose_health_checks = arg_bool(L, 1, "setVerboseHealthChecks");
+	return 0;
+}
+
+static int
+l_set_worker_threads(lua_State *L)
+{
+	config_time_only(L, "setWorkerThreads");
+	conf_get(L)->cfg->workers = (int)arg_int(L, 1, "setWorkerThreads", 0, DLB_MAX_WORKERS);
+	return 0;
+}
+
+/* Security polling (secpoll.powerdns.com) does not exist in dnslb: accepted, no effect. */
+static int
+l_set_security_poll_suffix(lua_State *L)
+{
+	config_time_only(L, "setSecurityPollSuffix");
+	arg_string(L, 1, "setSecurityPollSuffix");
+	return 0;
+}
+
+static int
+l_set_security_poll_interval(lua_State *L)
+{
+	arg_int(L, 1, "setSecurityPollInterval", 0, INT_MAX);
+	return 0;
+}
+
+/* dnslb logs to the daemon facility: accepted, no effect. */
+static int
+l_set_syslog_facility(lua_State *L)
+{
+	config_time_only(L, "setSyslogFacility");
+	if (lua_type(L, 1) != LUA_TNUMBER && lua_type(L, 1) != LUA_TSTRING)
+		return luaL_error(L, "setSyslogFacility: expected a number or a facility name");
+	return 0;
+}
+
+/* ---- logging and utilities ---------------------------------------------- */
+
+static int
+l_infolog(lua_State *L)
+{
+	dlb_info("%s", luaL_checkstring(L, 1));
+	return 0;
+}
+
+static int
+l_warnlog(lua_State *L)
+{
+	dlb_warn("%s", luaL_checkstring(L, 1));
+	return 0;
+}
+
+static int
+l_errlog(lua_State *L)
+{
+	dlb_err("%s", luaL_checkstring(L, 1));
+	return 0;
+}
+
+static int
+l_show_version(lua_State *L)
+{
+	conf_print(L, "dnslb " DLB_VERSION);
+	return 0;
+}
+
+static int
+l_dir_gc(lua_State *L)
+{
+	DIR **d = luaL_checkudata(L, 1, MT_DIR);
+
+	if (*d != NULL) {
+		closedir(*d);
+		*d = NULL;
+	}
+	return 0;
+}
+
+static int
+cmp_strings(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * includeDirectory(path): evaluate every regular "*.conf" file (not starting
+ * with '.') in byte order of the name. Errors keep the file's "path:line:".
+ * Unlike dnsdist, which only logs, a missing directory is an error: a
+ * config that silently loses half its servers should not start.
+ */
+static int
+l_include_directory(lua_State *L)
+{
+	struct dlb_lua_conf *lc = conf_get(L);
+	const char *dir, *sep;
+	DIR **dp;
+	struct dirent *ent;
+	const char **names;
+	int n = 0, files;
+
+	config_time_only(L, "includeDirectory");
+	dir = arg_string(L, 1, "includeDirectory");
+	sep = dir[0] != '\0' && dir[strlen(dir) - 1] == '/' ? "" : "/";
+	if (lc->including)
+		return luaL_error(L, "includeDirectory() cannot be used recursively");
+
+	lua_newtable(L);			/* names, anchoring the strings */
+	files = lua_gettop(L);
+	dp = lua_newuserdatauv(L, sizeof(*dp), 0);
+	*dp = NULL;
+	luaL_setmetatable(L, MT_DIR);		/* closes the DIR if an error unwinds */
+	*dp = opendir(dir);
+	if (*dp == NULL)
+		return luaL_error(L, "includeDirectory: cannot open directory '%s': %s", dir,
+				  strerror(errno));
+	while ((ent = readdir(*dp)) != NULL) {
+		size_t len = strlen(ent->d_name);
+		struct stat st;
+		const char *path;
+
+		if (ent->d_name[0] == '.' || len < 5 || strcmp(ent->d_name + len - 5, ".conf") != 0)
+			continue;
+		path = lua_pushfstring(L, "%s%s%s", dir, sep, ent->d_name);
+		if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+			lua_pop(L, 1);
+			continue;
+		}
+		lua_rawseti(L, files, ++n);
+	}
+	closedir(*dp);
+	*dp = NULL;
+	lua_pop(L, 1);
+
+	names = lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * sizeof(*names), 0);
+	for (int i = 0; i < n; i++) {
+		lua_rawgeti(L, files, i + 1);
+		names[i] = lua_tostring(L, -1);
+		lua_pop(L, 1);		/* still anchored by the table */
+	}
+	qsort(names, (size_t)n, sizeof(*names), cmp_strings);
+
+	lc->including = true;
+	for (int i = 0; i < n; i++) {
+		if (luaL_loadfile(L, names[i]) != LUA_OK ||
+		    lua_pcall(L, 0, 0, 0) != LUA_OK) {
+			lc->including = false;
+			return lua_error(L);	/* the message already reads "file:line:" */
+		}
+		dlb_debug("Read configuration from '%s'", names[i]);
+	}
+	lc->including = false;
+	return 0;
+}
+
+/* getResolvers(path): the nameserver addresses of a resolv.conf file. */
+static int
+l_get_resolvers(lua_State *L)
+{
+	const char *path = arg_string(L, 1, "getResolvers");
+	char found[32][INET6_ADDRSTRLEN];
+	char line[512];
+	int n = 0;
+	FILE *f;
+
+	f = fopen(path, "r");
+	if (f == NULL) {
+		dlb_warn("getResolvers: cannot open '%s': %s", path, strerror(errno));
+		lua_newtable(L);
+		return 1;
+	}
+	/* no Lua call while the file is open: an error could not close it */
+	while (n < (int)(sizeof(found) / sizeof(found[0])) &&
+	       fgets(line, sizeof(line), f) != NULL) {
+		char *save = NULL, *kw, *addr;
+		uint8_t buf[16];
+
+		kw = strtok_r(line, " \t\r\n", &save);
+		if (kw == NULL || kw[0] == '#' || kw[0] == ';' || strcmp(kw, "nameserver") != 0)
+			continue;
+		addr = strtok_r(NULL, " \t\r\n", &save);
+		if (addr == NULL || strchr(addr, '%') != NULL)	/* link-local with a scope */
+			continue;
+		if (inet_pton(AF_INET, addr, buf) != 1 && inet_pton(AF_INET6, addr, buf) != 1)
+			continue;
+		snprintf(found[n++], sizeof(found[0]), "%s", addr);
+	}
+	fclose(f);
+
+	lua_createtable(L, n, 0);
+	for (int i = 0; i < n; i++) {
+		lua_pushstring(L, found[i]);
+		lua_rawseti(L, -2, i + 1);
+	}
+	return 1;
+}
+
+/* ---- registration ------------------------------------------------------- */
+
+static const luaL_Reg conf_funcs[] = {
+	/* listeners */
+	{ "setLocal", l_set_local },
+	{ "addLocal", l_add_local },
+	/* ACL */
+	{ "setACL", l_set_acl },
+	{ "addACL", l_add_acl },
+	{ "rmACL", l_rm_acl },
+	{ "showACL", l_show_acl },
+	/* servers and pools */
+	{ "newServer", l_new_server },
+	{ "getServer", l_get_server },
+	{ "getServers", l_get_servers },
+	{ "rmServer", l_rm_server },
+	{ "getPool", l_get_pool },
+	{ "getPoolServers", l_get_pool_servers },
+	/* policies */
+	{ "setServerPolicy", l_set_server_policy },
+	{ "showServerPolicy", l_show_server_policy },
+	{ "setPoolServerPolicy", l_set_pool_server_policy },
+	{ "showPoolServerPolicy", l_show_pool_server_policy },
+	{ "setRoundRobinFailOnNoServer", l_set_round_robin_fail_on_no_server },
+	{ "setWHashedPertubation", l_set_whashed_pertubation },
+	/* settings */
+	{ "setUDPTimeout", l_set_udp_timeout },
+	{ "setMaxUDPOutstanding", l_set_max_udp_outstanding },
+	{ "setServFailWhenNoServer", l_set_servfail_when_no_server },
+	{ "setDropEmptyQueries", l_set_drop_empty_queries },
+	{ "setAllowEmptyResponse", l_set_allow_empty_response },
+	{ "setPayloadSizeOnSelfGeneratedAnswers", l_set_payload_size_on_self_generated_answers },
+	{ "setAddEDNSToSelfGeneratedResponses", l_set_add_edns_to_self_generated_responses },
+	{ "setTCPRecvTimeout", l_set_tcp_recv_timeout },
+	{ "setTCPSendTimeout", l_set_tcp_send_timeout },
+	{ "setMaxTCPQueriesPerConnection", l_set_max_tcp_queries_per_connection },
+	{ "setMaxTCPConnectionsPerClient", l_set_max_tcp_connections_per_client },
+	{ "setMaxTCPConnectionDuration", l_set_max_tcp_connection_duration },
+	{ "setMaxTCPClientThreads", l_set_max_tcp_client_threads },
+	{ "setUDPMultipleMessagesVectorSize", l_set_udp_multiple_messages_vector_size },
+	{ "setUDPSocketBufferSizes", l_set_udp_socket_buffer_sizes },
+	{ "setVerbose", l_set_verbose },
+	{ "getVerbose", l_get_verbose },
+	{ "setVerboseHealthChecks", l_set_verbose_health_checks },
+	{ "setWorkerThreads", l_set_worker_threads },
+	{ "setSecurityPollSuffix", l_set_security_poll_suffix },
+	{ "setSecurityPollInterval", l_set_security_poll_interval },
+	{ "setSyslogFacility", l_set_syslog_facility },
+	/* logging and utilities */
+	{ "infolog", l_infolog },
+	{ "warnlog", l_warnlog },
+	{ "errlog", l_errlog },
+	{ "showVersion", l_show_version },
+	{ "includeDirectory", l_include_directory },
+	{ "getResolvers", l_get_resolvers },
+	{ NULL, NULL },
+};
+
+static void
+open_libs(lua_State *L)
+{
+	static const char *const os_keep[] = { "getenv", "time", "date" };
+	static const luaL_Reg libs[] = {
+		{ LUA_GNAME, luaopen_base },
+		{ LUA_STRLIBNAME, luaopen_string },
+		{ LUA_TABLIBNAME, luaopen_table },
+		{ LUA_MATHLIBNAME, luaopen_math },
+		{ LUA_UTF8LIBNAME, luaopen_utf8 },
+		{ LUA_OSLIBNAME, luaopen_os },
+		{ NULL, NULL },
+	};
+
+	for (const luaL_Reg *lib = libs; lib->func != NULL; lib++) {
+		luaL_requiref(L, lib->name, lib->func, 1);
+		lua_pop(L, 1);
+	}
+	/* os: only what configs use; no execute, exit, remove, rename, tmpname... */
+	lua_getglobal(L, LUA_OSLIBNAME);
+	lua_createtable(L, 0, 3);
+	for (size_t i = 0; i < sizeof(os_keep) / sizeof(os_keep[0]); i++) {
+		lua_getfield(L, -2, os_keep[i]);
+		lua_setfield(L, -2, os_keep[i]);
+	}
+	lua_setglobal(L, LUA_OSLIBNAME);
+	lua_pop(L, 1);
+}
+
+static void
+register_metatables(lua_State *L)
+{
+	luaL_newmetatable(L, MT_SERVER);
+	luaL_newlib(L, server_methods);
+	lua_pushcclosure(L, l_server_index, 1);
+	lua_setfield(L, -2, "__index");
+	lua_pushcfunction(L, l_server_newindex);
+	lua_setfield(L, -2, "__newindex");
+	lua_pushcfunction(L, l_server_tostring);
+	lua_setfield(L, -2, "__tostring");
+	lua_pushcfunction(L, l_server_eq);
+	lua_setfield(L, -2, "__eq");
+	lua_pop(L, 1);
+
+	luaL_newmetatable(L, MT_POOL);
+	luaL_newlib(L, pool_methods);
+	lua_setfield(L, -2, "__index");
+	lua_pushcfunction(L, l_pool_tostring);
+	lua_setfield(L, -2, "__tostring");
+	lua_pop(L, 1);
+
+	luaL_newmetatable(L, MT_POLICY);
+	lua_pushcfunction(L, l_policy_index);
+	lua_setfield(L, -2, "__index");
+	lua_pushcfunction(L, l_policy_tostring);
+	lua_setfield(L, -2, "__tostring");
+	lua_pop(L, 1);
+
+	luaL_newmetatable(L, MT_DIR);
+	lua_pushcfunction(L, l_dir_gc);
+	lua_setfield(L, -2, "__gc");
+	lua_pop(L, 1);
+}
+
+static void
+register_globals(lua_State *L)
+{
+	lua_pushglobaltable(L);
+	luaL_setfuncs(L, conf_funcs, 0);
+	lua_pop(L, 1);
+
+	for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
+		struct policy_ref *r = lua_newuserdatauv(L, sizeof(*r), 0);
+
+		r->policy = (int)policies[i].policy;
+		luaL_setmetatable(L, MT_POLICY);
+		lua_setglobal(L, policies[i].name);
+	}
+
+	for (size_t i = 0; i < sizeof(constant_tables) / sizeof(constant_tables[0]); i++) {
+		lua_newtable(L);
+		for (const struct named_value *v = constant_tables[i].values; v->name; v++) {
+			lua_pushinteger(L, v->value);
+			lua_setfield(L, -2, v->name);
+		}
+		lua_setglobal(L, constant_tables[i].name);
+	}
+}
+
+/* Runs under lua_pcall so that an allocation failure cannot escape. */
+static int
+conf_setup(lua_State *L)
+{
+	open_libs(L);
+	register_metatables(L);
+	register_globals(L);
+	return 0;
+}
+
+struct dlb_lua_conf *
+dlb_lua_conf_new(struct dlb_config *cfg, enum dlb_lua_phase phase)
+{
+	struct dlb_lua_conf *lc = calloc(1, sizeof(*lc));
+
+	if (lc == NULL)
+		return NULL;
+	lc->cfg = cfg;
+	lc->phase = phase;
+	lc->L = luaL_newstate();
+	if (lc->L == NULL) {
+		free(lc);
+		return NULL;
+	}
+	lua_pushlightuserdata(lc->L, lc);
+	lua_rawsetp(lc->L, LUA_REGISTRYINDEX, &conf_key);
+	lua_pushcfunction(lc->L, conf_setup);
+	if (lua_pcall(lc->L, 0, 0, 0) != LUA_OK) {
+		dlb_err("Lua setup failed: %s", lua_tostring(lc->L, -1));
+		dlb_lua_conf_free(lc);
+		return NULL;
+	}
+	return lc;
+}
+
+void
+dlb_lua_conf_free(struct dlb_lua_conf *lc)
+{
+	if (lc == NULL)
+		return;
+	if (lc->L != NULL)
+		lua_close(lc->L);
+	free(lc);
+}
+
+void
+dlb_lua_conf_set_phase(struct dlb_lua_conf *lc, enum dlb_lua_phase phase)
+{
+	lc->phase = phase;
+}
+
+/* Run the chunk on the stack (or report the load error there) into @err. */
+static int
+conf_run(struct dlb_lua_conf *lc, int loadstatus, char *err, size_t errlen)
+{
+	lua_State *L = lc->L;
+
+	if (loadstatus == LUA_OK && lua_pcall(L, 0, 0, 0) == LUA_OK)
+		return 0;
+	lc->including = false;
+	if (err != NULL && errlen > 0) {
+		const char *msg = lua_tostring(L, -1);
+
+		snprintf(err, errlen, "%s", msg ? msg : "(error object is not a string)");
+	}
+	lua_pop(L, 1);
+	return -1;
+}
+
+int
+dlb_lua_conf_load_file(struct dlb_lua_conf *lc, const char *path, char *err, size_t errlen)
+{
+	return conf_run(lc, luaL_loadfile(lc->L, path), err, errlen);
+}
+
+int
+dlb_lua_conf_load_string(struct dlb_lua_conf *lc, const char *code, const char *chunkname,
+			 char *err, size_t errlen)
+{
+	return conf_run(lc, luaL_loadbuffer(lc->L, code, strlen(code),
+					    chunkname ? chunkname : "=config"), err, errlen);
+}

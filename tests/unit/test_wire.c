@@ -1,0 +1,1318 @@
+/*
+ * test_wire.c - unit tests for the wire parser and answer builder
+ * (bad-inputs §3.2 A rows 1-27 as they apply to parsing, B rows 32/34).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "dnslb/wire.h"
+
+#define PB_MAX	4096
+
+/* Test packet builder; writes past PB_MAX fail the test. */
+struct pb {
+	uint8_t b[PB_MAX];
+	size_t n;
+};
+
+static void
+pb_bytes(struct pb *p, const void *d, size_t n)
+{
+	assert_true(p->n + n <= PB_MAX);
+	memcpy(p->b + p->n, d, n);
+	p->n += n;
+}
+
+static void
+pb_u8(struct pb *p, uint8_t v)
+{
+	pb_bytes(p, &v, 1);
+}
+
+static void
+pb_u16(struct pb *p, uint16_t v)
+{
+	uint8_t b[2];
+
+	dlb_wr16(b, v);
+	pb_bytes(p, b, 2);
+}
+
+static void
+pb_u32(struct pb *p, uint32_t v)
+{
+	uint8_t b[4];
+
+	dlb_wr32(b, v);
+	pb_bytes(p, b, 4);
+}
+
+/* "www.example.com" (no escapes) as uncompressed wire; "" or "." is the root. */
+static void
+pb_name(struct pb *p, const char *text)
+{
+	const char *s = text;
+
+	while (*s != '\0' && strcmp(s, ".") != 0) {
+		const char *dot = strchr(s, '.');
+		size_t l = dot != NULL ? (size_t)(dot - s) : strlen(s);
+
+		pb_u8(p, (uint8_t)l);
+		pb_bytes(p, s, l);
+		s += l;
+		if (*s == '.')
+			s++;
+	}
+	pb_u8(p, 0);
+}
+
+static void
+pb_ptr(struct pb *p, uint16_t target)
+{
+	pb_u16(p, (uint16_t)(0xc000 | target));
+}
+
+static void
+pb_hdr(struct pb *p, uint16_t id, uint16_t flags, uint16_t qd, uint16_t an, uint16_t ns,
+       uint16_t ar)
+{
+	p->n = 0;
+	pb_u16(p, id);
+	pb_u16(p, flags);
+	pb_u16(p, qd);
+	pb_u16(p, an);
+	pb_u16(p, ns);
+	pb_u16(p, ar);
+}
+
+static void
+pb_question(struct pb *p, const char *name, uint16_t qtype, uint16_t qclass)
+{
+	pb_name(p, name);
+	pb_u16(p, qtype);
+	pb_u16(p, qclass);
+}
+
+/* RR fixed part after an owner name the caller wrote. */
+static void
+pb_rr_tail(struct pb *p, uint16_t type, uint16_t class, uint32_t ttl, const void *rdata,
+	   uint16_t rdlen)
+{
+	pb_u16(p, type);
+	pb_u16(p, class);
+	pb_u32(p, ttl);
+	pb_u16(p, rdlen);
+	if (rdlen > 0)
+		pb_bytes(p, rdata, rdlen);
+}
+
+static void
+pb_opt(struct pb *p, uint16_t udp, uint32_t ttl, const void *rdata, uint16_t rdlen)
+{
+	pb_u8(p, 0);
+	pb_rr_tail(p, DLB_TYPE_OPT, udp, ttl, rdata, rdlen);
+}
+
+/* A standard query "www.Example.COM A IN", RD, optional OPT. */
+static void
+pb_std_query(struct pb *p, bool opt)
+{
+	pb_hdr(p, 0x1234, DLB_F_RD, 1, 0, 0, opt ? 1 : 0);
+	pb_question(p, "www.Example.COM", 1, 1);
+	if (opt)
+		pb_opt(p, 4096, 0x8000, NULL, 0);
+}
+
+static const uint8_t www_example_com_lc[] = "\3www\7example\3com";	/* + NUL = root */
+
+/* ---- queries: bad-inputs §3.2 A ---- */
+
+static void
+test_query_valid(void **state)
+{
+	struct pb p;
+	struct dlb_dnsmsg m;
+
+	(void)state;
+	pb_std_query(&p, false);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	assert_int_equal(m.id, 0x1234);
+	assert_int_equal(m.flags, DLB_F_RD);
+	assert_int_equal(m.qdcount, 1);
+	assert_int_equal(m.ancount + m.nscount + m.arcount, 0);
+	assert_int_equal(m.qname_off, 12);
+	assert_int_equal(m.qname_len, 17);
+	assert_memory_equal(m.qname_lc, www_example_com_lc, 17);
+	/* #15: the packet keeps the client's case */
+	assert_memory_equal(p.b + 12, "\3www\7Example\3COM", 17);
+	assert_int_equal(m.qname_hash, dlb_wire_name_hash(www_example_com_lc, 17));
+	assert_int_equal(m.qtype, 1);
+	assert_int_equal(m.qclass, 1);
+	assert_int_equal(m.question_end, 12 + 17 + 4);
+	assert_false(m.has_opt);
+	assert_int_equal(m.parsed_end, p.n);
+	assert_false(m.trailing);
+}
+
+/* #1 */
+static void
+test_query_empty_and_short(void **state)
+{
+	struct pb p;
+	struct dlb_dnsmsg m;
+
+	(void)state;
+	assert_int_equal(dlb_wire_parse_query(NULL, 0, &m), DLB_ETRUNC);
+	pb_std_query(&p, false);
+	for (size_t l = 1; l < DLB_DNS_HDR; l++)
+		assert_int_equal(dlb_wire_parse_query(p.b, l, &m), DLB_ETRUNC);
+	/* header claims a question that is not there */
+	assert_int_equal(dlb_wire_parse_query(p.b, DLB_DNS_HDR, &m), DLB_ETRUNC);
+}
+
+/* #2 */
+static void
+test_query_qdcount0(void **state)
+{
+	struct pb p;
+	struct dlb_dnsmsg m;
+
+	(void)state;
+	pb_hdr(&p, 7, DLB_F_RD, 0, 0, 0, 0);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EEMPTY);
+	assert_int_equal(m.id, 7);
+	assert_int_equal(m.qname_len, 0);
+	assert_int_equal(m.question_end, 0);
+	assert_false(m.has_opt);
+	assert_int_equal(m.parsed_end, 12);
+
+	/* the OPT is still parsed so a NOTIMP can carry one */
+	pb_hdr(&p, 7, 0, 0, 0, 0, 1);
+	pb_opt(&p, 1400, 0x8000, NULL, 0);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EEMPTY);
+	assert_true(m.has_opt);
+	assert_int_equal(m.udp_size, 1400);
+	assert_true(m.do_bit);
+	assert_int_equal(m.opt_off, 12);
+}
+
+/* #3, #4, #8 */
+static void
+test_query_truncated(void **state)
+{
+	struct pb p;
+	struct dlb_dnsmsg m;
+
+	(void)state;
+	pb_std_query(&p, false);
+	/* every cut inside the question */
+	for (size_t l = DLB_DNS_HDR; l < p.n; l++)
+		assert_int_equal(dlb_wire_parse_query(p.b, l, &m), DLB_ETRUNC);
+
+	/* qname without its root label */
+	pb_hdr(&p, 1, 0, 1, 0, 0, 0);
+	pb_bytes(&p, "\3www\3com", 8);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_ETRUNC);
+
+	/* #4: qname complete, qtype/qclass missing or half there */
+	pb_hdr(&p, 1, 0, 1, 0, 0, 0);
+	pb_name(&p, "www.example.com");
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_ETRUNC);
+	pb_u16(&p, 1);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_ETRUNC);
+	pb_u8(&p, 0);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_ETRUNC);
+	pb_u8(&p, 1);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+
+	/* #8: label says 50, 10 octets left */
+	pb_hdr(&p, 1, 0, 1, 0, 0, 0);
+	pb_u8(&p, 50);
+	pb_bytes(&p, "0123456789", 10);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_ETRUNC);
+}
+
+/* #5, #6 */
+static void
+test_query_qr_tc(void **state)
+{
+	struct pb p;
+	struct dlb_dnsmsg m;
+
+	(void)state;
+	pb_std_query(&p, true);
+	dlb_wr16(p.b + 2, DLB_F_QR | DLB_F_RD);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_ENOTQUERY);
+	/* otherwise parsed */
+	assert_int_equal(m.qtype, 1);
+	assert_int_equal(m.qname_len, 17);
+	assert_true(m.has_opt);
+
+	dlb_wr16(p.b + 2, DLB_F_TC);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_ENOTQUERY);
+
+	/* wins over a parse error: a malformed response is never answered */
+	dlb_wr16(p.b + 2, DLB_F_QR);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n - 3, &m), DLB_ENOTQUERY);
+	dlb_wr16(p.b + 2, DLB_F_QR);
+	p.b[12] = 0x40;
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_ENOTQUERY);
+	/* a short header is still just short */
+	assert_int_equal(dlb_wire_parse_query(p.b, 4, &m), DLB_ETRUNC);
+}
+
+/* #7 */
+static void
+test_query_label_types(void **state)
+{
+	static const uint8_t sixtyfour[64] = { 'a' };
+	struct pb p;
+	struct dlb_dnsmsg m;
+
+	(void)state;
+	pb_hdr(&p, 1, 0, 1, 0, 0, 0);
+	pb_u8(&p, 0x40);	/* "label of 64" = extended label type 01 */
+	pb_bytes(&p, sixtyfour, 64);
+	pb_u8(&p, 0);
+	pb_u32(&p, 0x00010001);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EMALF);
+
+	pb_hdr(&p, 1, 0, 1, 0, 0, 0);
+	pb_bytes(&p, "\3www\x80\0\0\1\0\1", 10);	/* reserved type 10 */
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EMALF);
+
+	pb_hdr(&p, 1, 0, 1, 0, 0, 0);
+	pb_bytes(&p, "\xbf\0\0\1\0\1", 6);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EMALF);
+}
+
+/* labels of the given lengths ('x' filled) then the root */
+static void
+pb_long_name(struct pb *p, const unsigned *lens, size_t n)
+{
+	uint8_t lab[63];
+
+	memset(lab, 'X', sizeof(lab));
+	for (size_t i = 0; i < n; i++) {
+		pb_u8(p, (uint8_t)lens[i]);
+		pb_bytes(p, lab, lens[i]);
+	}
+	pb_u8(p, 0);
+}
+
+/* #9, #10 */
+static void
+test_query_name_length(void **state)
+{
+	static const unsigned l255[] = { 63, 63, 63, 61 };
+	static const unsigned l256[] = { 63, 63, 63, 62 };
+	static const unsigned l5x63[] = { 63, 63, 63, 63, 63 };
+	struct pb p;
+	struct dlb_dnsmsg m;
+
+	(void)state;
+	pb_hdr(&p, 1, 0, 1, 0, 0, 0);
+	pb_long_name(&p, l255, 4);
+	pb_u32(&p, 0x00010001);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	assert_int_equal(m.qname_len, 255);
+	assert_int_equal(m.qname_lc[1], 'x');
+	assert_int_equal(m.qname_lc[254], 0);
+	assert_int_equal(m.question_end, 12 + 255 + 4);
+
+	pb_hdr(&p, 1, 0, 1, 0, 0, 0);
+	pb_long_name(&p, l256, 4);
+	pb_u32(&p, 0x00010001);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EMALF);
+
+	pb_hdr(&p, 1, 0, 1, 0, 0, 0);
+	pb_long_name(&p, l5x63, 5);
+	pb_u32(&p, 0x00010001);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EMALF);
+}
+
+/* #11, #12: no compression in the first question at all */
+static void
+test_query_pointer_in_question(void **state)
+{
+	struct pb p;
+	struct dlb_dnsmsg m;
+
+	(void)state;
+	pb_hdr(&p, 1, 0, 1, 0, 0, 0);
+	pb_ptr(&p, 12);		/* itself */
+	pb_u32(&p, 0x00010001);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EMALF);
+
+	pb_hdr(&p, 1, 0, 1, 0, 0, 0);
+	pb_ptr(&p, 2);		/* into the header */
+	pb_u32(&p, 0x00010001);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EMALF);
+
+	pb_hdr(&p, 1, 0, 1, 0, 0, 0);
+	pb_ptr(&p, 0x3fff);	/* past the end */
+	pb_u32(&p, 0x00010001);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EMALF);
+
+	pb_hdr(&p, 1, 0, 1, 0, 0, 0);
+	pb_bytes(&p, "\3www", 4);
+	pb_ptr(&p, 12);		/* after a label, back to the start */
+	pb_u32(&p, 0x00010001);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EMALF);
+}
+
+/* #14 */
+static void
+test_query_binary_labels(void **state)
+{
+	static const uint8_t name[] = "\5a\0.\xff" "B\3com";	/* + root */
+	struct pb p;
+	struct dlb_dnsmsg m;
+
+	(void)state;
+	pb_hdr(&p, 1, 0, 1, 0, 0, 0);
+	pb_bytes(&p, name, sizeof(name));
+	pb_u32(&p, 0x00100001);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	assert_int_equal(m.qname_len, sizeof(name));
+	assert_memory_equal(m.qname_lc, "\5a\0.\xff" "b\3com", sizeof(name));
+	assert_int_equal(m.qtype, 16);
+}
+
+/* #16, #17 */
+static void
+test_query_qdcount2(void **state)
+{
+	struct pb p;
+	struct dlb_dnsmsg m;
+
+	(void)state;
+	pb_hdr(&p, 1, 0, 2, 0, 0, 0);
+	pb_question(&p, "example.com", 1, 1);
+	pb_bytes(&p, "\3www", 4);
+	pb_ptr(&p, 12);		/* second question may be compressed */
+	pb_u32(&p, 0x001c0001);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	assert_int_equal(m.qdcount, 2);
+	assert_int_equal(m.qtype, 1);
+	assert_int_equal(m.qname_len, 13);
+	assert_int_equal(m.question_end, 12 + 13 + 4);
+	assert_int_equal(m.parsed_end, p.n);
+
+	/* second question pointing forward */
+	dlb_wr16(p.b + 12 + 13 + 4 + 4, 0xc000 | 60);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EMALF);
+
+	/* #17: only one of two questions present */
+	pb_hdr(&p, 1, 0, 2, 0, 0, 0);
+	pb_question(&p, "a", 1, 1);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_ETRUNC);
+	pb_hdr(&p, 1, 0, 2, 0, 0, 0);
+	pb_question(&p, "example.com", 1, 1);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_ETRUNC);
+}
+
+/* #18, #19, #26 */
+static void
+test_query_unusual_but_valid(void **state)
+{
+	struct pb p;
+	struct dlb_dnsmsg m;
+
+	(void)state;
+	pb_hdr(&p, 0, 4 << 11, 1, 0, 0, 0);	/* NOTIFY, ID 0 */
+	pb_question(&p, ".", 65535, 255);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	assert_int_equal(m.id, 0);
+	assert_int_equal(DLB_OPCODE(m.flags), 4);
+	assert_int_equal(m.qname_len, 1);
+	assert_int_equal(m.qname_lc[0], 0);
+	assert_int_equal(m.qtype, 65535);
+	assert_int_equal(m.qclass, 255);
+
+	pb_hdr(&p, 0, 15 << 11, 1, 0, 0, 0);
+	pb_question(&p, "x", 0, 3);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	assert_int_equal(DLB_OPCODE(m.flags), 15);
+	assert_int_equal(m.qtype, 0);
+	assert_int_equal(m.qclass, 3);
+}
+
+/* #20, #27 */
+static void
+test_query_trailing(void **state)
+{
+	struct pb p;
+	struct dlb_dnsmsg m;
+	uint8_t *big;
+
+	(void)state;
+	pb_std_query(&p, false);
+	pb_bytes(&p, "garbage", 7);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	assert_true(m.trailing);
+	assert_int_equal(m.parsed_end, 12 + 17 + 4);
+	assert_int_equal(m.parsed_end, m.question_end);
+
+	/* 65535 octets, mostly trailing; one more is not a DNS message */
+	big = calloc(1, 65536);
+	assert_non_null(big);
+	pb_std_query(&p, true);
+	memcpy(big, p.b, p.n);
+	assert_int_equal(dlb_wire_parse_query(big, 65535, &m), DLB_OK);
+	assert_true(m.trailing);
+	assert_true(m.has_opt);
+	assert_int_equal(m.parsed_end, p.n);
+	assert_int_equal(dlb_wire_parse_query(big, 65536, &m), DLB_EMALF);
+	free(big);
+}
+
+/* #21 */
+static void
+test_query_bad_opt(void **state)
+{
+	struct pb p;
+	struct dlb_dnsmsg m;
+
+	(void)state;
+	/* arcount = 1, no record */
+	pb_hdr(&p, 1, 0, 1, 0, 0, 1);
+	pb_question(&p, "example.com", 1, 1);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_ETRUNC);
+	assert_false(m.has_opt);
+
+	/* OPT RDLENGTH beyond the packet */
+	pb_hdr(&p, 1, 0, 1, 0, 0, 1);
+	pb_question(&p, "example.com", 1, 1);
+	pb_opt(&p, 1232, 0, NULL, 0);
+	dlb_wr16(p.b + p.n - 2, 8);
+	pb_bytes(&p, "\0\0\0\0", 4);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_ETRUNC);
+	assert_false(m.has_opt);
+
+	/* two OPTs */
+	pb_hdr(&p, 1, 0, 1, 0, 0, 2);
+	pb_question(&p, "example.com", 1, 1);
+	pb_opt(&p, 1232, 0, NULL, 0);
+	pb_opt(&p, 4096, 0x8000, NULL, 0);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EMALF);
+
+	/* OPT with a non-root owner, literal or compressed */
+	pb_hdr(&p, 1, 0, 1, 0, 0, 1);
+	pb_question(&p, "example.com", 1, 1);
+	pb_name(&p, "example.com");
+	pb_rr_tail(&p, DLB_TYPE_OPT, 1232, 0, NULL, 0);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EMALF);
+	pb_hdr(&p, 1, 0, 1, 0, 0, 1);
+	pb_question(&p, "example.com", 1, 1);
+	pb_ptr(&p, 12);
+	pb_rr_tail(&p, DLB_TYPE_OPT, 1232, 0, NULL, 0);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EMALF);
+
+	/* OPT in the answer and in the authority section */
+	pb_hdr(&p, 1, 0, 1, 1, 0, 0);
+	pb_question(&p, "example.com", 1, 1);
+	pb_opt(&p, 1232, 0, NULL, 0);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EMALF);
+	pb_hdr(&p, 1, 0, 1, 0, 1, 0);
+	pb_question(&p, "example.com", 1, 1);
+	pb_opt(&p, 1232, 0, NULL, 0);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EMALF);
+}
+
+/* #22, #23 */
+static void
+test_query_edns_fields(void **state)
+{
+	struct pb p;
+	struct dlb_dnsmsg m;
+
+	(void)state;
+	pb_hdr(&p, 1, 0, 1, 0, 0, 1);
+	pb_question(&p, "example.com", 1, 1);
+	pb_opt(&p, 0, 0x00018000, NULL, 0);	/* version 1, DO */
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	assert_true(m.has_opt);
+	assert_int_equal(m.edns_version, 1);
+	assert_int_equal(m.ext_rcode, 0);
+	assert_true(m.do_bit);
+	assert_int_equal(m.udp_size, 0);
+	assert_int_equal(m.opt_off, 12 + 13 + 4);
+	assert_int_equal(m.opt_rdata_off, 12 + 13 + 4 + 11);
+	assert_int_equal(m.opt_rdlen, 0);
+	assert_int_equal(m.ecs_off, 0);
+	assert_int_equal(m.cookie_off, 0);
+
+	pb_hdr(&p, 1, 0, 1, 0, 0, 1);
+	pb_question(&p, "example.com", 1, 1);
+	pb_opt(&p, 65535, 0x02000000, NULL, 0);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	assert_int_equal(m.udp_size, 65535);
+	assert_int_equal(m.ext_rcode, 2);
+	assert_int_equal(m.edns_version, 0);
+	assert_false(m.do_bit);
+}
+
+/* #24 (offsets only), option framing */
+static void
+test_query_edns_options(void **state)
+{
+	static const uint8_t opts[] = {
+		0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8,		/* COOKIE, client only */
+		0, 12, 0, 2, 0, 0,				/* PADDING */
+		0, 8, 0, 7, 0, 1, 24, 0, 192, 0, 2,		/* ECS 192.0.2/24 */
+	};
+	size_t opt_at = 12 + 13 + 4;
+	struct pb p;
+	struct dlb_dnsmsg m;
+	uint8_t dup[sizeof(opts) + 11];
+
+	(void)state;
+	pb_hdr(&p, 1, 0, 1, 0, 0, 1);
+	pb_question(&p, "example.com", 1, 1);
+	pb_opt(&p, 1232, 0, opts, sizeof(opts));
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	assert_int_equal(m.opt_rdata_off, opt_at + 11);
+	assert_int_equal(m.opt_rdlen, sizeof(opts));
+	assert_int_equal(m.cookie_off, opt_at + 11);
+	assert_int_equal(m.ecs_off, opt_at + 11 + 12 + 6);
+	assert_int_equal(dlb_rd16(p.b + m.ecs_off), DLB_EDNS_OPT_ECS);
+	assert_int_equal(dlb_rd16(p.b + m.cookie_off), DLB_EDNS_OPT_COOKIE);
+
+	/* an option running past the RDATA (but not past the packet) */
+	pb_hdr(&p, 1, 0, 1, 0, 0, 1);
+	pb_question(&p, "example.com", 1, 1);
+	pb_opt(&p, 1232, 0, opts, 12);
+	dlb_wr16(p.b + p.n - 10, 9);
+	pb_bytes(&p, "xx", 2);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EMALF);
+	assert_false(m.has_opt);
+
+	/* a stub of an option header */
+	pb_hdr(&p, 1, 0, 1, 0, 0, 1);
+	pb_question(&p, "example.com", 1, 1);
+	pb_opt(&p, 1232, 0, opts, 3);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EMALF);
+
+	/* two ECS options (smuggling), then two cookies */
+	memcpy(dup, opts + 18, 11);
+	memcpy(dup + 11, opts, sizeof(opts));
+	pb_hdr(&p, 1, 0, 1, 0, 0, 1);
+	pb_question(&p, "example.com", 1, 1);
+	pb_opt(&p, 1232, 0, dup, sizeof(dup));
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EMALF);
+	pb_hdr(&p, 1, 0, 1, 0, 0, 1);
+	pb_question(&p, "example.com", 1, 1);
+	pb_opt(&p, 1232, 0, opts, 12);
+	dlb_wr16(p.b + p.n - 14, 24);	/* RDLENGTH: room for a second cookie */
+	pb_bytes(&p, opts, 12);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EMALF);
+}
+
+/* #25 and huge counts */
+static void
+test_query_with_records(void **state)
+{
+	static const uint8_t a[4] = { 192, 0, 2, 1 };
+	struct pb p;
+	struct dlb_dnsmsg m;
+
+	(void)state;
+	pb_hdr(&p, 1, 0, 1, 1, 1, 2);
+	pb_question(&p, "example.com", 1, 1);
+	pb_ptr(&p, 12);
+	pb_rr_tail(&p, 1, 1, 300, a, 4);
+	pb_bytes(&p, "\2ns", 3);
+	pb_ptr(&p, 12);
+	pb_rr_tail(&p, 2, 1, 300, "\2ns\xc0\x0c", 5);
+	pb_name(&p, "glue.example.net");
+	pb_rr_tail(&p, 1, 1, 300, a, 4);
+	pb_opt(&p, 1232, 0, NULL, 0);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	assert_int_equal(m.ancount, 1);
+	assert_int_equal(m.nscount, 1);
+	assert_int_equal(m.arcount, 2);
+	assert_true(m.has_opt);
+	assert_int_equal(m.opt_off, p.n - 11);
+	assert_int_equal(m.parsed_end, p.n);
+	assert_false(m.trailing);
+
+	/* answer RDATA past the end */
+	pb_hdr(&p, 1, 0, 1, 1, 0, 0);
+	pb_question(&p, "example.com", 1, 1);
+	pb_ptr(&p, 12);
+	pb_rr_tail(&p, 1, 1, 300, a, 4);
+	dlb_wr16(p.b + p.n - 6, 5);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_ETRUNC);
+
+	/* answer owner pointing forward */
+	pb_hdr(&p, 1, 0, 1, 1, 0, 0);
+	pb_question(&p, "example.com", 1, 1);
+	pb_ptr(&p, 40);
+	pb_rr_tail(&p, 1, 1, 300, a, 4);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_EMALF);
+
+	/* counts that cannot fit the length: rejected before any loop */
+	pb_hdr(&p, 1, 0, 1, 65535, 65535, 65535);
+	pb_question(&p, "example.com", 1, 1);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_ETRUNC);
+	assert_int_equal(m.qname_len, 0);	/* not even the question was read */
+	assert_int_equal(m.ancount, 65535);
+	pb_hdr(&p, 1, 0, 65535, 0, 0, 0);
+	pb_question(&p, "example.com", 1, 1);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_ETRUNC);
+}
+
+/* ---- names ---- */
+
+/*
+ * 12: "\3www\7example\3com\0" (17), 29: "\3foo" + ptr to 16 ("example.com"),
+ * 35: ptr to 29.
+ */
+static void
+pb_name_msg(struct pb *p)
+{
+	pb_hdr(p, 1, 0, 0, 0, 0, 0);
+	pb_name(p, "www.EXAMPLE.com");
+	pb_bytes(p, "\3Foo", 4);
+	pb_ptr(p, 16);
+	pb_ptr(p, 29);
+}
+
+static void
+test_decode_name_pointers(void **state)
+{
+	struct pb p;
+	uint8_t out[DLB_MAX_NAME];
+	size_t next = 0;
+	unsigned work = 0;
+
+	(void)state;
+	pb_name_msg(&p);
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n, 12, out, &next, &work), 17);
+	assert_memory_equal(out, www_example_com_lc, 17);
+	assert_int_equal(next, 29);
+	assert_int_equal(work, 3);
+
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n, 29, out, &next, &work), 17);
+	assert_memory_equal(out, "\3foo\7example\3com", 17);
+	assert_int_equal(next, 35);	/* after the first pointer */
+	assert_int_equal(work, 3 + 4);
+
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n, 35, out, &next, NULL), 17);
+	assert_memory_equal(out, "\3foo\7example\3com", 17);
+	assert_int_equal(next, 37);
+
+	assert_int_equal(dlb_wire_skip_name(p.b, p.n, 12), 29);
+	assert_int_equal(dlb_wire_skip_name(p.b, p.n, 29), 35);
+	assert_int_equal(dlb_wire_skip_name(p.b, p.n, 35), 37);
+
+	/* truncated pointer, truncated label, nothing at all */
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n - 1, 35, out, &next, NULL), DLB_ETRUNC);
+	assert_int_equal(dlb_wire_skip_name(p.b, p.n - 1, 35), DLB_ETRUNC);
+	assert_int_equal(dlb_wire_decode_name(p.b, 14, 12, out, &next, NULL), DLB_ETRUNC);
+	assert_int_equal(dlb_wire_skip_name(p.b, 14, 12), DLB_ETRUNC);
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n, p.n, out, &next, NULL), DLB_ETRUNC);
+	assert_int_equal(dlb_wire_skip_name(p.b, p.n, p.n), DLB_ETRUNC);
+}
+
+static void
+test_decode_name_bad_pointers(void **state)
+{
+	struct pb p;
+	uint8_t out[DLB_MAX_NAME];
+	size_t next;
+	unsigned work;
+
+	(void)state;
+	/* self loop */
+	pb_hdr(&p, 1, 0, 0, 0, 0, 0);
+	pb_name(&p, "a");
+	pb_ptr(&p, 15);
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n, 15, out, &next, NULL), DLB_EMALF);
+	assert_int_equal(dlb_wire_skip_name(p.b, p.n, 15), DLB_EMALF);
+
+	/* two-pointer loop: 15 -> 17 -> 15 (the forward leg is refused) */
+	pb_hdr(&p, 1, 0, 0, 0, 0, 0);
+	pb_name(&p, "a");
+	pb_ptr(&p, 17);
+	pb_ptr(&p, 15);
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n, 15, out, &next, NULL), DLB_EMALF);
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n, 17, out, &next, NULL), DLB_EMALF);
+
+	/* label then a pointer back into the same name ("\1b" + ptr to its own start) */
+	pb_hdr(&p, 1, 0, 0, 0, 0, 0);
+	pb_name(&p, "a");
+	pb_bytes(&p, "\1b", 2);
+	pb_ptr(&p, 15);
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n, 15, out, &next, NULL), DLB_EMALF);
+
+	/*
+	 * a pointer backwards that lands on a label sequence running forward
+	 * over the pointer: "\4" at 15 swallows the pointer at 16..17 then
+	 * reads the pointer at 20 -> 15: refused as not before segment start 15
+	 */
+	pb_hdr(&p, 1, 0, 0, 0, 0, 0);
+	pb_name(&p, "a");		/* 12..14 */
+	pb_u8(&p, 4);			/* 15 */
+	pb_ptr(&p, 15);			/* 16 */
+	pb_bytes(&p, "zz", 2);		/* 18 */
+	pb_ptr(&p, 15);			/* 20 */
+	work = 0;
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n, 16, out, &next, &work), DLB_EMALF);
+	assert_int_equal(work, 3);	/* refused at once, not after DLB_WIRE_MAX_HOPS */
+
+	/* forward, into the header, past the end */
+	pb_hdr(&p, 1, 0, 0, 0, 0, 0);
+	pb_ptr(&p, 14);
+	pb_name(&p, "a");
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n, 12, out, &next, NULL), DLB_EMALF);
+	assert_int_equal(dlb_wire_skip_name(p.b, p.n, 12), DLB_EMALF);
+	dlb_wr16(p.b + 12, 0xc000 | 4);
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n, 12, out, &next, NULL), DLB_EMALF);
+	assert_int_equal(dlb_wire_skip_name(p.b, p.n, 12), DLB_EMALF);
+	dlb_wr16(p.b + 12, 0xc000 | 0x3fff);
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n, 12, out, &next, NULL), DLB_EMALF);
+
+	/* label types 01 and 10 */
+	pb_hdr(&p, 1, 0, 0, 0, 0, 0);
+	pb_bytes(&p, "\x41\0", 2);
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n, 12, out, &next, NULL), DLB_EMALF);
+	assert_int_equal(dlb_wire_skip_name(p.b, p.n, 12), DLB_EMALF);
+	p.b[12] = 0x80;
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n, 12, out, &next, NULL), DLB_EMALF);
+}
+
+/* root at 12, then pointer i (i >= 1) at 11 + 2i pointing at the one before */
+static void
+pb_pointer_chain(struct pb *p, unsigned n)
+{
+	pb_hdr(p, 1, 0, 0, 0, 0, 0);
+	pb_u8(p, 0);
+	for (unsigned i = 1; i <= n; i++)
+		pb_ptr(p, (uint16_t)(i == 1 ? 12 : 11 + 2 * (i - 1)));
+}
+
+static void
+test_decode_name_hops_and_budget(void **state)
+{
+	struct pb p;
+	uint8_t out[DLB_MAX_NAME];
+	size_t next;
+	unsigned work = 0;
+
+	(void)state;
+	pb_pointer_chain(&p, DLB_WIRE_MAX_HOPS + 1);
+	/* pointer i follows i hops */
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n, 11 + 2 * DLB_WIRE_MAX_HOPS, out, &next,
+					      &work), 1);
+	assert_int_equal(out[0], 0);
+	assert_int_equal(next, 13 + 2 * DLB_WIRE_MAX_HOPS);
+	assert_int_equal(work, DLB_WIRE_MAX_HOPS);
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n, 11 + 2 * (DLB_WIRE_MAX_HOPS + 1), out,
+					      &next, NULL), DLB_EMALF);
+	/* skipping never follows, so the long chain is fine there */
+	assert_int_equal(dlb_wire_skip_name(p.b, p.n, 11 + 2 * (DLB_WIRE_MAX_HOPS + 1)),
+			 13 + 2 * (DLB_WIRE_MAX_HOPS + 1));
+
+	/* per-message budget: 100 hops each, the 41st decode crosses 4096 */
+	work = 0;
+	for (int i = 0; i < 40; i++) {
+		assert_int_equal(dlb_wire_decode_name(p.b, p.n, 11 + 2 * 100, out, &next, &work),
+				 1);
+	}
+	assert_int_equal(work, 4000);
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n, 11 + 2 * 100, out, &next, &work),
+			 DLB_EMALF);
+	assert_int_equal(work, DLB_WIRE_MAX_WORK);
+	/* spent for the rest of this message, even for a plain name */
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n, 13, out, &next, &work), DLB_EMALF);
+	assert_int_equal(work, DLB_WIRE_MAX_WORK);
+	/* a fresh budget per call without a counter */
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n, 11 + 2 * 100, out, &next, NULL), 1);
+}
+
+static void
+test_decode_name_length(void **state)
+{
+	static const unsigned l3[] = { 63, 63, 63 };
+	struct pb p;
+	uint8_t out[DLB_MAX_NAME];
+	size_t next;
+	uint8_t lab[63];
+
+	(void)state;
+	memset(lab, 'Q', sizeof(lab));
+	pb_hdr(&p, 1, 0, 0, 0, 0, 0);
+	pb_long_name(&p, l3, 3);	/* 12..204, 193 octets */
+	/* at 205: 62 + 193 = 255 octets decompressed, fits */
+	pb_u8(&p, 61);
+	pb_bytes(&p, lab, 61);
+	pb_ptr(&p, 12);
+	/* at 269: 63 + 193 = 256, too long */
+	pb_u8(&p, 62);
+	pb_bytes(&p, lab, 62);
+	pb_ptr(&p, 12);
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n, 205, out, &next, NULL), 255);
+	assert_int_equal(out[0], 61);
+	assert_int_equal(out[1], 'q');
+	assert_int_equal(out[62], 63);
+	assert_int_equal(out[254], 0);
+	assert_int_equal(next, 269);
+	assert_int_equal(dlb_wire_decode_name(p.b, p.n, 269, out, &next, NULL), DLB_EMALF);
+	/* skip does not see the pointed-to part */
+	assert_int_equal(dlb_wire_skip_name(p.b, p.n, 269), 269 + 63 + 2);
+}
+
+static void
+test_name_to_text(void **state)
+{
+	static const uint8_t bin[] = "\x09" "a.b\\c\0 \xff~" "\3com";
+	char txt[DLB_WIRE_NAME_TEXT_MAX];
+	uint8_t big[DLB_MAX_NAME];
+	size_t n = 0;
+
+	(void)state;
+	assert_int_equal(dlb_wire_name_to_text(www_example_com_lc, 17, txt, sizeof(txt)), 16);
+	assert_string_equal(txt, "www.example.com.");
+	assert_int_equal(dlb_wire_name_to_text((const uint8_t *)"", 1, txt, sizeof(txt)), 1);
+	assert_string_equal(txt, ".");
+	assert_int_equal(dlb_wire_name_to_text(bin, sizeof(bin), txt, sizeof(txt)), 25);
+	assert_string_equal(txt, "a\\.b\\\\c\\000\\032\\255~.com.");
+
+	/* exact fit and one short */
+	assert_int_equal(dlb_wire_name_to_text(www_example_com_lc, 17, txt, 17), 16);
+	assert_int_equal(dlb_wire_name_to_text(www_example_com_lc, 17, txt, 16), DLB_ESPACE);
+	assert_int_equal(dlb_wire_name_to_text((const uint8_t *)"", 1, txt, 1), DLB_ESPACE);
+
+	/* malformed wire names */
+	assert_int_equal(dlb_wire_name_to_text(www_example_com_lc, 16, txt, sizeof(txt)),
+			 DLB_EINVAL);
+	assert_int_equal(dlb_wire_name_to_text((const uint8_t *)"\5ab", 3, txt, sizeof(txt)),
+			 DLB_EINVAL);
+	assert_int_equal(dlb_wire_name_to_text((const uint8_t *)"\x40", 2, txt, sizeof(txt)),
+			 DLB_EINVAL);
+	assert_int_equal(dlb_wire_name_to_text((const uint8_t *)"\0\0", 2, txt, sizeof(txt)),
+			 DLB_EINVAL);
+	assert_int_equal(dlb_wire_name_to_text(www_example_com_lc, 0, txt, sizeof(txt)),
+			 DLB_EINVAL);
+
+	/* worst case: 250 octets of \255 in four labels */
+	for (unsigned l = 0; l < 4; l++) {
+		unsigned ll = l < 3 ? 63 : 61;
+
+		big[n++] = (uint8_t)ll;
+		memset(big + n, 0xff, ll);
+		n += ll;
+	}
+	big[n++] = 0;
+	assert_int_equal(n, 255);
+	assert_int_equal(dlb_wire_name_to_text(big, n, txt, sizeof(txt)),
+			 DLB_WIRE_NAME_TEXT_MAX - 1);
+	assert_int_equal(dlb_wire_name_to_text(big, n, txt, sizeof(txt) - 1), DLB_ESPACE);
+}
+
+static void
+test_name_from_text(void **state)
+{
+	uint8_t w[DLB_MAX_NAME + 8];
+	char txt[DLB_WIRE_NAME_TEXT_MAX];
+	char name[300];
+
+	(void)state;
+	assert_int_equal(dlb_wire_name_from_text("www.example.com", w, sizeof(w)), 17);
+	assert_memory_equal(w, www_example_com_lc, 17);
+	assert_int_equal(dlb_wire_name_from_text("www.example.com.", w, sizeof(w)), 17);
+	assert_memory_equal(w, www_example_com_lc, 17);
+	assert_int_equal(dlb_wire_name_from_text("WWW.Example.com", w, sizeof(w)), 17);
+	assert_memory_equal(w, "\3WWW\7Example\3com", 17);	/* case kept */
+	assert_int_equal(dlb_wire_name_from_text(".", w, sizeof(w)), 1);
+	assert_int_equal(w[0], 0);
+
+	assert_int_equal(dlb_wire_name_from_text("", w, sizeof(w)), DLB_EINVAL);
+	assert_int_equal(dlb_wire_name_from_text(NULL, w, sizeof(w)), DLB_EINVAL);
+	assert_int_equal(dlb_wire_name_from_text("a..b", w, sizeof(w)), DLB_EINVAL);
+	assert_int_equal(dlb_wire_name_from_text(".a", w, sizeof(w)), DLB_EINVAL);
+	assert_int_equal(dlb_wire_name_from_text("a..", w, sizeof(w)), DLB_EINVAL);
+	assert_int_equal(dlb_wire_name_from_text("..", w, sizeof(w)), DLB_EINVAL);
+
+	/* escapes */
+	assert_int_equal(dlb_wire_name_from_text("a\\.b.c", w, sizeof(w)), 7);
+	assert_memory_equal(w, "\3a.b\1c", 7);
+	assert_int_equal(dlb_wire_name_from_text("\\065\\000\\255\\\\", w, sizeof(w)), 6);
+	assert_memory_equal(w, "\4A\0\xff\\", 6);
+	assert_int_equal(dlb_wire_name_from_text("\\256", w, sizeof(w)), DLB_EINVAL);
+	assert_int_equal(dlb_wire_name_from_text("\\1", w, sizeof(w)), DLB_EINVAL);
+	assert_int_equal(dlb_wire_name_from_text("\\12x", w, sizeof(w)), DLB_EINVAL);
+	assert_int_equal(dlb_wire_name_from_text("ab\\", w, sizeof(w)), DLB_EINVAL);
+
+	/* round trip through the escaping */
+	assert_int_equal(dlb_wire_name_to_text((const uint8_t *)"\4a.\0\\\1z", 8, txt, sizeof(txt)),
+			 12);
+	assert_string_equal(txt, "a\\.\\000\\\\.z.");
+	assert_int_equal(dlb_wire_name_from_text(txt, w, sizeof(w)), 8);
+	assert_memory_equal(w, "\4a.\0\\\1z", 8);
+
+	/* label 63 ok, 64 not */
+	memset(name, 'a', 64);
+	name[63] = '\0';
+	assert_int_equal(dlb_wire_name_from_text(name, w, sizeof(w)), 65);
+	name[63] = 'a';
+	name[64] = '\0';
+	assert_int_equal(dlb_wire_name_from_text(name, w, sizeof(w)), DLB_EINVAL);
+
+	/* 63.63.63.61 = 255 octets ok, with or without the dot; 63.63.63.62 not */
+	memset(name, 'b', sizeof(name));
+	name[63] = name[127] = name[191] = '.';
+	name[253] = '\0';
+	assert_int_equal(dlb_wire_name_from_text(name, w, sizeof(w)), 255);
+	name[253] = '.';
+	name[254] = '\0';
+	assert_int_equal(dlb_wire_name_from_text(name, w, sizeof(w)), 255);
+	name[253] = 'b';
+	assert_int_equal(dlb_wire_name_from_text(name, w, sizeof(w)), DLB_EINVAL);
+	name[254] = '.';
+	name[255] = '\0';
+	assert_int_equal(dlb_wire_name_from_text(name, w, sizeof(w)), DLB_EINVAL);
+
+	/* output too small */
+	assert_int_equal(dlb_wire_name_from_text("www.example.com", w, 16), DLB_ESPACE);
+	assert_int_equal(dlb_wire_name_from_text("www.example.com", w, 17), 17);
+}
+
+static void
+test_name_hash_and_equal(void **state)
+{
+	struct pb p;
+	struct dlb_dnsmsg m1, m2;
+	uint32_t before[4];
+	bool changed = false;
+	static const char *names[4] = { "\1a", "\1b", "\3www\7example\3com", "\3com" };
+
+	(void)state;
+	pb_hdr(&p, 1, 0, 1, 0, 0, 0);
+	pb_question(&p, "WWW.example.Com", 1, 1);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m1), DLB_OK);
+	pb_hdr(&p, 1, 0, 1, 0, 0, 0);
+	pb_question(&p, "www.EXAMPLE.cOM", 1, 1);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m2), DLB_OK);
+	assert_int_equal(m1.qname_hash, m2.qname_hash);
+	assert_memory_equal(m1.qname_lc, m2.qname_lc, 17);
+	assert_int_not_equal(dlb_wire_name_hash(www_example_com_lc, 17),
+			     dlb_wire_name_hash((const uint8_t *)"\3www\7example\3org", 17));
+
+	/* keyed: reseeding changes the values, not the equalities */
+	for (int i = 0; i < 4; i++)
+		before[i] = dlb_wire_name_hash((const uint8_t *)names[i], strlen(names[i]) + 1);
+	dlb_wire_hash_init();
+	for (int i = 0; i < 4; i++) {
+		size_t l = strlen(names[i]) + 1;
+
+		if (dlb_wire_name_hash((const uint8_t *)names[i], l) != before[i])
+			changed = true;
+	}
+	assert_true(changed);
+	pb_hdr(&p, 1, 0, 1, 0, 0, 0);
+	pb_question(&p, "WWW.example.Com", 1, 1);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m1), DLB_OK);
+	assert_int_equal(m1.qname_hash, dlb_wire_name_hash(www_example_com_lc, 17));
+
+	assert_true(dlb_wire_name_equal_ci((const uint8_t *)"\3WwW\7example\3COM", 17,
+					   www_example_com_lc, 17));
+	assert_true(dlb_wire_name_equal_ci((const uint8_t *)"", 1, (const uint8_t *)"", 1));
+	assert_false(dlb_wire_name_equal_ci(www_example_com_lc, 17, www_example_com_lc, 16));
+	assert_false(dlb_wire_name_equal_ci((const uint8_t *)"\3www\7example\3con", 17,
+					    www_example_com_lc, 17));
+	/* ASCII folding only */
+	assert_false(dlb_wire_name_equal_ci((const uint8_t *)"\1\xc4", 3,
+					    (const uint8_t *)"\1\xe4", 3));
+	assert_false(dlb_wire_name_equal_ci((const uint8_t *)"\1@", 3, (const uint8_t *)"\1`", 3));
+}
+
+/* ---- responses: bad-inputs §3.2 B #32, #34 ---- */
+
+static void
+test_response_question(void **state)
+{
+	struct pb p;
+	struct dlb_dnsmsg m;
+
+	(void)state;
+	pb_hdr(&p, 0xabcd, DLB_F_QR | DLB_F_RD | DLB_F_RA | 3, 1, 1, 0, 0);
+	pb_question(&p, "Www.Example.com", 28, 1);
+	pb_bytes(&p, "\xff\xff\xff", 3);	/* the rest is not looked at */
+	assert_int_equal(dlb_wire_parse_response_question(p.b, p.n, &m), DLB_OK);
+	assert_int_equal(m.id, 0xabcd);
+	assert_int_equal(DLB_RCODE(m.flags), 3);
+	assert_int_equal(m.ancount, 1);
+	assert_int_equal(m.qname_len, 17);
+	assert_memory_equal(m.qname_lc, www_example_com_lc, 17);
+	assert_int_equal(m.qname_hash, dlb_wire_name_hash(www_example_com_lc, 17));
+	assert_int_equal(m.qtype, 28);
+	assert_int_equal(m.qclass, 1);
+	assert_int_equal(m.question_end, 33);
+	assert_false(m.has_opt);
+
+	/* #34: short, and truncated inside the question */
+	assert_int_equal(dlb_wire_parse_response_question(p.b, 0, &m), DLB_ETRUNC);
+	assert_int_equal(dlb_wire_parse_response_question(p.b, 11, &m), DLB_ETRUNC);
+	for (size_t l = 12; l < 33; l++)
+		assert_int_equal(dlb_wire_parse_response_question(p.b, l, &m), DLB_ETRUNC);
+
+	/* #32: header only */
+	pb_hdr(&p, 1, DLB_F_QR | 2, 0, 0, 0, 0);
+	assert_int_equal(dlb_wire_parse_response_question(p.b, p.n, &m), DLB_EEMPTY);
+	assert_int_equal(m.id, 1);
+	assert_int_equal(DLB_RCODE(m.flags), 2);
+
+	/* compressed question name */
+	pb_hdr(&p, 1, DLB_F_QR, 1, 0, 0, 0);
+	pb_ptr(&p, 12);
+	pb_u32(&p, 0x00010001);
+	assert_int_equal(dlb_wire_parse_response_question(p.b, p.n, &m), DLB_EMALF);
+	/* label type 01 */
+	p.b[12] = 0x41;
+	assert_int_equal(dlb_wire_parse_response_question(p.b, p.n, &m), DLB_EMALF);
+}
+
+/* ---- answer builder ---- */
+
+static const struct dlb_selfanswer_opts opts_on = { .add_edns = true, .payload_size = 1232 };
+static const struct dlb_selfanswer_opts opts_off = { .add_edns = false, .payload_size = 1232 };
+
+static void
+test_build_answer(void **state)
+{
+	static const uint8_t opt_rr[11] = { 0, 0, 41, 0x04, 0xd0, 0, 0, 0x80, 0, 0, 0 };
+	struct pb p;
+	struct dlb_dnsmsg q, r;
+	uint8_t out[512];
+	int n;
+
+	(void)state;
+	pb_hdr(&p, 0xbeef, DLB_F_RD | DLB_F_CD | DLB_F_AD | DLB_F_AA, 1, 0, 0, 1);
+	pb_question(&p, "WwW.Example.COM", 1, 1);
+	pb_opt(&p, 4096, 0x8000, NULL, 0);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &q), DLB_OK);
+	n = dlb_wire_build_answer(p.b, &q, DLB_RCODE_REFUSED, &opts_on, out, sizeof(out));
+	assert_int_equal(n, 12 + 21 + 11);
+	assert_int_equal(dlb_rd16(out), 0xbeef);
+	assert_int_equal(dlb_rd16(out + 2),
+			 DLB_F_QR | DLB_F_RD | DLB_F_CD | DLB_F_RA | DLB_RCODE_REFUSED);
+	assert_int_equal(dlb_rd16(out + 4), 1);
+	assert_int_equal(dlb_rd16(out + 6), 0);
+	assert_int_equal(dlb_rd16(out + 8), 0);
+	assert_int_equal(dlb_rd16(out + 10), 1);
+	assert_memory_equal(out + 12, "\3WwW\7Example\3COM\0\0\1\0\1", 21);
+	assert_memory_equal(out + 33, opt_rr, 11);
+	/* and it is a well-formed response */
+	assert_int_equal(dlb_wire_parse_query(out, (size_t)n, &r), DLB_ENOTQUERY);
+	assert_true(r.has_opt);
+	assert_int_equal(r.udp_size, 1232);
+	assert_true(r.do_bit);
+	assert_int_equal(r.parsed_end, n);
+	assert_int_equal(dlb_wire_parse_response_question(out, (size_t)n, &r), DLB_OK);
+	assert_int_equal(r.qname_hash, q.qname_hash);
+
+	/* without DO, RD, CD; other payload; SERVFAIL */
+	pb_hdr(&p, 2, 0, 1, 0, 0, 1);
+	pb_question(&p, "example.com", 16, 3);
+	pb_opt(&p, 512, 0, NULL, 0);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &q), DLB_OK);
+	n = dlb_wire_build_answer(p.b, &q, DLB_RCODE_SERVFAIL,
+				  &(struct dlb_selfanswer_opts){ .add_edns = true,
+								  .payload_size = 4096 },
+				  out, sizeof(out));
+	assert_int_equal(n, 12 + 17 + 11);
+	assert_int_equal(dlb_rd16(out + 2), DLB_F_QR | DLB_F_RA | DLB_RCODE_SERVFAIL);
+	assert_memory_equal(out + 12 + 13, "\0\x10\0\3", 4);
+	assert_memory_equal(out + 29, "\0\0\x29\x10\0\0\0\0\0\0\0", 11);
+
+	/* opts NULL: the defaults */
+	n = dlb_wire_build_answer(p.b, &q, DLB_RCODE_SERVFAIL, NULL, out, sizeof(out));
+	assert_int_equal(n, 12 + 17 + 11);
+	assert_int_equal(dlb_rd16(out + 29 + 3), 1232);
+
+	/* BADVERS (16): header rcode 0, extended rcode 1 */
+	n = dlb_wire_build_answer(p.b, &q, 16, &opts_on, out, sizeof(out));
+	assert_int_equal(n, 12 + 17 + 11);
+	assert_int_equal(DLB_RCODE(dlb_rd16(out + 2)), 0);
+	assert_int_equal(out[29 + 5], 1);
+}
+
+static void
+test_build_answer_edns_choice(void **state)
+{
+	struct pb p;
+	struct dlb_dnsmsg q;
+	uint8_t out[512];
+	int n;
+
+	(void)state;
+	/* query with OPT, add_edns false: none */
+	pb_std_query(&p, true);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &q), DLB_OK);
+	n = dlb_wire_build_answer(p.b, &q, DLB_RCODE_NXDOMAIN, &opts_off, out, sizeof(out));
+	assert_int_equal(n, 12 + 21);
+	assert_int_equal(dlb_rd16(out + 10), 0);
+	assert_int_equal(dlb_rd16(out + 2), DLB_F_QR | DLB_F_RD | DLB_F_RA | DLB_RCODE_NXDOMAIN);
+
+	/* query without OPT, add_edns true: none */
+	pb_std_query(&p, false);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &q), DLB_OK);
+	n = dlb_wire_build_answer(p.b, &q, DLB_RCODE_NXDOMAIN, &opts_on, out, sizeof(out));
+	assert_int_equal(n, 12 + 21);
+	assert_int_equal(dlb_rd16(out + 10), 0);
+
+	/* opcode copied, qdcount 2 echoes only the first */
+	pb_hdr(&p, 9, (5 << 11) | DLB_F_RD, 2, 0, 0, 0);
+	pb_question(&p, "a.example", 6, 1);
+	pb_ptr(&p, 12);
+	pb_u32(&p, 0x00010001);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &q), DLB_OK);
+	n = dlb_wire_build_answer(p.b, &q, DLB_RCODE_NOTIMP, &opts_on, out, sizeof(out));
+	assert_int_equal(n, 12 + 11 + 4);
+	assert_int_equal(dlb_rd16(out + 2), DLB_F_QR | (5 << 11) | DLB_F_RD | DLB_F_RA | 4);
+	assert_int_equal(dlb_rd16(out + 4), 1);
+	assert_memory_equal(out + 12, "\1a\7example\0\0\6\0\1", 15);
+}
+
+static void
+test_build_answer_header_only(void **state)
+{
+	struct pb p;
+	struct dlb_dnsmsg q;
+	uint8_t out[512];
+	int n;
+
+	(void)state;
+	pb_hdr(&p, 0x4242, DLB_F_RD, 0, 0, 0, 0);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &q), DLB_EEMPTY);
+	memset(out, 0xee, sizeof(out));
+	n = dlb_wire_build_answer(p.b, &q, DLB_RCODE_NOTIMP, &opts_on, out, sizeof(out));
+	assert_int_equal(n, 12);
+	assert_memory_equal(out, "\x42\x42\x81\x84\0\0\0\0\0\0\0\0", 12);
+	assert_int_equal(out[12], 0xee);
+
+	/* with an OPT in the empty query the NOTIMP carries one */
+	pb_hdr(&p, 0x4242, 0, 0, 0, 0, 1);
+	pb_opt(&p, 1400, 0x8000, NULL, 0);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &q), DLB_EEMPTY);
+	n = dlb_wire_build_answer(p.b, &q, DLB_RCODE_NOTIMP, &opts_on, out, sizeof(out));
+	assert_int_equal(n, 12 + 11);
+	assert_int_equal(dlb_rd16(out + 4), 0);
+	assert_int_equal(dlb_rd16(out + 10), 1);
+	assert_memory_equal(out + 12, "\0\0\x29\x04\xd0\0\0\x80\0\0\0", 11);
+
+	/* a failed parse that never reached the question: header only */
+	pb_hdr(&p, 0x4242, 0, 1, 0, 0, 0);
+	pb_bytes(&p, "\x41\0\0\1\0\1", 6);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &q), DLB_EMALF);
+	n = dlb_wire_build_answer(p.b, &q, DLB_RCODE_FORMERR, &opts_on, out, sizeof(out));
+	assert_int_equal(n, 12);
+	assert_int_equal(dlb_rd16(out + 4), 0);
+	assert_int_equal(DLB_RCODE(dlb_rd16(out + 2)), DLB_RCODE_FORMERR);
+}
+
+static void
+test_build_answer_space(void **state)
+{
+	struct pb p;
+	struct dlb_dnsmsg q;
+	uint8_t out[64];
+
+	(void)state;
+	pb_std_query(&p, true);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &q), DLB_OK);
+	memset(out, 0xee, sizeof(out));
+	assert_int_equal(dlb_wire_build_answer(p.b, &q, 5, &opts_on, out, 43), DLB_ESPACE);
+	assert_int_equal(out[0], 0xee);	/* nothing written */
+	assert_int_equal(dlb_wire_build_answer(p.b, &q, 5, &opts_on, out, 44), 44);
+	assert_int_equal(dlb_wire_build_answer(p.b, &q, 5, &opts_off, out, 32), DLB_ESPACE);
+	assert_int_equal(dlb_wire_build_answer(p.b, &q, 5, &opts_off, out, 33), 33);
+	assert_int_equal(dlb_wire_build_answer(p.b, &q, 5, &opts_off, out, 0), DLB_ESPACE);
+}
+
+static void
+test_build_answer_in_place(void **state)
+{
+	static const uint8_t a[4] = { 192, 0, 2, 1 };
+	struct pb p;
+	struct dlb_dnsmsg q;
+	uint8_t ref[512], inplace[PB_MAX];
+	int n, m;
+
+	(void)state;
+	/* a query with records and the OPT at the end, plus trailing bytes */
+	pb_hdr(&p, 0x0102, DLB_F_RD, 1, 1, 0, 2);
+	pb_question(&p, "Mixed.Case.Example", 255, 1);
+	pb_ptr(&p, 12);
+	pb_rr_tail(&p, 1, 1, 60, a, 4);
+	pb_ptr(&p, 12);
+	pb_rr_tail(&p, 1, 1, 60, a, 4);
+	pb_opt(&p, 1232, 0x8000, "\0\x0c\0\x02\0\0", 6);
+	pb_bytes(&p, "junk", 4);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &q), DLB_OK);
+	assert_true(q.trailing);
+	n = dlb_wire_build_answer(p.b, &q, DLB_RCODE_REFUSED, &opts_on, ref, sizeof(ref));
+	assert_int_equal(n, 12 + 20 + 4 + 11);
+
+	memcpy(inplace, p.b, p.n);
+	m = dlb_wire_build_answer(inplace, &q, DLB_RCODE_REFUSED, &opts_on, inplace, p.n);
+	assert_int_equal(m, n);
+	assert_memory_equal(inplace, ref, (size_t)n);
+	assert_memory_equal(inplace + 12, "\5Mixed\4Case\7Example\0", 20);
+
+	/* in place into exactly the query's own length (no OPT: 36 octets) */
+	pb_hdr(&p, 0x0102, 0, 1, 0, 0, 0);
+	pb_question(&p, "Mixed.Case.Example", 255, 1);
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &q), DLB_OK);
+	memcpy(inplace, p.b, p.n);
+	m = dlb_wire_build_answer(inplace, &q, DLB_RCODE_NXDOMAIN, &opts_on, inplace, p.n);
+	assert_int_equal(m, (int)p.n);
+	assert_int_equal(dlb_rd16(inplace + 2), DLB_F_QR | DLB_F_RA | DLB_RCODE_NXDOMAIN);
+	assert_memory_equal(inplace + 12, p.b + 12, p.n - 12);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_query_valid),
+		cmocka_unit_test(test_query_empty_and_short),
+		cmocka_unit_test(test_query_qdcount0),
+		cmocka_unit_test(test_query_truncated),
+		cmocka_unit_test(test_query_qr_tc),
+		cmocka_unit_test(test_query_label_types),
+		cmocka_unit_test(test_query_name_length),
+		cmocka_unit_test(test_query_pointer_in_question),
+		cmocka_unit_test(test_query_binary_labels),
+		cmocka_unit_test(test_query_qdcount2),
+		cmocka_unit_test(test_query_unusual_but_valid),
+		cmocka_unit_test(test_query_trailing),
+		cmocka_unit_test(test_query_bad_opt),
+		cmocka_unit_test(test_query_edns_fields),
+		cmocka_unit_test(test_query_edns_options),
+		cmocka_unit_test(test_query_with_records),
+		cmocka_unit_test(test_decode_name_pointers),
+		cmocka_unit_test(test_decode_name_bad_pointers),
+		cmocka_unit_test(test_decode_name_hops_and_budget),
+		cmocka_unit_test(test_decode_name_length),
+		cmocka_unit_test(test_name_to_text),
+		cmocka_unit_test(test_name_from_text),
+		cmocka_unit_test(test_name_hash_and_equal),
+		cmocka_unit_test(test_response_question),
+		cmocka_unit_test(test_build_answer),
+		cmocka_unit_test(test_build_answer_edns_choice),
+		cmocka_unit_test(test_build_answer_header_only),
+		cmocka_unit_test(test_build_answer_space),
+		cmocka_unit_test(test_build_answer_in_place),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
