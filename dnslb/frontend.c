@@ -49,9 +49,10 @@ open_socket(const struct dlb_frontend_cfg *fe, int type, const struct dlb_config
 	if (fam == AF_INET6)
 		set_sockopt_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
 	if (type == SOCK_DGRAM) {
-		if (fam == AF_INET)
+		/* only a wildcard bind needs to learn which address was asked */
+		if (fam == AF_INET && is_wildcard((const struct sockaddr *)&fe->addr))
 			set_sockopt_int(fd, IPPROTO_IP, IP_PKTINFO, 1);
-		else
+		else if (is_wildcard((const struct sockaddr *)&fe->addr))
 			set_sockopt_int(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1);
 		if (cfg->udp_rcvbuf > 0)
 			set_sockopt_int(fd, SOL_SOCKET, SO_RCVBUF, cfg->udp_rcvbuf);
