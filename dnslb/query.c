@@ -33,6 +33,8 @@ dlb_query_process(struct dlb_worker *w, struct dlb_query *q)
 		break;
 	case DLB_EEMPTY:
 		w->stats.empty_queries++;
+		if (q->m.flags & DLB_F_RD)
+			w->stats.rdqueries++;
 		if (cfg->drop_empty_queries)
 			return DLB_V_DROP;
 		return answer_locally(w, q, DLB_RCODE_NOTIMP, true);

@@ -642,7 +642,7 @@ client_fail(struct dlb_worker *w, const struct dlb_client *cl, const struct dlb_
 	size_t n = 0;
 
 	dlb_wr16(buf, cl->orig_id);
-	dlb_wr16(buf + 2, (uint16_t)(DLB_F_QR | DLB_F_RA | (cl->orig_flags & (DLB_F_RD | DLB_F_CD)) |
+	dlb_wr16(buf + 2, (uint16_t)(DLB_F_QR | (cl->orig_flags & (DLB_F_RD | DLB_F_CD)) |
 				     (cl->orig_flags & 0x7800) | DLB_RCODE_SERVFAIL));
 	dlb_wr16(buf + 4, 1);
 	memset(buf + 6, 0, 6);

@@ -589,8 +589,9 @@ dlb_wire_build_answer(const uint8_t *qpkt, const struct dlb_dnsmsg *q, uint8_t r
 	/* question first: with out == qpkt the header writes must not precede the read */
 	if (qlen > 0)
 		memmove(out + DLB_DNS_HDR, qpkt + q->qname_off, qlen);
+	/* RA stays clear, as in dnsdist's answers built from the query */
 	flags = (uint16_t)(DLB_F_QR | (q->flags & (0xf << 11)) | (q->flags & (DLB_F_RD | DLB_F_CD))
-			   | DLB_F_RA | (rcode & 0xf));
+			   | (rcode & 0xf));
 	dlb_wr16(out, q->id);
 	dlb_wr16(out + 2, flags);
 	dlb_wr16(out + 4, qlen > 0 ? 1 : 0);

@@ -163,7 +163,7 @@ struct dlb_selfanswer_opts {
 /**
  * Build a locally generated answer with @rcode for the parsed query @q
  * (the packet @qpkt): the query's ID and opcode, QR=1, RD and CD copied from
- * the query, RA set, the first question echoed (when qdcount >= 1; the
+ * the query, RA clear (as dnsdist), the first question echoed (when qdcount >= 1; the
  * client's own case), no records, and an OPT RR (payload size from @opts, DO
  * copied, version 0, extended rcode @rcode >> 4) when the query had one and
  * @opts->add_edns. @opts NULL means the defaults (EDNS on, 1232).

@@ -57,7 +57,21 @@ struct dlb_lua_conf {
 	struct dlb_config *cfg;		/* borrowed */
 	enum dlb_lua_phase phase;
 	bool including;			/* inside includeDirectory() */
+	char *files[256];		/* every file evaluated, to undo Lua's shortening of names */
+	int nfiles;
 };
+
+static void
+remember_file(struct dlb_lua_conf *lc, const char *path)
+{
+	char *dup;
+
+	if (lc->nfiles == (int)(sizeof(lc->files) / sizeof(lc->files[0])))
+		return;
+	dup = strdup(path);
+	if (dup != NULL)
+		lc->files[lc->nfiles++] = dup;
+}
 
 /* A Server object: re-validated against cfg->backends on every use. */
 struct server_ref {
@@ -881,7 +895,7 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
 {
 	const char *fn = "newServer";
 	const char *s;
-	lua_Number secs;
+	lua_Number secs = 0;
 
 	warn_unknown_keys(L, 1, fn, "key", server_keys);
 
@@ -1566,6 +1580,7 @@ l_include_directory(lua_State *L)
 
 	lc->including = true;
 	for (int i = 0; i < n; i++) {
+		remember_file(lc, names[i]);
 		if (luaL_loadfile(L, names[i]) != LUA_OK ||
 		    lua_pcall(L, 0, 0, 0) != LUA_OK) {
 			lc->including = false;
@@ -1808,6 +1823,8 @@ dlb_lua_conf_free(struct dlb_lua_conf *lc)
 		return;
 	if (lc->L != NULL)
 		lua_close(lc->L);
+	for (int i = 0; i < lc->nfiles; i++)
+		free(lc->files[i]);
 	free(lc);
 }
 
@@ -1828,8 +1845,29 @@ conf_run(struct dlb_lua_conf *lc, int loadstatus, char *err, size_t errlen)
 	lc->including = false;
 	if (err != NULL && errlen > 0) {
 		const char *msg = lua_tostring(L, -1);
+		const char *colon;
 
-		snprintf(err, errlen, "%s", msg ? msg : "(error object is not a string)");
+		if (msg == NULL)
+			msg = "(error object is not a string)";
+		/*
+		 * Lua shortens long chunk names to "...<tail>" (LUA_IDSIZE); give the
+		 * operator the whole path of the file the tail belongs to.
+		 */
+		if (strncmp(msg, "...", 3) == 0 && (colon = strchr(msg + 3, ':')) != NULL) {
+			size_t tail = (size_t)(colon - (msg + 3));
+
+			for (int i = 0; i < lc->nfiles; i++) {
+				size_t fl = strlen(lc->files[i]);
+
+				if (fl >= tail && memcmp(lc->files[i] + fl - tail, msg + 3, tail) == 0) {
+					snprintf(err, errlen, "%s%s", lc->files[i], colon);
+					msg = NULL;
+					break;
+				}
+			}
+		}
+		if (msg != NULL)
+			snprintf(err, errlen, "%s", msg);
 	}
 	lua_pop(L, 1);
 	return -1;
@@ -1838,6 +1876,7 @@ conf_run(struct dlb_lua_conf *lc, int loadstatus, char *err, size_t errlen)
 int
 dlb_lua_conf_load_file(struct dlb_lua_conf *lc, const char *path, char *err, size_t errlen)
 {
+	remember_file(lc, path);
 	return conf_run(lc, luaL_loadfile(lc->L, path), err, errlen);
 }
 

@@ -1043,7 +1043,7 @@ test_response_question(void **state)
 	struct dlb_dnsmsg m;
 
 	(void)state;
-	pb_hdr(&p, 0xabcd, DLB_F_QR | DLB_F_RD | DLB_F_RA | 3, 1, 1, 0, 0);
+	pb_hdr(&p, 0xabcd, DLB_F_QR | DLB_F_RD | 3, 1, 1, 0, 0);
 	pb_question(&p, "Www.Example.com", 28, 1);
 	pb_bytes(&p, "\xff\xff\xff", 3);	/* the rest is not looked at */
 	assert_int_equal(dlb_wire_parse_response_question(p.b, p.n, &m), DLB_OK);
@@ -1103,7 +1103,7 @@ test_build_answer(void **state)
 	assert_int_equal(n, 12 + 21 + 11);
 	assert_int_equal(dlb_rd16(out), 0xbeef);
 	assert_int_equal(dlb_rd16(out + 2),
-			 DLB_F_QR | DLB_F_RD | DLB_F_CD | DLB_F_RA | DLB_RCODE_REFUSED);
+			 DLB_F_QR | DLB_F_RD | DLB_F_CD | DLB_RCODE_REFUSED);
 	assert_int_equal(dlb_rd16(out + 4), 1);
 	assert_int_equal(dlb_rd16(out + 6), 0);
 	assert_int_equal(dlb_rd16(out + 8), 0);
@@ -1129,7 +1129,7 @@ test_build_answer(void **state)
 								  .payload_size = 4096 },
 				  out, sizeof(out));
 	assert_int_equal(n, 12 + 17 + 11);
-	assert_int_equal(dlb_rd16(out + 2), DLB_F_QR | DLB_F_RA | DLB_RCODE_SERVFAIL);
+	assert_int_equal(dlb_rd16(out + 2), DLB_F_QR | DLB_RCODE_SERVFAIL);
 	assert_memory_equal(out + 12 + 13, "\0\x10\0\3", 4);
 	assert_memory_equal(out + 29, "\0\0\x29\x10\0\0\0\0\0\0\0", 11);
 
@@ -1160,7 +1160,7 @@ test_build_answer_edns_choice(void **state)
 	n = dlb_wire_build_answer(p.b, &q, DLB_RCODE_NXDOMAIN, &opts_off, out, sizeof(out));
 	assert_int_equal(n, 12 + 21);
 	assert_int_equal(dlb_rd16(out + 10), 0);
-	assert_int_equal(dlb_rd16(out + 2), DLB_F_QR | DLB_F_RD | DLB_F_RA | DLB_RCODE_NXDOMAIN);
+	assert_int_equal(dlb_rd16(out + 2), DLB_F_QR | DLB_F_RD | DLB_RCODE_NXDOMAIN);
 
 	/* query without OPT, add_edns true: none */
 	pb_std_query(&p, false);
@@ -1177,7 +1177,7 @@ test_build_answer_edns_choice(void **state)
 	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &q), DLB_OK);
 	n = dlb_wire_build_answer(p.b, &q, DLB_RCODE_NOTIMP, &opts_on, out, sizeof(out));
 	assert_int_equal(n, 12 + 11 + 4);
-	assert_int_equal(dlb_rd16(out + 2), DLB_F_QR | (5 << 11) | DLB_F_RD | DLB_F_RA | 4);
+	assert_int_equal(dlb_rd16(out + 2), DLB_F_QR | (5 << 11) | DLB_F_RD | 4);
 	assert_int_equal(dlb_rd16(out + 4), 1);
 	assert_memory_equal(out + 12, "\1a\7example\0\0\6\0\1", 15);
 }
@@ -1196,7 +1196,7 @@ test_build_answer_header_only(void **state)
 	memset(out, 0xee, sizeof(out));
 	n = dlb_wire_build_answer(p.b, &q, DLB_RCODE_NOTIMP, &opts_on, out, sizeof(out));
 	assert_int_equal(n, 12);
-	assert_memory_equal(out, "\x42\x42\x81\x84\0\0\0\0\0\0\0\0", 12);
+	assert_memory_equal(out, "\x42\x42\x81\x04\0\0\0\0\0\0\0\0", 12);
 	assert_int_equal(out[12], 0xee);
 
 	/* with an OPT in the empty query the NOTIMP carries one */
@@ -1275,7 +1275,7 @@ test_build_answer_in_place(void **state)
 	memcpy(inplace, p.b, p.n);
 	m = dlb_wire_build_answer(inplace, &q, DLB_RCODE_NXDOMAIN, &opts_on, inplace, p.n);
 	assert_int_equal(m, (int)p.n);
-	assert_int_equal(dlb_rd16(inplace + 2), DLB_F_QR | DLB_F_RA | DLB_RCODE_NXDOMAIN);
+	assert_int_equal(dlb_rd16(inplace + 2), DLB_F_QR | DLB_RCODE_NXDOMAIN);
 	assert_memory_equal(inplace + 12, p.b + 12, p.n - 12);
 }
 

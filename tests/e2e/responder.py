@@ -1,0 +1,521 @@
+"""A programmable DNS test backend for the end-to-end tests.
+
+One thread serves UDP and TCP on the same port of 127.0.0.1 (or ::1); bind
+to port 0 and read `.port`.  Every query it receives is recorded (see
+`Query`), and the answer depends on the first label of the question name
+(case-insensitive):
+
+  (anything else)    A 192.0.2.1 / AAAA 2001:db8::1 / TXT "hello" /
+                     MX 10 mail.example. ; other types: NOERROR, no data
+  nx                 NXDOMAIN
+  servfail, refused, formerr, notimp
+                     that rcode, question echoed
+  drop               never answers (TCP: keeps the connection open)
+  close              TCP: closes the connection without answering; UDP: drop
+  delay-<ms>, ooo-<ms>
+                     normal answer after <ms> milliseconds (per query, so
+                     pipelined TCP queries are answered out of order)
+  late               normal answer after `late_ms`
+  wrongid            first an answer with another ID (A 6.6.6.6), then the
+                     real one
+  wrongname          first an answer for another qname (A 6.6.6.6), then real
+  wrongtype, wrongclass
+                     first an answer with another qtype / qclass, then real
+  qr0                first a copy of the answer with QR=0 (A 6.6.6.6), then real
+  short              first an 8-byte datagram, then the real answer
+  otherport          UDP: first an answer (A 6.6.6.6) from another source port,
+                     then the real answer from the right one
+  empty-noerror, empty-nxdomain
+                     first a header-only (qdcount=0) answer with that rcode,
+                     then (after 100 ms) the real answer
+  empty-refused, empty-servfail
+                     only a header-only answer with that rcode
+  tc                 TC=1, question only
+  big                UDP: TC=1; TCP: ~60 kB of TXT records
+  big-<n>            TCP: an answer of exactly <n> bytes (TXT); UDP: TC=1
+  twice              A 192.0.2.1, then 50 ms later a second answer A 192.0.2.2
+
+Spoofed/forged answers always carry A 6.6.6.6 so a test can tell them
+apart from the real answer (192.0.2.1).  If the query has an OPT record the
+answer carries one too, echoing the query's payload size, DO bit and options.
+"""
+
+import heapq
+import itertools
+import re
+import selectors
+import socket
+import struct
+import threading
+import time
+
+SPOOF_ADDR = bytes([6, 6, 6, 6])
+REAL_ADDR = bytes([192, 0, 2, 1])
+SECOND_ADDR = bytes([192, 0, 2, 2])
+REAL_AAAA = bytes.fromhex("20010db8000000000000000000000001")
+
+QR = 0x8000
+TC = 0x0200
+AA = 0x0400
+RD = 0x0100
+
+RCODES = {"noerror": 0, "formerr": 1, "servfail": 2, "nxdomain": 3, "nx": 3,
+          "notimp": 4, "refused": 5}
+
+
+class Query:
+    """One query as the responder saw it."""
+
+    __slots__ = ("transport", "src", "id", "flags", "qdcount", "qname",
+                 "qname_wire", "qtype", "qclass", "wire", "opt", "time")
+
+    def __repr__(self):
+        return "<Query %s id=%d %s %s/%s len=%d>" % (
+            self.transport, self.id, self.qname, self.qtype, self.qclass, len(self.wire))
+
+
+def parse_question(wire):
+    """Parse header, first question and a trailing OPT (if it directly
+    follows the question).  Returns a Query or None if unparseable."""
+    if len(wire) < 12:
+        return None
+    q = Query()
+    q.wire = bytes(wire)
+    q.id, q.flags, q.qdcount, an, ns, ar = struct.unpack("!HHHHHH", wire[:12])
+    q.qname = None
+    q.qname_wire = None
+    q.qtype = q.qclass = None
+    q.opt = None
+    if q.qdcount == 0:
+        return q
+    pos = 12
+    labels = []
+    while True:
+        if pos >= len(wire):
+            return q
+        ln = wire[pos]
+        if ln == 0:
+            pos += 1
+            break
+        if ln & 0xC0:
+            return q            # no compression expected in the question
+        if pos + 1 + ln > len(wire):
+            return q
+        labels.append(bytes(wire[pos + 1:pos + 1 + ln]))
+        pos += 1 + ln
+    if pos + 4 > len(wire):
+        return q
+    q.qname_wire = bytes(wire[12:pos])
+    q.qname = ".".join(l.decode("latin-1") for l in labels) + "."
+    q.qtype, q.qclass = struct.unpack("!HH", wire[pos:pos + 4])
+    pos += 4
+    # OPT immediately after the question (the common case for queries)
+    if q.qdcount == 1 and an == 0 and ns == 0 and ar >= 1 and pos + 11 <= len(wire):
+        if wire[pos] == 0 and struct.unpack("!H", wire[pos + 1:pos + 3])[0] == 41:
+            payload, ttl, rdlen = struct.unpack("!HIH", wire[pos + 3:pos + 11])
+            rdata = bytes(wire[pos + 11:pos + 11 + rdlen])
+            opts = []
+            p = 0
+            while p + 4 <= len(rdata):
+                code, olen = struct.unpack("!HH", rdata[p:p + 4])
+                opts.append((code, rdata[p + 4:p + 4 + olen]))
+                p += 4 + olen
+            q.opt = {"payload": payload, "ttl": ttl, "do": bool(ttl & 0x8000),
+                     "options": opts, "rdata": rdata}
+    return q
+
+
+def _rr(rtype, rdata, rclass=1, ttl=300, name=b"\xc0\x0c"):
+    return name + struct.pack("!HHIH", rtype, rclass, ttl, len(rdata)) + rdata
+
+
+def _opt_rr(q):
+    if q.opt is None:
+        return b""
+    return b"\x00" + struct.pack("!HHIH", 41, q.opt["payload"], q.opt["ttl"] & 0xFFFF8000,
+                                 len(q.opt["rdata"])) + q.opt["rdata"]
+
+
+def build_answer(q, rcode=0, answers=(), flags_set=0, flags_clear=0, qid=None,
+                 question=None, with_question=True, with_opt=True):
+    """Build an answer for query @q (raw bytes)."""
+    flags = QR | AA | (q.flags & (RD | 0x7800)) | rcode
+    flags = (flags | flags_set) & ~flags_clear & 0xFFFF
+    qd = b""
+    if with_question:
+        qd = question if question is not None else q.qname_wire + struct.pack("!HH", q.qtype, q.qclass)
+    opt = _opt_rr(q) if with_opt else b""
+    hdr = struct.pack("!HHHHHH", q.id if qid is None else qid, flags,
+                      1 if with_question else 0, len(answers) if with_question else 0,
+                      0, 1 if opt else 0)
+    return hdr + qd + (b"".join(answers) if with_question else b"") + opt
+
+
+def _normal_records(q, addr=REAL_ADDR):
+    if q.qtype == 1:
+        return [_rr(1, addr)]
+    if q.qtype == 28:
+        return [_rr(28, REAL_AAAA)]
+    if q.qtype == 16:
+        return [_rr(16, b"\x05hello")]
+    if q.qtype == 15:
+        return [_rr(15, b"\x00\x0a\x04mail\x07example\x00")]
+    return []
+
+
+def _txt_fill(q, total):
+    """TXT records so that the whole answer is exactly @total bytes."""
+    base = len(build_answer(q))
+    remaining = total - base
+    recs = []
+    i = 0
+    while remaining - 268 >= 13 or remaining == 268:
+        recs.append(_rr(16, b"\xff" + (b"%06d" % i) + b"x" * 249))   # 268 bytes, distinct
+        remaining -= 268
+        i += 1
+    if remaining > 0:
+        # one RR of 12 bytes overhead + rdata of `remaining - 12` bytes
+        rdlen = remaining - 12
+        if rdlen < 1:
+            raise ValueError("cannot build an answer of exactly %d bytes" % total)
+        rdata = b""
+        while rdlen > 0:
+            chunk = min(rdlen, 256)
+            rdata += bytes([chunk - 1]) + b"y" * (chunk - 1)
+            rdlen -= chunk
+        recs.append(_rr(16, rdata))
+    out = build_answer(q, answers=recs)
+    assert len(out) == total, (len(out), total)
+    return out
+
+
+class _TcpConn:
+    def __init__(self, sock, peer):
+        self.sock = sock
+        self.peer = peer
+        self.rbuf = b""
+        self.wbuf = b""
+        self.closed = False
+
+
+class Responder:
+    """Test backend. Use as a context manager or call start()/stop()."""
+
+    def __init__(self, host="127.0.0.1", late_ms=1500, udp=True, tcp=True):
+        self.host = host
+        self.late_ms = late_ms
+        self.family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.port = None
+        self._lock = threading.Lock()
+        self._queries = []
+        self._sent = []                 # (time, transport, label, bytes)
+        self._timers = []
+        self._seq = itertools.count()
+        self._stop = False
+        self._conns = {}
+        self.tcp_accepted = 0
+        self._want_udp = udp
+        self._want_tcp = tcp
+        self.behaviours = {}            # label -> callable(q, transport) -> [(delay_s, bytes|None)]
+        self.udp = self.tcp = self.spoof = None
+        self._thread = None
+
+    # ---- lifecycle -------------------------------------------------------
+    def start(self):
+        for _ in range(50):
+            udp = socket.socket(self.family, socket.SOCK_DGRAM)
+            udp.bind((self.host, 0))
+            port = udp.getsockname()[1]
+            tcp = socket.socket(self.family, socket.SOCK_STREAM)
+            tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                tcp.bind((self.host, port))
+            except OSError:
+                udp.close()
+                tcp.close()
+                continue
+            break
+        else:
+            raise RuntimeError("no free port for the responder")
+        tcp.listen(128)
+        udp.setblocking(False)
+        tcp.setblocking(False)
+        udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        self.udp, self.tcp, self.port = udp, tcp, port
+        self.spoof = socket.socket(self.family, socket.SOCK_DGRAM)
+        self.spoof.bind((self.host, 0))
+        self.sel = selectors.DefaultSelector()
+        if self._want_udp:
+            self.sel.register(udp, selectors.EVENT_READ, ("udp", None))
+        if self._want_tcp:
+            self.sel.register(tcp, selectors.EVENT_READ, ("accept", None))
+        self._thread = threading.Thread(target=self._run, name="responder", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop = True
+        if self._thread:
+            self._thread.join(5)
+        for c in list(self._conns.values()):
+            c.sock.close()
+        for s in (self.udp, self.tcp, self.spoof):
+            if s:
+                s.close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *a):
+        self.stop()
+
+    @property
+    def address(self):
+        if self.family == socket.AF_INET6:
+            return "[%s]:%d" % (self.host, self.port)
+        return "%s:%d" % (self.host, self.port)
+
+    # ---- inspection ------------------------------------------------------
+    @property
+    def queries(self):
+        with self._lock:
+            return list(self._queries)
+
+    def queries_for(self, prefix):
+        """Queries whose qname starts with @prefix (case-insensitive)."""
+        p = prefix.lower()
+        return [q for q in self.queries if q.qname and q.qname.lower().startswith(p)]
+
+    def client_queries(self):
+        """Queries other than health checks (a.root-servers.net.)."""
+        return [q for q in self.queries
+                if not (q.qname and q.qname.lower() == "a.root-servers.net.")]
+
+    def sent(self, label=None):
+        with self._lock:
+            return [s for s in self._sent if label is None or s[2] == label]
+
+    def clear(self):
+        with self._lock:
+            self._queries.clear()
+            self._sent.clear()
+
+    def wait_queries(self, prefix, n=1, timeout=5.0):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            qs = self.queries_for(prefix)
+            if len(qs) >= n:
+                return qs
+            time.sleep(0.02)
+        return self.queries_for(prefix)
+
+    # ---- behaviour -------------------------------------------------------
+    def plan(self, q, transport):
+        """[(delay_s, payload or None (=close), kind)] for query @q."""
+        if q.qname is None:
+            if q.qdcount == 0 and len(q.wire) >= 12:
+                hdr = struct.pack("!HHHHHH", q.id, QR | 1, 0, 0, 0, 0)   # FORMERR
+                return [(0, hdr, "formerr")]
+            return []
+        label = q.qname.split(".")[0].lower()
+        if label in self.behaviours:
+            return self.behaviours[label](q, transport)
+        normal = build_answer(q, answers=_normal_records(q))
+        spoof_recs = [_rr(1, SPOOF_ADDR)]
+        m = re.fullmatch(r"(?:delay|ooo)-(\d+)", label)
+        if m:
+            return [(int(m.group(1)) / 1000.0, normal, "normal")]
+        if label == "late":
+            return [(self.late_ms / 1000.0, normal, "late")]
+        if label == "drop":
+            return []
+        if label == "close":
+            return [(0, None, "close")] if transport == "tcp" else []
+        if label in ("nx", "servfail", "refused", "formerr", "notimp"):
+            return [(0, build_answer(q, rcode=RCODES[label]), label)]
+        if label == "wrongid":
+            return [(0, build_answer(q, answers=spoof_recs, qid=q.id ^ 0x5A5A), "spoof"),
+                    (0.05, normal, "normal")]
+        if label == "wrongname":
+            other = b"\x07spoofed" + q.qname_wire
+            return [(0, build_answer(q, answers=spoof_recs,
+                                     question=other + struct.pack("!HH", q.qtype, q.qclass)),
+                     "spoof"), (0.05, normal, "normal")]
+        if label == "wrongtype":
+            qt = 28 if q.qtype != 28 else 1
+            return [(0, build_answer(q, answers=spoof_recs,
+                                     question=q.qname_wire + struct.pack("!HH", qt, q.qclass)),
+                     "spoof"), (0.05, normal, "normal")]
+        if label == "wrongclass":
+            qc = 3 if q.qclass != 3 else 1
+            return [(0, build_answer(q, answers=spoof_recs,
+                                     question=q.qname_wire + struct.pack("!HH", q.qtype, qc)),
+                     "spoof"), (0.05, normal, "normal")]
+        if label == "qr0":
+            return [(0, build_answer(q, answers=spoof_recs, flags_clear=QR), "spoof"),
+                    (0.05, normal, "normal")]
+        if label == "short":
+            return [(0, normal[:8], "spoof"), (0.05, normal, "normal")]
+        if label == "otherport":
+            if transport != "udp":
+                return [(0, normal, "normal")]
+            return [(0, build_answer(q, answers=spoof_recs), "spoof-otherport"),
+                    (0.05, normal, "normal")]
+        m = re.fullmatch(r"empty-(noerror|nxdomain|refused|servfail)", label)
+        if m:
+            rc = RCODES[m.group(1)]
+            empty = build_answer(q, rcode=rc, with_question=False, with_opt=False)
+            if m.group(1) in ("noerror", "nxdomain"):
+                return [(0, empty, "empty"), (0.1, normal, "normal")]
+            return [(0, empty, "empty")]
+        if label == "tc":
+            return [(0, build_answer(q, flags_set=TC), "tc")]
+        m = re.fullmatch(r"big(?:-(\d+))?", label)
+        if m:
+            if transport == "udp":
+                return [(0, build_answer(q, flags_set=TC), "tc")]
+            size = int(m.group(1)) if m.group(1) else 60000
+            return [(0, _txt_fill(q, size), "big")]
+        if label == "twice":
+            second = build_answer(q, answers=[_rr(1, SECOND_ADDR)] if q.qtype == 1 else [])
+            return [(0, normal, "normal"), (0.05, second, "second")]
+        return [(0, normal, "normal")]
+
+    # ---- event loop ------------------------------------------------------
+    def _at(self, delay, fn):
+        heapq.heappush(self._timers, (time.monotonic() + delay, next(self._seq), fn))
+
+    def _run(self):
+        while not self._stop:
+            timeout = 0.05
+            if self._timers:
+                timeout = max(0.0, min(timeout, self._timers[0][0] - time.monotonic()))
+            for key, ev in self.sel.select(timeout):
+                kind, conn = key.data
+                try:
+                    if kind == "udp":
+                        self._on_udp()
+                    elif kind == "accept":
+                        self._on_accept()
+                    elif kind == "tcp":
+                        if ev & selectors.EVENT_READ:
+                            self._on_tcp_read(conn)
+                        if ev & selectors.EVENT_WRITE and not conn.closed:
+                            self._flush(conn)
+                except OSError:
+                    if conn is not None:
+                        self._close(conn)
+            now = time.monotonic()
+            while self._timers and self._timers[0][0] <= now:
+                _, _, fn = heapq.heappop(self._timers)
+                try:
+                    fn()
+                except OSError:
+                    pass
+
+    def _record(self, q, transport, src):
+        q.transport = transport
+        q.src = src
+        q.time = time.monotonic()
+        with self._lock:
+            self._queries.append(q)
+
+    def _on_udp(self):
+        for _ in range(64):
+            try:
+                data, src = self.udp.recvfrom(65535)
+            except BlockingIOError:
+                return
+            q = parse_question(data)
+            if q is None:
+                q = Query()
+                q.wire, q.id, q.flags, q.qdcount = data, None, None, None
+                q.qname = q.qname_wire = q.qtype = q.qclass = q.opt = None
+                self._record(q, "udp", src)
+                continue
+            self._record(q, "udp", src)
+            for delay, payload, kind in self.plan(q, "udp"):
+                if payload is None:
+                    continue
+                sock = self.spoof if kind == "spoof-otherport" else self.udp
+                self._at(delay, self._udp_sender(sock, payload, src, kind))
+
+    def _udp_sender(self, sock, payload, dst, kind):
+        def send():
+            if len(payload) > 65507:
+                return
+            sock.sendto(payload, dst)
+            with self._lock:
+                self._sent.append((time.monotonic(), "udp", kind, payload))
+        return send
+
+    def _on_accept(self):
+        while True:
+            try:
+                s, peer = self.tcp.accept()
+            except BlockingIOError:
+                return
+            s.setblocking(False)
+            c = _TcpConn(s, peer)
+            self._conns[s.fileno()] = c
+            self.tcp_accepted += 1
+            self.sel.register(s, selectors.EVENT_READ, ("tcp", c))
+
+    def _on_tcp_read(self, c):
+        try:
+            data = c.sock.recv(131072)
+        except BlockingIOError:
+            return
+        if not data:
+            self._close(c)
+            return
+        c.rbuf += data
+        while len(c.rbuf) >= 2:
+            ln = struct.unpack("!H", c.rbuf[:2])[0]
+            if len(c.rbuf) < 2 + ln:
+                break
+            msg, c.rbuf = c.rbuf[2:2 + ln], c.rbuf[2 + ln:]
+            q = parse_question(msg)
+            if q is None:
+                self._close(c)
+                return
+            self._record(q, "tcp", c.peer)
+            for delay, payload, kind in self.plan(q, "tcp"):
+                self._at(delay, self._tcp_sender(c, payload, kind))
+
+    def _tcp_sender(self, c, payload, kind):
+        def send():
+            if c.closed:
+                return
+            if payload is None:
+                self._close(c)
+                return
+            c.wbuf += struct.pack("!H", len(payload)) + payload
+            with self._lock:
+                self._sent.append((time.monotonic(), "tcp", kind, payload))
+            self._flush(c)
+        return send
+
+    def _flush(self, c):
+        try:
+            while c.wbuf:
+                n = c.sock.send(c.wbuf)
+                c.wbuf = c.wbuf[n:]
+        except BlockingIOError:
+            pass
+        except OSError:
+            self._close(c)
+            return
+        ev = selectors.EVENT_READ | (selectors.EVENT_WRITE if c.wbuf else 0)
+        self.sel.modify(c.sock, ev, ("tcp", c))
+
+    def _close(self, c):
+        if c.closed:
+            return
+        c.closed = True
+        try:
+            self.sel.unregister(c.sock)
+        except (KeyError, ValueError):
+            pass
+        self._conns.pop(c.sock.fileno(), None)
+        c.sock.close()

@@ -1,0 +1,160 @@
+"""Backend faults and spoofing (bad-inputs §3.2 B): mismatched answers are
+dropped and counted while the query keeps waiting, timeouts, late and
+duplicate answers, empty answers, TC relay, no server available."""
+
+import pytest
+
+from dnslbtest import Header, UdpClient, a_addrs, build_query, lua_server, parse, wait_until
+
+FAST = "setUDPTimeout(0.5)\n"
+
+
+def exchange(port, wire, first=3.0, extra=0.5):
+    """All answers to one query: the first within @first seconds, then
+    whatever else arrives within @extra seconds."""
+    with UdpClient(port) as c:
+        c.send(wire)
+        a = c.recv(first)
+        if a is None:
+            return []
+        return [a] + c.collect(extra)
+
+
+@pytest.mark.parametrize("label", ["wrongid", "wrongname", "wrongtype", "wrongclass",
+                                   "qr0", "short", "otherport"])
+def test_mismatched_answer_dropped_real_one_delivered(dnslb, responder, label):
+    d = dnslb(lua_server(responder))
+    wire = build_query("%s.example.test." % label, qid=999)
+    got = exchange(d.port, wire)
+    assert len(got) == 1, "expected exactly one answer, got %r" % [parse(g) for g in got]
+    h = Header(got[0])
+    assert h.id == 999 and h.qr
+    assert a_addrs(got[0]) == ["192.0.2.1"], "the forged answer was delivered"
+    assert responder.sent("spoof") or responder.sent("spoof-otherport")
+    if label != "otherport" and d.impl == "dnslb":
+        # (a datagram from another port never reaches a connected socket)
+        assert d.stat_at_least("noncompliant-responses", 1) == 1
+    s = d.stats()
+    assert s["responses"] == 1
+
+
+@pytest.mark.parametrize("label", ["empty-noerror", "empty-nxdomain"])
+def test_header_only_noerror_nxdomain_dropped(dnslb, responder, label):
+    d = dnslb(lua_server(responder))
+    got = exchange(d.port, build_query("%s.example.test." % label, qid=5))
+    assert len(got) == 1
+    h = Header(got[0])
+    assert h.qdcount == 1 and h.rcode == 0, "header-only answer was passed: %r" % h
+    assert a_addrs(got[0]) == ["192.0.2.1"]
+    if d.impl == "dnslb":
+        assert d.stat_at_least("noncompliant-responses", 1) == 1
+
+
+def test_header_only_noerror_allowed(dnslb, responder):
+    d = dnslb(lua_server(responder) + "setAllowEmptyResponse(true)\n")
+    got = exchange(d.port, build_query("empty-noerror.example.test.", qid=6))
+    assert len(got) == 1
+    h = Header(got[0])
+    assert h.id == 6 and h.qr and h.rcode == 0 and h.qdcount == 0 and h.ancount == 0
+
+
+@pytest.mark.parametrize("label,rcode", [("empty-refused", 5), ("empty-servfail", 2)])
+def test_header_only_refused_servfail_passed(dnslb, responder, label, rcode):
+    d = dnslb(lua_server(responder))
+    got = exchange(d.port, build_query("%s.example.test." % label, qid=7))
+    assert len(got) == 1, "header-only %s answer not passed" % label
+    h = Header(got[0])
+    assert h.id == 7 and h.qr and h.rcode == rcode and h.qdcount == 0
+
+
+def test_timeout_counted_no_answer(dnslb, responder):
+    d = dnslb(lua_server(responder, name="b1") + FAST)
+    got = exchange(d.port, build_query("drop.example.test.", qid=8), first=2.0, extra=0)
+    assert got == []
+    assert d.stat_at_least("downstream-timeouts", 1) == 1
+    s = d.stats()
+    assert s["responses"] == 0
+    if d.impl == "dnslb":
+        b = s["backends"]["b1"]
+        assert b["drops"] == 1 and b["outstanding"] == 0 and b["queries"] == 1
+    # still answering
+    got = exchange(d.port, build_query("after.example.test.", qid=9), extra=0)
+    assert len(got) == 1 and a_addrs(got[0]) == ["192.0.2.1"]
+
+
+@pytest.mark.dnslb_only("udpTimeout is a 1.8 newServer key")
+def test_per_backend_udp_timeout(dnslb, responder):
+    d = dnslb(lua_server(responder, udpTimeout=0.5) + "setUDPTimeout(30)\n")
+    assert exchange(d.port, build_query("drop.example.test.", qid=8), first=1.5) == []
+    assert d.stat_at_least("downstream-timeouts", 1, timeout=5) == 1
+
+
+@pytest.mark.dnslb_only("1.7.3 reaps timeouts once a second and delivers late answers")
+def test_late_answer_not_delivered(dnslb, make_responder):
+    r = make_responder(late_ms=1500)
+    d = dnslb(lua_server(r) + FAST)
+    with UdpClient(d.port) as c:
+        c.send(build_query("late.example.test.", qid=10))
+        assert wait_until(lambda: r.sent("late"), 5.0), "responder never sent the late answer"
+        got = c.collect(1.0)
+    assert got == [], "late answer delivered after the timeout"
+    assert d.stat_at_least("downstream-timeouts", 1) == 1
+    assert d.stat_at_least("noncompliant-responses", 1) == 1
+    assert d.stats()["responses"] == 0
+
+
+def test_two_answers_one_delivered(dnslb, responder):
+    d = dnslb(lua_server(responder))
+    with UdpClient(d.port) as c:
+        c.send(build_query("twice.example.test.", qid=11))
+        first = c.recv(3.0)
+        assert first is not None
+        assert wait_until(lambda: responder.sent("second"), 3.0)
+        more = c.collect(0.5)
+    assert a_addrs(first) == ["192.0.2.1"]
+    assert more == [], "second answer delivered too"
+    if d.impl == "dnslb":
+        assert d.stat_at_least("noncompliant-responses", 1) == 1
+    assert d.stats()["responses"] == 1
+
+
+def test_tc_answer_relayed(dnslb, responder):
+    d = dnslb(lua_server(responder))
+    got = exchange(d.port, build_query("tc.example.test.", qid=12))
+    assert len(got) == 1
+    h = Header(got[0])
+    assert h.tc and h.id == 12 and h.rcode == 0 and h.qdcount == 1
+
+
+@pytest.mark.parametrize("rd", [True, False])
+def test_servfail_when_no_server(dnslb, responder, rd):
+    d = dnslb(lua_server(responder) + "getServer(0):setDown()\nsetServFailWhenNoServer(true)\n")
+    wire = build_query("nosrv.example.test.", qid=13, flags=0x0100 if rd else 0)
+    got = exchange(d.port, wire)
+    assert len(got) == 1
+    h = Header(got[0])
+    assert h.qr and h.id == 13 and h.rcode == 2 and h.rd == rd
+    assert h.qdcount == 1 and got[0][12:len(wire)] == wire[12:], "question not echoed"
+    assert d.stat_at_least("no-policy", 1) == 1
+    assert responder.queries_for("nosrv.") == []
+
+
+def test_servfail_when_no_server_edns(dnslb, responder):
+    d = dnslb(lua_server(responder) + "getServer(0):setDown()\nsetServFailWhenNoServer(true)\n")
+    got = exchange(d.port, build_query("nosrv.example.test.", qid=14, opt={"payload": 4096}))
+    assert len(got) == 1
+    m = parse(got[0])
+    assert m.rcode() == 2 and m.edns == 0 and m.payload == 1232
+
+
+def test_no_server_dropped(dnslb, responder):
+    d = dnslb(lua_server(responder) + "getServer(0):setDown()\n")
+    assert exchange(d.port, build_query("nosrv.example.test.", qid=15), first=1.5) == []
+    assert d.stat_at_least("no-policy", 1) == 1
+    assert responder.queries_for("nosrv.") == []
+
+
+def test_no_backend_configured_dropped(dnslb):
+    d = dnslb("")
+    assert exchange(d.port, build_query("nosrv.example.test.", qid=16), first=1.5) == []
+    assert d.stat_at_least("no-policy", 1) == 1
