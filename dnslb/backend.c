@@ -306,8 +306,10 @@ be_read_cb(struct ev_loop *loop, ev_io *io, int revents)
 	for (int round = 0; round < 4; round++) {
 		int n;
 
-		dlb_worker_prepare_recv(w, DLB_UDP_BATCH, DLB_RBUF_SIZE);
-		n = recvmmsg(s->fd, w->rmsgs, DLB_UDP_BATCH, MSG_DONTWAIT, NULL);
+		dlb_worker_prepare_recv(w);
+		n = dlb_recvmmsg(s->fd, w->rmsgs, DLB_UDP_BATCH, MSG_DONTWAIT);
+		if (n > 0)
+			w->rdirty = (unsigned)n;
 		if (n == -1) {
 			if (errno != EAGAIN && errno != EINTR)
 				dlb_log_ratelimited(DLB_LOG_WARN, "recvmmsg from backend: %s",

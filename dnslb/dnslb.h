@@ -19,7 +19,6 @@
 #define DLB_MAX_SOCKETS_PER_BACKEND 64
 #define DLB_MAX_NAME		255	/* octets of a wire-format name */
 #define DLB_MAX_LABEL		63
-#define DLB_MAX_UDP		4096	/* largest UDP datagram we read from clients */
 #define DLB_MAX_UDP_RESPONSE	65535	/* backend answers are read into a buffer this big */
 #define DLB_MAX_TCP_MSG		65535
 #define DLB_UDP_BATCH		64	/* recvmmsg/sendmmsg vector size */

@@ -123,7 +123,7 @@ dlb_sendbatch_flush(struct dlb_sendbatch *b, uint32_t *failed_tags, unsigned max
 	unsigned done = 0, failed = 0;
 
 	while (done < b->n) {
-		int r = sendmmsg(b->fd, b->msgs + done, b->n - done, MSG_DONTWAIT);
+		int r = dlb_sendmmsg(b->fd, b->msgs + done, b->n - done, MSG_DONTWAIT);
 
 		if (r == -1) {
 			if (errno == EINTR)
@@ -307,8 +307,10 @@ udp_read_cb(struct ev_loop *loop, ev_io *io, int revents)
 	for (int round = 0; round < 4; round++) {
 		int n;
 
-		dlb_worker_prepare_recv(w, batch, DLB_MAX_UDP);
-		n = recvmmsg(l->udp_fd, w->rmsgs, batch, MSG_DONTWAIT, NULL);
+		dlb_worker_prepare_recv(w);
+		n = dlb_recvmmsg(l->udp_fd, w->rmsgs, batch, MSG_DONTWAIT);
+		if (n > 0)
+			w->rdirty = (unsigned)n;
 		if (n == -1) {
 			if (errno != EAGAIN && errno != EINTR)
 				dlb_log_ratelimited(DLB_LOG_WARN, "recvmmsg: %s", strerror(errno));

@@ -3,8 +3,9 @@
  *
  * Each worker owns, per backend UDP socket, a table mapping the 16-bit ID on
  * the wire to an in-flight slot (ARCHITECTURE.md §3). IDs are drawn uniformly
- * at random among the free ones (an off-path attacker must guess them), so a
- * live ID is never reused and an in-flight query is never overwritten. All
+ * at random among the free ones (an off-path attacker must guess them) by
+ * rejection sampling, so a live ID is never reused and an in-flight query is
+ * never overwritten. All
  * queries of one table share one timeout, so the send order is the deadline
  * order: a FIFO list gives O(1) expiry.
  *
@@ -78,8 +79,7 @@ struct dlb_slot_pool {
 
 struct dlb_inflight {
 	uint32_t *slot_of;		/* [65536] slot index or DLB_SLOT_NONE */
-	uint16_t *free_ids;		/* [65536] the free IDs, unordered */
-	uint32_t nfree;
+	uint32_t count;			/* live IDs */
 	uint32_t max;			/* setMaxUDPOutstanding */
 	uint32_t head, tail;		/* FIFO of live slots, oldest first */
 };
@@ -103,7 +103,7 @@ void dlb_inflight_deinit(struct dlb_inflight *t);
 static inline uint32_t
 dlb_inflight_count(const struct dlb_inflight *t)
 {
-	return 65536 - t->nfree;
+	return t->count;
 }
 
 /**

@@ -15,14 +15,15 @@
 #include "dnslb/log.h"
 #include "dnslb/tcp.h"
 
-void
-dlb_worker_prepare_recv(struct dlb_worker *w, unsigned n, size_t bufsz)
+/* Point every receive entry at its buffer once; recvmmsg() only changes lengths. */
+static void
+init_recv(struct dlb_worker *w)
 {
-	for (unsigned i = 0; i < n; i++) {
+	for (unsigned i = 0; i < DLB_UDP_BATCH; i++) {
 		struct msghdr *mh = &w->rmsgs[i].msg_hdr;
 
 		w->riov[i].iov_base = w->rbuf[i];
-		w->riov[i].iov_len = bufsz;
+		w->riov[i].iov_len = DLB_RBUF_SIZE;
 		mh->msg_name = &w->raddr[i];
 		mh->msg_namelen = sizeof(w->raddr[i]);
 		mh->msg_iov = &w->riov[i];
@@ -31,6 +32,7 @@ dlb_worker_prepare_recv(struct dlb_worker *w, unsigned n, size_t bufsz)
 		mh->msg_controllen = sizeof(w->rcmsg[i]);
 		mh->msg_flags = 0;
 	}
+	w->rdirty = 0;
 }
 
 static void
@@ -69,6 +71,7 @@ dlb_worker_new(int id, const struct dlb_config *cfg)
 		return NULL;
 	}
 	memset(w->be_stats, 0, (size_t)nb * sizeof(*w->be_stats));
+	init_recv(w);
 	ev_set_userdata(w->loop, w);
 	for (int i = 0; i < cfg->nfrontends; i++) {
 		if (dlb_listener_open(w, &w->listeners[i], i, &cfg->frontends[i]) != 0) {
