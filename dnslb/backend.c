@@ -148,8 +148,11 @@ dlb_backend_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
 						next = slot->deadline;
 					break;
 				}
-				w->stats.downstream_timeouts++;
 				w->be_stats[b].drops++;
+				if (slot->client.proto != DLB_CLIENT_INTERNAL) {
+					w->stats.downstream_timeouts++;
+					dlb_query_answer_stale(w, slot);
+				}
 				release_slot(w, s, idx);
 			}
 		}
@@ -235,12 +238,7 @@ dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_
 		answer_servfail(w, q, c);
 		return;
 	}
-	slot->be_index = be->index;
-	slot->qtype = q->m.qtype;
-	slot->qclass = q->m.qclass;
-	slot->qname_len = q->m.qname_len;
-	memcpy(slot->qname_lc, q->m.qname_lc, q->m.qname_len);
-	slot->client = *c;
+	dlb_query_fill_slot(slot, q, c);
 	w->be_stats[be->index].queries++;
 	w->be_stats[be->index].outstanding++;
 	if (!ev_is_active(&w->timeout_timer))
@@ -261,6 +259,54 @@ dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_
 	s->tags[s->out.n] = idx;
 	mh->msg_flags = 0;
 	s->out.n++;
+}
+
+void
+dlb_backend_prefetch(struct dlb_worker *w, const struct dlb_query *q)
+{
+	struct dlb_backend *be = q->be;
+	struct dlb_be_local *bl = &w->be[be->index];
+	struct dlb_client c;
+	struct dlb_be_sock *s;
+	uint8_t buf[4096];
+	uint32_t idx;
+	int id;
+
+	memset(&c, 0, sizeof(c));
+	c.proto = DLB_CLIENT_INTERNAL;
+	c.orig_id = q->m.id;
+	c.orig_flags = q->m.flags;
+	c.t_start = dlb_worker_now(w);
+	if (q->tcp || be->tcp_only) {
+		struct dlb_query copy = *q;
+
+		/* dlb_tcp_forward copies the query into its own frame */
+		dlb_tcp_forward(w, &copy, &c);
+		return;
+	}
+	if (q->len > sizeof(buf))
+		return;
+	s = &bl->socks[bl->next_sock++ % (unsigned)bl->nsocks];
+	idx = dlb_slot_alloc(&w->slots);
+	if (idx == DLB_SLOT_NONE)
+		return;
+	id = dlb_inflight_add(&s->table, &w->slots, &w->rng, idx, c.t_start + bl->timeout);
+	if (id < 0) {
+		dlb_slot_free(&w->slots, idx);
+		return;
+	}
+	dlb_query_fill_slot(dlb_slot_get(&w->slots, idx), q, &c);
+	w->be_stats[be->index].queries++;
+	w->be_stats[be->index].outstanding++;
+	if (!ev_is_active(&w->timeout_timer))
+		arm_timer(w, c.t_start + bl->timeout);
+	/* rare (once per entry and TTL): sent at once rather than batched */
+	memcpy(buf, q->pkt, q->len);
+	dlb_wr16(buf, (uint16_t)id);
+	if (send(s->fd, buf, q->len, MSG_DONTWAIT) == -1) {
+		w->be_stats[be->index].send_errors++;
+		release_slot(w, s, idx);
+	}
 }
 
 /* ---- answers ------------------------------------------------------------ */
@@ -292,7 +338,7 @@ handle_answer(struct dlb_worker *w, struct dlb_be_sock *s, unsigned i)
 	dlb_query_finish_response(w, pkt, len, slot);
 	if (slot->client.proto == DLB_CLIENT_UDP)
 		dlb_frontend_queue_reply(w, &slot->client, pkt, len);
-	else
+	else if (slot->client.proto == DLB_CLIENT_TCP)
 		dlb_tcp_deliver(w, &slot->client, pkt, len);
 	release_slot(w, s, idx);
 }

@@ -28,6 +28,11 @@ void dlb_backend_local_close(struct dlb_worker *w, int be_index);
  * backends. The UDP send is queued until dlb_backend_flush().
  */
 void dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *c);
+/**
+ * Send a copy of @q to q->be now, as an internal query whose answer only
+ * refreshes the cache (prefetch). @q itself is not modified.
+ */
+void dlb_backend_prefetch(struct dlb_worker *w, const struct dlb_query *q);
 /** Send every queued query. */
 void dlb_backend_flush(struct dlb_worker *w);
 /** libev callback of the worker's timeout timer. */

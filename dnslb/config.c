@@ -10,7 +10,9 @@
  * that reads a pool while the console changes it may see a member twice or
  * miss one for that one selection, but never freed memory, because backends
  * and pools live until dlb_config_free(). (Proper snapshots come with the
- * reload work, ARCHITECTURE.md §4.)
+ * reload work, ARCHITECTURE.md §4.) Packet caches follow the same rule: a
+ * pool's cache pointer may change at runtime, but every cache ever created
+ * stays in cfg->caches until dlb_config_free().
  */
 #include "dnslb/config.h"
 
@@ -19,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "dnslb/cache.h"
 
 /* a.root-servers.net. in wire form: dnsdist's default health-check name */
 static const uint8_t default_check_name[] = "\x01" "a" "\x0c" "root-servers" "\x03" "net";
@@ -86,6 +90,8 @@ dlb_config_new(void)
 	cfg->tcp_send_timeout = 2;
 	cfg->max_tcp_client_threads = 10;
 	cfg->udp_vector_size = DLB_UDP_BATCH;
+	cfg->cache_cleaning_delay = 60;
+	cfg->cache_cleaning_pct = 100;
 	return cfg;
 }
 
@@ -100,6 +106,9 @@ dlb_config_free(struct dlb_config *cfg)
 		free(cfg->pools[i]->members);
 		free(cfg->pools[i]);
 	}
+	/* caches last: pools point at them, and they are never freed earlier */
+	for (int i = 0; i < cfg->ncaches; i++)
+		dlb_cache_free(cfg->caches[i]);
 	dlb_nmg_deinit(&cfg->acl);
 	free(cfg);
 }

@@ -105,6 +105,7 @@ struct dlb_pool {
 	struct dlb_backend **members;		/* sorted by (order, index) */
 	int n;
 	int policy;				/* -1 = use the global policy */
+	struct dlb_cache *cache;		/* setCache(); NULL = none. Owned by cfg->caches */
 };
 
 struct dlb_config {
@@ -117,6 +118,13 @@ struct dlb_config {
 	int npools;
 
 	struct dlb_nmg acl;			/* default: dnsdist's private ranges */
+
+	struct dlb_cache *caches[DLB_MAX_POOLS * 2];	/* every newPacketCache(), freed with cfg */
+	int ncaches;
+	uint32_t stale_cache_ttl;		/* setStaleCacheEntriesTTL, s; 0 = off */
+	bool stale_on_timeout;			/* setServeStaleOnTimeout (dnslb, RFC 8767) */
+	int cache_cleaning_delay;		/* setCacheCleaningDelay, s, default 60 */
+	int cache_cleaning_pct;			/* setCacheCleaningPercentage, default 100 */
 
 	int workers;				/* 0 = number of CPUs */
 	int policy;				/* enum dlb_policy, global */

@@ -48,5 +48,6 @@ struct dlb_config;
 struct dlb_worker;
 struct dlb_backend;
 struct dlb_pool;
+struct dlb_cache;
 
 #endif

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "dnslb/cache.h"
 #include "dnslb/dnslb.h"
 
 struct dlb_rng;
@@ -41,6 +42,7 @@ union dlb_pktinfo {
 enum dlb_client_proto {
 	DLB_CLIENT_UDP = 0,
 	DLB_CLIENT_TCP,
+	DLB_CLIENT_INTERNAL,		/* a cache prefetch: the answer only refreshes the cache */
 };
 
 /** Who asked, and how to answer them. Copied into every in-flight slot. */
@@ -61,13 +63,13 @@ struct dlb_client {
 struct dlb_slot {
 	uint32_t prev, next;		/* FIFO (deadline order) within its table */
 	uint32_t self;			/* own index in the pool */
-	double deadline;		/* s, monotonic */
+	double deadline;		/* s, loop clock */
 	uint16_t wire_id;		/* ID sent to the backend */
-	uint16_t qtype, qclass;
-	uint16_t qname_len;
 	int be_index;
+	struct dlb_cache *cache;	/* insert the answer here; NULL if not cacheable */
 	struct dlb_client client;
-	uint8_t qname_lc[DLB_MAX_NAME];
+	struct dlb_cache_key key;	/* the question (qname_lc, qtype, qclass); the cache key */
+	uint8_t qname_wire[DLB_MAX_NAME];	/* the qname as the client wrote it (0x20 case) */
 };
 
 struct dlb_slot_pool {

@@ -16,8 +16,10 @@
 
 #include <ev.h>
 
+#include "dnslb/cache.h"
 #include "dnslb/config.h"
 #include "dnslb/log.h"
+#include "dnslb/rcu.h"
 #include "dnslb/netmask.h"
 #include "dnslb/stats.h"
 #include "dnslb/wire.h"
@@ -46,6 +48,7 @@ struct cli {
 static struct dlb_worker *workers[DLB_MAX_WORKERS];
 static int nworkers;
 static struct dlb_config *cfg;
+static struct dlb_rcu_thread main_rcu;	/* cache expunges from Lua and cleaning */
 
 static void
 usage(FILE *f)
@@ -306,6 +309,50 @@ print_stats(void)
 	fflush(stdout);
 }
 
+/* Is every pool that uses @c without a server up? (keepStaleData) */
+static bool
+cache_pools_all_down(const struct dlb_cache *c)
+{
+	for (int i = 0; i < cfg->npools; i++) {
+		const struct dlb_pool *p = cfg->pools[i];
+		bool up = false;
+
+		if (p->cache != c)
+			continue;
+		for (int j = 0; j < p->n && !up; j++)
+			up = dlb_backend_is_up(p->members[j]);
+		if (!up)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Every second: free what the main thread retired; every
+ * setCacheCleaningDelay seconds, purge expired entries down to
+ * (100 - setCacheCleaningPercentage)% of each cache's size.
+ */
+static void
+maintenance_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	static double last_clean;
+	double now = ev_now(loop);
+
+	if (now - last_clean >= cfg->cache_cleaning_delay) {
+		last_clean = now;
+		for (int i = 0; i < cfg->ncaches; i++) {
+			struct dlb_cache *c = cfg->caches[i];
+			const struct dlb_cache_opts *o = dlb_cache_get_opts(c);
+			size_t keep = (size_t)o->max_entries * (size_t)(100 - cfg->cache_cleaning_pct) / 100;
+
+			if (o->keep_stale_data && cache_pools_all_down(c))
+				continue;
+			dlb_cache_purge_expired(c, &main_rcu, keep, now);
+		}
+	}
+	dlb_rcu_poll(&main_rcu);
+}
+
 static void
 signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 {
@@ -331,6 +378,7 @@ main(int argc, char **argv)
 	struct dlb_lua_conf *lc = NULL;
 	char err[1024];
 	struct ev_loop *loop;
+	ev_timer maintenance;
 	ev_signal sigs[4];
 	static const int signums[4] = { SIGTERM, SIGINT, SIGHUP, SIGUSR1 };
 	int rc = 1;
@@ -339,6 +387,11 @@ main(int argc, char **argv)
 		return 1;
 	dlb_log_init(!c.disable_syslog && !c.check_config, c.verbose);
 	dlb_wire_hash_init();
+	dlb_rcu_init();
+	if (dlb_rcu_register(&main_rcu) != 0) {
+		fprintf(stderr, "out of memory\n");
+		return 1;
+	}
 	signal(SIGPIPE, SIG_IGN);
 
 	cfg = dlb_config_new();
@@ -347,6 +400,8 @@ main(int argc, char **argv)
 		return 1;
 	}
 	lc = dlb_lua_conf_new(cfg, c.check_config ? DLB_LUA_PHASE_CHECK : DLB_LUA_PHASE_CONFIG);
+	if (lc != NULL)
+		dlb_lua_conf_set_rcu(lc, &main_rcu);
 	if (lc == NULL || dlb_lua_conf_load_file(lc, c.config, err, sizeof(err)) != 0) {
 		if (c.check_config)
 			printf("Error while parsing the configuration file '%s': %s\n", c.config,
@@ -408,9 +463,13 @@ main(int argc, char **argv)
 		ev_signal_init(&sigs[i], signal_cb, signums[i]);
 		ev_signal_start(loop, &sigs[i]);
 	}
+	ev_timer_init(&maintenance, maintenance_cb, 1., 1.);
+	ev_timer_start(loop, &maintenance);
+	dlb_lua_conf_set_phase(lc, DLB_LUA_PHASE_RUNNING);
 	dlb_info("dnslb %s running with %d worker%s", DLB_VERSION, nworkers,
 		 nworkers == 1 ? "" : "s");
 	ev_run(loop, 0);
+	ev_timer_stop(loop, &maintenance);
 
 	for (int i = 0; i < nworkers; i++)
 		dlb_worker_stop_join(workers[i]);
@@ -424,6 +483,7 @@ out_workers:
 		dlb_worker_free(workers[i]);
 out:
 	dlb_lua_conf_free(lc);
+	dlb_rcu_unregister(&main_rcu);	/* everything retired is freed before the caches go */
 	dlb_config_free(cfg);
 	fflush(stdout);
 	return rc;

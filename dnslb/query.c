@@ -5,7 +5,10 @@
 
 #include <string.h>
 
+#include "dnslb/backend.h"
 #include "dnslb/config.h"
+#include "dnslb/frontend.h"
+#include "dnslb/tcp.h"
 #include "dnslb/worker.h"
 
 /* @self: count in self-answered (not for no-policy SERVFAILs, counted there). */
@@ -20,6 +23,41 @@ answer_locally(struct dlb_worker *w, struct dlb_query *q, uint8_t rcode, bool se
 	if (self)
 		w->stats.self_answered++;
 	return DLB_V_ANSWER;
+}
+
+/*
+ * Answer @q from its pool's cache if it can: a fresh entry, or an expired one
+ * within setStaleCacheEntriesTTL when no backend is available (dnsdist). A
+ * hit late in an entry's life also sends the query to the backend in the
+ * background (prefetch), before the query bytes are overwritten.
+ */
+static bool
+cache_answer(struct dlb_worker *w, struct dlb_query *q)
+{
+	double now = dlb_worker_now(w);
+	uint32_t stale = q->be == NULL ? w->cfg->stale_cache_ttl : 0;
+	enum dlb_cache_result res;
+	const struct dlb_cache_entry *e;
+	uint8_t *out = q->pkt;
+	size_t cap = q->cap, n;
+	bool prefetch;
+
+	e = dlb_cache_lookup(q->cache, &q->key, now, stale, &res, &prefetch, w->id);
+	if (e == NULL)
+		return false;
+	if (prefetch && q->be != NULL)
+		dlb_backend_prefetch(w, q);
+	if (q->tcp) {
+		/* the TCP frame is only as big as the query: answer from scratch */
+		out = w->scratch;
+		cap = DLB_RBUF_SIZE;
+	}
+	n = dlb_cache_copy_out(q->cache, e, res, q->m.id, q->pkt + q->m.qname_off, now, out, cap);
+	if (n == 0)
+		return false;
+	q->pkt = out;
+	q->len = n;
+	return true;
 }
 
 enum dlb_verdict
@@ -49,6 +87,22 @@ dlb_query_process(struct dlb_worker *w, struct dlb_query *q)
 	/* rules come here (rules issue); for now every query goes to the default pool */
 	q->pool = w->default_pool;
 	q->be = q->pool != NULL ? dlb_pool_select(w, q->pool, &q->m) : NULL;
+	q->key.qtype = q->m.qtype;
+	q->key.qclass = q->m.qclass;
+	q->key.qname_len = q->m.qname_len;
+	memcpy(q->key.qname_lc, q->m.qname_lc, q->m.qname_len);
+	q->key.opts_len = 0;
+	q->cache = q->pool != NULL ? q->pool->cache : NULL;
+	if (q->cache != NULL) {
+		if (dlb_cache_key_make(q->cache, q->pkt, &q->m, q->tcp, &q->key) != 0) {
+			q->cache = NULL;	/* not cacheable (AXFR, qdcount != 1, ...) */
+		} else if (cache_answer(w, q)) {
+			w->stats.cache_hits++;
+			return DLB_V_ANSWER;
+		} else {
+			w->stats.cache_misses++;
+		}
+	}
 	if (q->be == NULL) {
 		w->stats.no_policy++;
 		if (cfg->servfail_when_no_server)
@@ -75,8 +129,46 @@ dlb_query_response_matches(const struct dlb_worker *w, const uint8_t *pkt, size_
 		return w->cfg->allow_empty_response ||
 		       (rcode != DLB_RCODE_NOERROR && rcode != DLB_RCODE_NXDOMAIN);
 	}
-	return m.qtype == s->qtype && m.qclass == s->qclass && m.qname_len == s->qname_len &&
-	       memcmp(m.qname_lc, s->qname_lc, s->qname_len) == 0;
+	return m.qtype == s->key.qtype && m.qclass == s->key.qclass &&
+	       m.qname_len == s->key.qname_len &&
+	       memcmp(m.qname_lc, s->key.qname_lc, s->key.qname_len) == 0;
+}
+
+void
+dlb_query_fill_slot(struct dlb_slot *s, const struct dlb_query *q, const struct dlb_client *c)
+{
+	s->be_index = q->be->index;
+	s->cache = q->cache;
+	s->client = *c;
+	dlb_cache_key_copy(&s->key, &q->key);
+	memcpy(s->qname_wire, q->pkt + q->m.qname_off, q->m.qname_len);
+}
+
+bool
+dlb_query_answer_stale(struct dlb_worker *w, const struct dlb_slot *s)
+{
+	const struct dlb_config *cfg = w->cfg;
+	double now = dlb_worker_now(w);
+	enum dlb_cache_result res;
+	const struct dlb_cache_entry *e;
+	bool prefetch;
+	size_t n;
+
+	if (!cfg->stale_on_timeout || s->cache == NULL || s->client.proto == DLB_CLIENT_INTERNAL)
+		return false;
+	e = dlb_cache_lookup(s->cache, &s->key, now, cfg->stale_cache_ttl, &res, &prefetch, w->id);
+	if (e == NULL)
+		return false;
+	n = dlb_cache_copy_out(s->cache, e, res, s->client.orig_id, s->qname_wire, now, w->scratch,
+			       DLB_RBUF_SIZE);
+	if (n == 0)
+		return false;
+	dlb_query_account_answer(w, w->scratch, n, s->client.t_start);
+	if (s->client.proto == DLB_CLIENT_UDP)
+		dlb_frontend_send_reply(w, &s->client, w->scratch, n);
+	else
+		dlb_tcp_deliver(w, &s->client, w->scratch, n);
+	return true;
 }
 
 void
@@ -105,11 +197,15 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t *pkt, size_t len, const 
 	flags = (uint16_t)((flags & ~keep) | (s->client.orig_flags & keep));
 	dlb_wr16(pkt + 2, flags);
 
+	bs->responses++;
+	bs->latency_us = bs->latency_us == 0 ? usec : (127.0 * bs->latency_us + usec) / 128.0;
+	if (s->cache != NULL)
+		dlb_cache_insert(s->cache, &w->rcu, &s->key, pkt, len, dlb_worker_now(w), -1);
+	if (s->client.proto == DLB_CLIENT_INTERNAL)
+		return;	/* a prefetch is not a client query */
 	w->stats.responses++;
 	if (DLB_RCODE(flags) == DLB_RCODE_SERVFAIL)
 		w->stats.servfail_responses++;
-	bs->responses++;
-	bs->latency_us = bs->latency_us == 0 ? usec : (127.0 * bs->latency_us + usec) / 128.0;
 	dlb_query_account_answer(w, pkt, len, s->client.t_start);
 }
 

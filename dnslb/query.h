@@ -13,9 +13,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dnslb/cache.h"
 #include "dnslb/wire.h"
 
 struct dlb_worker;
+struct dlb_client;
 struct dlb_backend;
 struct dlb_pool;
 struct dlb_slot;
@@ -28,13 +30,16 @@ enum dlb_verdict {
 };
 
 struct dlb_query {
-	uint8_t *pkt;		/* the query; answers are built in place */
+	uint8_t *pkt;		/* the query; answers are built in place (cache hits over
+				 * TCP go to the worker's scratch buffer, and pkt points there) */
 	size_t len;
 	size_t cap;		/* bytes available at pkt */
 	bool tcp;
 	struct dlb_dnsmsg m;
 	const struct dlb_pool *pool;
 	struct dlb_backend *be;
+	struct dlb_cache *cache;	/* the pool's cache if the query is cacheable */
+	struct dlb_cache_key key;	/* question fields always; the whole key with a cache */
 };
 
 /**
@@ -52,13 +57,25 @@ enum dlb_verdict dlb_query_process(struct dlb_worker *w, struct dlb_query *q);
 bool dlb_query_response_matches(const struct dlb_worker *w, const uint8_t *pkt, size_t len,
 				const struct dlb_slot *s);
 
+/** Fill slot @s for query @q of client @c (question, cache key, client). */
+void dlb_query_fill_slot(struct dlb_slot *s, const struct dlb_query *q, const struct dlb_client *c);
+
 /**
  * Turn a matched backend answer into the client's answer in place: the
  * client's ID, and its RD and CD bits restored. Then account it: responses,
- * rcode counters, latency, the backend's counters.
+ * rcode counters, latency, the backend's counters; and insert it into the
+ * cache when the query was cacheable. Internal (prefetch) queries only
+ * refresh the cache.
  */
 void dlb_query_finish_response(struct dlb_worker *w, uint8_t *pkt, size_t len,
 			       const struct dlb_slot *s);
+
+/**
+ * A query of slot @s timed out: with setServeStaleOnTimeout, answer it from
+ * an expired cache entry (within setStaleCacheEntriesTTL).
+ * @return true if the client was answered.
+ */
+bool dlb_query_answer_stale(struct dlb_worker *w, const struct dlb_slot *s);
 
 /** Account an answer sent to a client (rcode counters and latency). */
 void dlb_query_account_answer(struct dlb_worker *w, const uint8_t *pkt, size_t len,

@@ -20,6 +20,8 @@
 	X("frontend-nxdomain", frontend_nxdomain)			\
 	X("frontend-servfail", frontend_servfail)			\
 	X("acl-drops", acl_drops)					\
+	X("cache-hits", cache_hits)					\
+	X("cache-misses", cache_misses)					\
 	X("self-answered", self_answered)				\
 	X("downstream-timeouts", downstream_timeouts)			\
 	X("downstream-send-errors", downstream_send_errors)		\

@@ -647,11 +647,11 @@ client_fail(struct dlb_worker *w, const struct dlb_client *cl, const struct dlb_
 	dlb_wr16(buf + 4, 1);
 	memset(buf + 6, 0, 6);
 	n = DLB_DNS_HDR;
-	/* echo the question (lowercased: the client's case is not kept in a slot) */
-	memcpy(buf + n, s->qname_lc, s->qname_len);
-	n += s->qname_len;
-	dlb_wr16(buf + n, s->qtype);
-	dlb_wr16(buf + n + 2, s->qclass);
+	/* echo the question as the client wrote it */
+	memcpy(buf + n, s->qname_wire, s->key.qname_len);
+	n += s->key.qname_len;
+	dlb_wr16(buf + n, s->key.qtype);
+	dlb_wr16(buf + n + 2, s->key.qclass);
 	n += 4;
 	if (count_self)
 		w->stats.self_answered++;	/* a timeout is counted as such instead */
@@ -761,8 +761,14 @@ up_fail_all(struct dlb_tcp_up *u, bool timeout)
 
 		w->be_stats[r->s.be_index].outstanding--;
 		if (timeout) {
-			w->stats.downstream_timeouts++;
 			w->be_stats[r->s.be_index].drops++;
+			if (r->s.client.proto != DLB_CLIENT_INTERNAL) {
+				w->stats.downstream_timeouts++;
+				if (dlb_query_answer_stale(w, &r->s)) {
+					free(r->frame);
+					continue;
+				}
+			}
 		}
 		if (r->s.client.proto == DLB_CLIENT_TCP)
 			client_fail(w, &r->s.client, &r->s, !timeout);
@@ -940,7 +946,7 @@ up_read_frames(struct dlb_tcp_up *u)
 		dlb_query_finish_response(w, pkt, flen, &s);
 		if (s.client.proto == DLB_CLIENT_TCP)
 			dlb_tcp_deliver(w, &s.client, pkt, flen);
-		else
+		else if (s.client.proto == DLB_CLIENT_UDP)
 			dlb_frontend_send_reply(w, &s.client, pkt, flen);
 	}
 	memmove(u->rbuf, u->rbuf + pos, u->rlen - pos);
@@ -1049,13 +1055,8 @@ dlb_tcp_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_clie
 	bool unique;
 	struct dlb_slot s;
 
-	memset(&s, 0, sizeof(s));
-	s.be_index = be->index;
-	s.qtype = q->m.qtype;
-	s.qclass = q->m.qclass;
-	s.qname_len = q->m.qname_len;
-	memcpy(s.qname_lc, q->m.qname_lc, q->m.qname_len);
-	s.client = *c;
+	memset(&s, 0, offsetof(struct dlb_slot, key));
+	dlb_query_fill_slot(&s, q, c);
 	if (u == NULL || u->nreqs == u->cap) {
 		struct up_req *nr = NULL;
 

@@ -610,3 +610,73 @@ dlb_wire_build_answer(const uint8_t *qpkt, const struct dlb_dnsmsg *q, uint8_t r
 	}
 	return (int)o;
 }
+
+int
+dlb_wire_scan_answer(const uint8_t *pkt, size_t len, uint16_t *ttl_offs, size_t max,
+		     struct dlb_answer_scan *out)
+{
+	unsigned counts[3];
+	size_t pos;
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	out->min_ttl = UINT32_MAX;
+	if (len < DLB_DNS_HDR || len > WIRE_MAX_MSG || dlb_rd16(pkt + 4) != 1)
+		return DLB_EMALF;
+	counts[0] = dlb_rd16(pkt + 6);
+	counts[1] = dlb_rd16(pkt + 8);
+	counts[2] = dlb_rd16(pkt + 10);
+	/* every record needs at least 11 octets: no loop over absurd counts */
+	if ((size_t)(counts[0] + counts[1] + counts[2]) * 11 > len)
+		return DLB_ETRUNC;
+	r = dlb_wire_skip_name(pkt, len, DLB_DNS_HDR);
+	if (r < 0)
+		return r;
+	pos = (size_t)r + 4;
+	if (pos > len)
+		return DLB_ETRUNC;
+	for (int sec = 0; sec < 3; sec++) {
+		for (unsigned i = 0; i < counts[sec]; i++) {
+			uint16_t type, rdlen;
+			uint32_t ttl;
+
+			r = dlb_wire_skip_name(pkt, len, pos);
+			if (r < 0)
+				return r;
+			pos = (size_t)r;
+			if (len - pos < 10)
+				return DLB_ETRUNC;
+			type = dlb_rd16(pkt + pos);
+			ttl = dlb_rd32(pkt + pos + 4);
+			rdlen = dlb_rd16(pkt + pos + 8);
+			if (len - pos - 10 < rdlen)
+				return DLB_ETRUNC;
+			if (type != DLB_TYPE_OPT) {
+				if (out->nttl == max)
+					return DLB_ESPACE;
+				ttl_offs[out->nttl++] = (uint16_t)(pos + 4);
+				out->nrecords++;
+				if (ttl < out->min_ttl)
+					out->min_ttl = ttl;
+				if (sec == 1 && type == 6 /* SOA */) {
+					size_t rd = pos + 10, end = rd + rdlen;
+
+					/* MNAME and RNAME, then 5 32-bit fields, MINIMUM last */
+					r = dlb_wire_skip_name(pkt, end, rd);
+					if (r < 0)
+						return r;
+					r = dlb_wire_skip_name(pkt, end, (size_t)r);
+					if (r < 0)
+						return r;
+					if (end - (size_t)r < 20)
+						return DLB_EMALF;
+					out->has_soa = true;
+					out->soa_minimum = dlb_rd32(pkt + r + 16);
+					out->soa_ttl = ttl;
+				}
+			}
+			pos += 10 + (size_t)rdlen;
+		}
+	}
+	return DLB_OK;
+}

@@ -154,6 +154,27 @@ int dlb_wire_name_to_text(const uint8_t *name, size_t len, char *out, size_t out
  */
 int dlb_wire_name_from_text(const char *text, uint8_t *out, size_t outsz);
 
+/** What dlb_wire_scan_answer() found in a response. */
+struct dlb_answer_scan {
+	uint32_t min_ttl;	/* smallest TTL of the answer/authority/additional records
+				 * other than OPT; UINT32_MAX when there are none */
+	uint32_t nrecords;	/* records other than OPT */
+	uint32_t soa_minimum;	/* MINIMUM of a SOA in the authority section */
+	uint32_t soa_ttl;	/* that SOA's TTL */
+	bool has_soa;
+	uint16_t nttl;		/* TTL offsets written */
+};
+
+/**
+ * Walk every record of the response @pkt (qdcount must be 1) with bounded
+ * name skipping (pointers are not followed) and record the offset of each
+ * TTL field except OPT's into @ttl_offs (at most @max).
+ * @return DLB_OK, DLB_ESPACE (more TTLs than @max), or DLB_EMALF/DLB_ETRUNC
+ * for anything malformed (such an answer is never cached).
+ */
+int dlb_wire_scan_answer(const uint8_t *pkt, size_t len, uint16_t *ttl_offs, size_t max,
+			 struct dlb_answer_scan *out);
+
 /** Settings for locally generated answers (from the config). */
 struct dlb_selfanswer_opts {
 	bool add_edns;		/* setAddEDNSToSelfGeneratedResponses, default true */

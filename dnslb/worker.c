@@ -41,6 +41,26 @@ stop_cb(struct ev_loop *loop, ev_async *a, int revents)
 	ev_break(loop, EVBREAK_ALL);
 }
 
+/* After poll, before any callback (EV_MAXPRI): enter the epoch section. */
+static void
+rcu_enter_cb(struct ev_loop *loop, ev_check *c, int revents)
+{
+	struct dlb_worker *w = ev_userdata(loop);
+
+	dlb_rcu_enter(&w->rcu);
+}
+
+/* Before blocking: leave the section, so an idle worker never holds back reclamation. */
+static void
+rcu_exit_cb(struct ev_loop *loop, ev_prepare *p, int revents)
+{
+	struct dlb_worker *w = ev_userdata(loop);
+
+	if (w->rcu.depth > 0)
+		dlb_rcu_exit(&w->rcu);
+	dlb_rcu_poll(&w->rcu);
+}
+
 struct dlb_worker *
 dlb_worker_new(int id, const struct dlb_config *cfg)
 {
@@ -58,12 +78,13 @@ dlb_worker_new(int id, const struct dlb_config *cfg)
 	/* receive buffers: only the pages datagrams actually fill become resident */
 	w->rbuf = mmap(NULL, (size_t)DLB_UDP_BATCH * DLB_RBUF_SIZE, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	w->scratch = malloc(DLB_RBUF_SIZE);
 	w->be = calloc((size_t)nb, sizeof(*w->be));
 	w->be_stats = aligned_alloc(64, (size_t)nb * sizeof(*w->be_stats));
 	w->listeners = calloc((size_t)(cfg->nfrontends > 0 ? cfg->nfrontends : 1),
 			      sizeof(*w->listeners));
 	if (w->loop == NULL || w->rbuf == MAP_FAILED || w->be == NULL || w->be_stats == NULL ||
-	    w->listeners == NULL) {
+	    w->listeners == NULL || w->scratch == NULL) {
 		if (w->rbuf == MAP_FAILED)
 			w->rbuf = NULL;
 		dlb_err("worker %d: out of memory", id);
@@ -89,6 +110,11 @@ dlb_worker_new(int id, const struct dlb_config *cfg)
 	ev_init(&w->timeout_timer, dlb_backend_timeout_cb);
 	ev_async_init(&w->stop, stop_cb);
 	ev_async_start(w->loop, &w->stop);
+	ev_check_init(&w->rcu_enter, rcu_enter_cb);
+	ev_set_priority(&w->rcu_enter, EV_MAXPRI);
+	ev_check_start(w->loop, &w->rcu_enter);
+	ev_prepare_init(&w->rcu_exit, rcu_exit_cb);
+	ev_prepare_start(w->loop, &w->rcu_exit);
 	return w;
 }
 
@@ -115,7 +141,16 @@ worker_main(void *arg)
 		dlb_listener_start(&w->listeners[i]);
 	for (int b = 0; b < cfg->nbackends; b++)
 		dlb_backend_local_start(w, b);
+	if (dlb_rcu_register(&w->rcu) != 0) {
+		dlb_err("worker %d: out of memory", w->id);
+		return NULL;
+	}
 	ev_run(w->loop, 0);
+	/* leave the last section, close connections, then free what we retired */
+	if (w->rcu.depth > 0)
+		dlb_rcu_exit(&w->rcu);
+	dlb_tcp_worker_close_all(w);
+	dlb_rcu_unregister(&w->rcu);
 	return NULL;
 }
 
@@ -158,6 +193,7 @@ dlb_worker_free(struct dlb_worker *w)
 	if (w->loop != NULL)
 		ev_loop_destroy(w->loop);
 	free(w->listeners);
+	free(w->scratch);
 	free(w->be);
 	free(w->be_stats);
 	free(w);

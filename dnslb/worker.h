@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "dnslb/inflight.h"
+#include "dnslb/rcu.h"
 #include "dnslb/stats.h"
 #include "dnslb/util.h"
 
@@ -90,6 +91,10 @@ struct dlb_worker {
 	struct dlb_slot_pool slots;
 	ev_timer timeout_timer;		/* earliest in-flight deadline */
 	ev_async stop;
+	struct dlb_rcu_thread rcu;	/* epoch record: entered around each loop iteration's work */
+	ev_check rcu_enter;
+	ev_prepare rcu_exit;
+	uint8_t *scratch;		/* DLB_RBUF_SIZE: answers built outside a receive buffer */
 
 	/* TCP client connections: slot table with generations */
 	struct dlb_tcp_client **conns;

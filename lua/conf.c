@@ -1,10 +1,10 @@
 /*
  * conf.c - the dnsdist-compatible Lua configuration: listeners, ACL,
- * servers, pools, policies, settings and constant tables.
+ * servers, pools, policies, packet caches, settings and constant tables.
  *
  * Every binding is a `static int l_<name>(lua_State *L)` listed in
- * conf_funcs[] below (Server, ServerPool and ServerPolicy methods in their
- * own metatables). Bindings validate all their arguments before they touch
+ * conf_funcs[] below (Server, ServerPool, ServerPolicy and PacketCache
+ * methods in their own metatables). Bindings validate all their arguments before they touch
  * struct dlb_config, so a Lua error (a longjmp) never leaves it half-changed
  * and never leaks: newServer() parses into a scratch userdata and only copies
  * into a malloc'ed backend once nothing can fail any more.
@@ -18,7 +18,10 @@
  * Thread: main only. Ownership: struct dlb_lua_conf borrows the config; Lua
  * userdata for servers hold {pointer, index, uuid} and are re-validated
  * against the config on every use, so one kept after rmServer() raises an
- * error instead of touching freed memory.
+ * error instead of touching freed memory. PacketCache userdata hold the
+ * struct dlb_cache pointer itself: caches live in cfg->caches until
+ * dlb_config_free(), and each cache has exactly one Lua object (kept in a
+ * registry table), so getCache() returns the object newPacketCache() did.
  */
 #include "lua/conf.h"
 
@@ -37,10 +40,13 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 
+#include "dnslb/cache.h"
 #include "dnslb/config.h"
 #include "dnslb/log.h"
 #include "dnslb/netmask.h"
+#include "dnslb/rcu.h"
 #include "dnslb/wire.h"
 
 #ifndef DLB_VERSION
@@ -50,6 +56,7 @@
 #define MT_SERVER	"DownstreamState"
 #define MT_POOL		"ServerPool"
 #define MT_POLICY	"ServerPolicy"
+#define MT_CACHE	"PacketCache"
 #define MT_DIR		"dnslb.dir"
 
 struct dlb_lua_conf {
@@ -57,6 +64,7 @@ struct dlb_lua_conf {
 	struct dlb_config *cfg;		/* borrowed */
 	enum dlb_lua_phase phase;
 	bool including;			/* inside includeDirectory() */
+	struct dlb_rcu_thread *rt;	/* borrowed: main thread's record, for cache methods */
 	char *files[256];		/* every file evaluated, to undo Lua's shortening of names */
 	int nfiles;
 };
@@ -88,6 +96,10 @@ struct policy_ref {
 	int policy;			/* enum dlb_policy */
 };
 
+struct cache_ref {
+	struct dlb_cache *c;		/* owned by cfg->caches */
+};
+
 struct named_value {
 	const char *name;
 	int value;
@@ -95,6 +107,8 @@ struct named_value {
 
 /* the registry key of the struct dlb_lua_conf pointer */
 static const char conf_key = 'c';
+/* the registry key of the table {lightuserdata cache -> its PacketCache object} */
+static const char caches_key = 'p';
 
 /* ---- constants ---------------------------------------------------------- */
 
@@ -297,6 +311,30 @@ arg_string(lua_State *L, int arg, const char *fn)
 	if (lua_type(L, arg) != LUA_TSTRING)
 		luaL_error(L, "%s: argument #%d must be a string", fn, arg);
 	return lua_tostring(L, arg);
+}
+
+/* Integer at stack @idx in [lo, hi]; @what names it in errors ("'maxTTL'"). */
+static lua_Integer
+check_int_at(lua_State *L, int idx, const char *fn, const char *what, lua_Integer lo,
+	     lua_Integer hi)
+{
+	lua_Integer v = 0;
+
+	if (!to_integer(L, idx, &v))
+		luaL_error(L, "%s: %s must be an integer", fn, what);
+	if (v < lo || v > hi)
+		luaL_error(L, "%s: %s is out of range (%I..%I)", fn, what, lo, hi);
+	return v;
+}
+
+static bool
+check_bool_at(lua_State *L, int idx, const char *fn, const char *what)
+{
+	bool b = false;
+
+	if (!to_bool(L, idx, &b))
+		luaL_error(L, "%s: %s must be a boolean", fn, what);
+	return b;
 }
 
 static bool
@@ -1137,6 +1175,592 @@ l_rm_server(lua_State *L)
 	return 0;
 }
 
+/* ---- packet caches ------------------------------------------------------ */
+
+#define CACHE_TTL_MAX		((lua_Integer)UINT32_MAX)
+#define CACHE_SHARDS_MAX	1024
+
+enum cache_opt_kind {
+	CACHE_OPT_U32,
+	CACHE_OPT_BOOL,
+};
+
+/* The plain newPacketCache() options: name, type, field, range. */
+static const struct cache_opt_field {
+	const char *key;
+	enum cache_opt_kind kind;
+	size_t off;
+	lua_Integer lo, hi;
+} cache_opt_fields[] = {
+	{ "maxTTL", CACHE_OPT_U32, offsetof(struct dlb_cache_opts, max_ttl), 0, CACHE_TTL_MAX },
+	{ "minTTL", CACHE_OPT_U32, offsetof(struct dlb_cache_opts, min_ttl), 0, CACHE_TTL_MAX },
+	{ "temporaryFailureTTL", CACHE_OPT_U32, offsetof(struct dlb_cache_opts, temp_failure_ttl),
+	  0, CACHE_TTL_MAX },
+	{ "maxNegativeTTL", CACHE_OPT_U32, offsetof(struct dlb_cache_opts, max_negative_ttl), 0,
+	  CACHE_TTL_MAX },
+	{ "staleTTL", CACHE_OPT_U32, offsetof(struct dlb_cache_opts, stale_ttl), 0, CACHE_TTL_MAX },
+	{ "numberOfShards", CACHE_OPT_U32, offsetof(struct dlb_cache_opts, shards), 1,
+	  CACHE_SHARDS_MAX },
+	{ "maximumEntrySize", CACHE_OPT_U32, offsetof(struct dlb_cache_opts, maximum_entry_size),
+	  DLB_DNS_HDR, 65535 },
+	{ "dontAge", CACHE_OPT_BOOL, offsetof(struct dlb_cache_opts, dont_age), 0, 0 },
+	{ "keepStaleData", CACHE_OPT_BOOL, offsetof(struct dlb_cache_opts, keep_stale_data), 0, 0 },
+	{ "parseECS", CACHE_OPT_BOOL, offsetof(struct dlb_cache_opts, parse_ecs), 0, 0 },
+	{ "cookieHashing", CACHE_OPT_BOOL, offsetof(struct dlb_cache_opts, cookie_hashing), 0, 0 },
+	{ "deferrableInsertLock", CACHE_OPT_BOOL,
+	  offsetof(struct dlb_cache_opts, deferrable_insert_lock), 0, 0 },
+};
+
+/* every key of the table form: the fields above and the ones parsed by hand */
+static const char *const cache_keys[] = {
+	"maxTTL", "minTTL", "temporaryFailureTTL", "maxNegativeTTL", "staleTTL",
+	"numberOfShards", "maximumEntrySize", "dontAge", "keepStaleData", "parseECS",
+	"cookieHashing", "deferrableInsertLock", "skipOptions", "maxMemory", "payloadRanks",
+	"prefetch", NULL,
+};
+
+/* the deprecated positional form, from argument #2 on */
+static const char *const cache_positional[] = {
+	"maxTTL", "minTTL", "temporaryFailureTTL", "staleTTL", "dontAge", "numberOfShards",
+	"deferrableInsertLock", "maxNegativeTTL", "parseECS",
+};
+
+static const struct cache_opt_field *
+cache_opt_field(const char *key)
+{
+	for (size_t i = 0; i < sizeof(cache_opt_fields) / sizeof(cache_opt_fields[0]); i++)
+		if (strcmp(cache_opt_fields[i].key, key) == 0)
+			return &cache_opt_fields[i];
+	return NULL;
+}
+
+/* Store the value at stack @idx into the option @f of @o; @what names it in errors. */
+static void
+set_cache_opt(lua_State *L, int idx, const char *fn, const char *what,
+	      const struct cache_opt_field *f, struct dlb_cache_opts *o)
+{
+	char *field = (char *)o + f->off;
+
+	if (f->kind == CACHE_OPT_BOOL) {
+		bool b = check_bool_at(L, idx, fn, what);
+
+		memcpy(field, &b, sizeof(b));
+	} else {
+		uint32_t v = (uint32_t)check_int_at(L, idx, fn, what, f->lo, f->hi);
+
+		memcpy(field, &v, sizeof(v));
+	}
+}
+
+/* "123456", "512K", "64M", "2G" (binary multiples) into bytes. */
+static bool
+parse_byte_size(const char *s, uint64_t *out)
+{
+	uint64_t v = 0, mult = 1;
+	const char *p = s;
+
+	if (!isdigit((unsigned char)*p))
+		return false;
+	for (; isdigit((unsigned char)*p); p++) {
+		if (v > (UINT64_MAX - 9) / 10)
+			return false;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	switch (*p) {
+	case '\0':
+		break;
+	case 'k': case 'K':
+		mult = 1024;
+		break;
+	case 'm': case 'M':
+		mult = 1024 * 1024;
+		break;
+	case 'g': case 'G':
+		mult = 1024 * 1024 * 1024;
+		break;
+	default:
+		return false;
+	}
+	if (*p != '\0' && p[1] != '\0')
+		return false;
+	if (v > (uint64_t)INT64_MAX / mult)
+		return false;
+	*out = v * mult;
+	return true;
+}
+
+static int
+cmp_u16(const void *a, const void *b)
+{
+	uint16_t x = *(const uint16_t *)a, y = *(const uint16_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* skipOptions = {code, ...}: added to the codes the defaults already skip. */
+static void
+parse_skip_options(lua_State *L, int t, const char *fn, struct dlb_cache_opts *o)
+{
+	lua_Integer n;
+
+	if (lua_type(L, t) != LUA_TTABLE)
+		luaL_error(L, "%s: 'skipOptions' must be a table of EDNS option codes", fn);
+	n = (lua_Integer)lua_rawlen(L, t);
+	for (lua_Integer i = 1; i <= n; i++) {
+		uint16_t code;
+		bool seen = false;
+
+		lua_rawgeti(L, t, i);
+		code = (uint16_t)check_int_at(L, -1, fn, "'skipOptions' entry", 0, 65535);
+		lua_pop(L, 1);
+		for (int j = 0; j < o->nskip; j++)
+			seen = seen || o->skip_options[j] == code;
+		if (seen)
+			continue;
+		if (o->nskip >= DLB_CACHE_MAX_SKIP)
+			luaL_error(L, "%s: at most %d codes in 'skipOptions'", fn,
+				   DLB_CACHE_MAX_SKIP);
+		o->skip_options[o->nskip++] = code;
+	}
+}
+
+/* payloadRanks = {512, 1232, 4096}: sorted, duplicates dropped. */
+static void
+parse_payload_ranks(lua_State *L, int t, const char *fn, struct dlb_cache_opts *o)
+{
+	uint16_t ranks[DLB_CACHE_MAX_RANKS];
+	lua_Integer n;
+	int nranks = 0;
+
+	if (lua_type(L, t) != LUA_TTABLE)
+		luaL_error(L, "%s: 'payloadRanks' must be a table of payload sizes", fn);
+	n = (lua_Integer)lua_rawlen(L, t);
+	for (lua_Integer i = 1; i <= n; i++) {
+		uint16_t size;
+		bool seen = false;
+
+		lua_rawgeti(L, t, i);
+		size = (uint16_t)check_int_at(L, -1, fn, "'payloadRanks' entry", 512, 65535);
+		lua_pop(L, 1);
+		for (int j = 0; j < nranks; j++)
+			seen = seen || ranks[j] == size;
+		if (seen)
+			continue;
+		if (nranks >= DLB_CACHE_MAX_RANKS)
+			luaL_error(L, "%s: at most %d sizes in 'payloadRanks'", fn,
+				   DLB_CACHE_MAX_RANKS);
+		ranks[nranks++] = size;
+	}
+	qsort(ranks, (size_t)nranks, sizeof(ranks[0]), cmp_u16);
+	memcpy(o->payload_ranks, ranks, sizeof(ranks[0]) * (size_t)nranks);
+	o->nranks = nranks;
+}
+
+/* newPacketCache(maxEntries, {options}): the table at index 2. */
+static void
+parse_cache_table(lua_State *L, const char *fn, struct dlb_cache_opts *o)
+{
+	lua_Number frac = 0;
+
+	warn_unknown_keys(L, 2, fn, "option", cache_keys);
+	for (size_t i = 0; i < sizeof(cache_opt_fields) / sizeof(cache_opt_fields[0]); i++) {
+		const struct cache_opt_field *f = &cache_opt_fields[i];
+		char what[64];
+
+		if (lua_getfield(L, 2, f->key) != LUA_TNIL) {
+			snprintf(what, sizeof(what), "'%s'", f->key);
+			set_cache_opt(L, -1, fn, what, f, o);
+		}
+		lua_pop(L, 1);
+	}
+
+	if (lua_getfield(L, 2, "skipOptions") != LUA_TNIL)
+		parse_skip_options(L, lua_gettop(L), fn, o);
+	lua_pop(L, 1);
+
+	if (lua_getfield(L, 2, "payloadRanks") != LUA_TNIL)
+		parse_payload_ranks(L, lua_gettop(L), fn, o);
+	lua_pop(L, 1);
+
+	switch (lua_getfield(L, 2, "maxMemory")) {
+	case LUA_TNIL:
+		break;
+	case LUA_TSTRING:
+		if (parse_byte_size(lua_tostring(L, -1), &o->max_bytes))
+			break;
+		/* fall through */
+	default: {
+		lua_Integer v = 0;
+
+		if (lua_type(L, -1) != LUA_TNUMBER || !to_integer(L, -1, &v) || v < 0)
+			luaL_error(L, "%s: 'maxMemory' must be a number of bytes or a size like "
+				   "\"64M\" (suffixes K, M, G)", fn);
+		o->max_bytes = (uint64_t)v;
+	}
+	}
+	lua_pop(L, 1);
+
+	if (lua_getfield(L, 2, "prefetch") != LUA_TNIL) {
+		if (!to_number(L, -1, &frac) || frac < 0 || frac >= 1)
+			luaL_error(L, "%s: 'prefetch' must be a fraction of the TTL, at least 0 "
+				   "and below 1", fn);
+		o->prefetch = frac;
+	}
+	lua_pop(L, 1);
+}
+
+/*
+ * The deprecated form newPacketCache(maxEntries, maxTTL, minTTL,
+ * temporaryFailureTTL, staleTTL, dontAge, numberOfShards,
+ * deferrableInsertLock, maxNegativeTTL, parseECS); nil keeps a default.
+ */
+static void
+parse_cache_positional(lua_State *L, const char *fn, struct dlb_cache_opts *o)
+{
+	int top = lua_gettop(L);
+	size_t n = sizeof(cache_positional) / sizeof(cache_positional[0]);
+
+	if (top > (int)n + 1)
+		luaL_error(L, "%s: at most %d arguments", fn, (int)n + 1);
+	dlb_warn("%s: the positional form is deprecated, use newPacketCache(maxEntries, "
+		 "{options})", fn);
+	for (int arg = 2; arg <= top; arg++) {
+		const struct cache_opt_field *f = cache_opt_field(cache_positional[arg - 2]);
+		char what[64];
+
+		if (lua_isnil(L, arg))
+			continue;
+		snprintf(what, sizeof(what), "'%s' (argument #%d)", f->key, arg);
+		set_cache_opt(L, arg, fn, what, f, o);
+	}
+}
+
+/* Push the one PacketCache object of @c. */
+static void
+push_cache(lua_State *L, struct dlb_cache *c)
+{
+	lua_rawgetp(L, LUA_REGISTRYINDEX, &caches_key);
+	if (lua_rawgetp(L, -1, c) == LUA_TNIL) {
+		struct cache_ref *r;
+
+		lua_pop(L, 1);
+		r = lua_newuserdatauv(L, sizeof(*r), 0);
+		r->c = c;
+		luaL_setmetatable(L, MT_CACHE);
+		lua_pushvalue(L, -1);
+		lua_rawsetp(L, -3, c);
+	}
+	lua_remove(L, -2);
+}
+
+static struct dlb_cache *
+check_cache(lua_State *L, int idx)
+{
+	return ((struct cache_ref *)luaL_checkudata(L, idx, MT_CACHE))->c;
+}
+
+/* The main thread's RCU record, which the operations that remove entries need. */
+static struct dlb_rcu_thread *
+conf_rcu(lua_State *L, const char *fn)
+{
+	struct dlb_rcu_thread *rt = conf_get(L)->rt;
+
+	if (rt == NULL)
+		luaL_error(L, "%s: not available (no RCU record for the configuration thread)", fn);
+	return rt;
+}
+
+/* Free what the last operation retired, if no reader section is open here. */
+static void
+conf_rcu_poll(struct dlb_rcu_thread *rt)
+{
+	if (rt->depth == 0)
+		dlb_rcu_poll(rt);
+}
+
+static int
+l_new_packet_cache(lua_State *L)
+{
+	const char *fn = "newPacketCache";
+	struct dlb_config *cfg = conf_get(L)->cfg;
+	struct dlb_cache_opts o, def;
+	struct cache_ref *r;
+	struct dlb_cache *c;
+
+	dlb_cache_opts_default(&o);
+	def = o;
+	o.max_entries = (uint32_t)check_int_at(L, 1, fn, "maxEntries", 1, (lua_Integer)UINT32_MAX);
+	if (lua_type(L, 2) == LUA_TTABLE) {
+		if (lua_gettop(L) > 2)
+			return luaL_error(L, "%s: expected (maxEntries, {options})", fn);
+		parse_cache_table(L, fn, &o);
+	} else if (lua_gettop(L) >= 2) {
+		parse_cache_positional(L, fn, &o);
+	}
+	if (o.max_entries < o.shards) {
+		/* dnsdist's warning, but only when the shards were asked for */
+		if (o.shards != def.shards)
+			dlb_warn("The number of entries (%u) in the packet cache is smaller than "
+				 "the number of shards (%u), decreasing the number of shards to %u",
+				 o.max_entries, o.shards, o.max_entries);
+		o.shards = o.max_entries;
+	}
+	if (cfg->ncaches >= (int)(sizeof(cfg->caches) / sizeof(cfg->caches[0])))
+		return luaL_error(L, "%s: too many packet caches (at most %d)", fn,
+				  (int)(sizeof(cfg->caches) / sizeof(cfg->caches[0])));
+
+	/* allocate the Lua side first: once the cache exists nothing may fail but the registry */
+	r = lua_newuserdatauv(L, sizeof(*r), 0);
+	c = dlb_cache_new(&o);
+	if (c == NULL)
+		return luaL_error(L, "%s: cannot create a cache of %I entries (out of memory)", fn,
+				  (lua_Integer)o.max_entries);
+	cfg->caches[cfg->ncaches] = c;
+	__atomic_store_n(&cfg->ncaches, cfg->ncaches + 1, __ATOMIC_RELEASE);
+	r->c = c;
+	luaL_setmetatable(L, MT_CACHE);
+
+	lua_rawgetp(L, LUA_REGISTRYINDEX, &caches_key);
+	lua_pushvalue(L, -2);
+	lua_rawsetp(L, -2, c);
+	lua_pop(L, 1);
+	return 1;
+}
+
+static void
+push_cache_fill(lua_State *L, struct dlb_cache *c)
+{
+	struct dlb_cache_stats st;
+
+	dlb_cache_get_stats(c, &st);
+	lua_pushfstring(L, "%I/%I", (lua_Integer)st.entries, (lua_Integer)st.max_entries);
+}
+
+static int
+l_cache_to_string(lua_State *L)
+{
+	push_cache_fill(L, check_cache(L, 1));
+	return 1;
+}
+
+static int
+l_cache_is_full(lua_State *L)
+{
+	lua_pushboolean(L, dlb_cache_is_full(check_cache(L, 1)));
+	return 1;
+}
+
+static int
+l_cache_print_stats(lua_State *L)
+{
+	/* dnsdist 1.7's lines, then dnslb's */
+	static const char *const labels[] = {
+		"Hits", "Misses", "Deferred inserts", "Deferred lookups", "Lookup Collisions",
+		"Insert Collisions", "TTL Too Shorts", "Stale hits", "Prefetches", "Evictions",
+	};
+	struct dlb_cache_stats st;
+
+	dlb_cache_get_stats(check_cache(L, 1), &st);
+	{
+		const uint64_t values[] = {
+			st.hits, st.misses, st.deferred_inserts, st.deferred_lookups,
+			st.lookup_collisions, st.insert_collisions, st.ttl_too_shorts,
+			st.stale_hits, st.prefetches, st.evictions,
+		};
+
+		lua_pushfstring(L, "Entries: %I/%I", (lua_Integer)st.entries,
+				(lua_Integer)st.max_entries);
+		conf_print(L, lua_tostring(L, -1));
+		lua_pop(L, 1);
+		for (size_t i = 0; i < sizeof(labels) / sizeof(labels[0]); i++) {
+			lua_pushfstring(L, "%s: %I", labels[i], (lua_Integer)values[i]);
+			conf_print(L, lua_tostring(L, -1));
+			lua_pop(L, 1);
+		}
+	}
+	lua_pushfstring(L, "Memory: %I bytes", (lua_Integer)st.bytes);
+	conf_print(L, lua_tostring(L, -1));
+	lua_pop(L, 1);
+	return 0;
+}
+
+static int
+l_cache_get_stats(lua_State *L)
+{
+	static const char *const keys[] = {
+		"entries", "maxEntries", "hits", "misses", "deferredInserts", "deferredLookups",
+		"lookupCollisions", "insertCollisions", "ttlTooShorts", "staleHits", "prefetches",
+		"evictions", "bytes",
+	};
+	struct dlb_cache_stats st;
+
+	dlb_cache_get_stats(check_cache(L, 1), &st);
+	{
+		const uint64_t values[] = {
+			st.entries, st.max_entries, st.hits, st.misses, st.deferred_inserts,
+			st.deferred_lookups, st.lookup_collisions, st.insert_collisions,
+			st.ttl_too_shorts, st.stale_hits, st.prefetches, st.evictions, st.bytes,
+		};
+
+		lua_createtable(L, 0, (int)(sizeof(keys) / sizeof(keys[0])));
+		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+			lua_pushinteger(L, (lua_Integer)values[i]);
+			lua_setfield(L, -2, keys[i]);
+		}
+	}
+	return 1;
+}
+
+/* expunge(n): remove entries until at most n remain. @return the number removed. */
+static int
+l_cache_expunge(lua_State *L)
+{
+	struct dlb_cache *c = check_cache(L, 1);
+	size_t keep = (size_t)check_int_at(L, 2, "expunge", "argument #1", 0, LUA_MAXINTEGER);
+	struct dlb_rcu_thread *rt = conf_rcu(L, "expunge");
+	size_t removed;
+
+	removed = dlb_cache_expunge(c, rt, keep);
+	conf_rcu_poll(rt);
+	lua_pushinteger(L, (lua_Integer)removed);
+	return 1;
+}
+
+/* purgeExpired(n): remove expired entries until at most n remain. */
+static int
+l_cache_purge_expired(lua_State *L)
+{
+	struct dlb_cache *c = check_cache(L, 1);
+	size_t keep = (size_t)check_int_at(L, 2, "purgeExpired", "argument #1", 0,
+					   LUA_MAXINTEGER);
+	struct dlb_rcu_thread *rt = conf_rcu(L, "purgeExpired");
+	size_t removed;
+
+	removed = dlb_cache_purge_expired(c, rt, keep, (double)time(NULL));
+	conf_rcu_poll(rt);
+	lua_pushinteger(L, (lua_Integer)removed);
+	return 1;
+}
+
+/*
+ * expungeByName(name[, qtype = ANY[, suffixMatch = false]]): prints
+ * "Expunged N records" as dnsdist does, and also returns N.
+ */
+static int
+l_cache_expunge_by_name(lua_State *L)
+{
+	const char *fn = "expungeByName";
+	struct dlb_cache *c = check_cache(L, 1);
+	const char *text;
+	uint8_t name[DLB_MAX_NAME];
+	uint16_t qtype = 255;
+	bool suffix = false;
+	struct dlb_rcu_thread *rt;
+	size_t removed;
+	int len;
+
+	if (lua_type(L, 2) != LUA_TSTRING)
+		return luaL_error(L, "%s: the name must be a string", fn);
+	text = lua_tostring(L, 2);
+	len = dlb_wire_name_from_text(text, name, sizeof(name));
+	if (len <= 0)
+		return luaL_error(L, "%s: invalid name '%s'", fn, text);
+	for (int i = 0; i < len; i++)
+		if (name[i] >= 'A' && name[i] <= 'Z')
+			name[i] = (uint8_t)(name[i] - 'A' + 'a');
+	if (!lua_isnoneornil(L, 3))
+		qtype = (uint16_t)check_rrtype(L, 3, fn, "qtype", qtypes);
+	if (!lua_isnoneornil(L, 4))
+		suffix = check_bool_at(L, 4, fn, "suffixMatch");
+	rt = conf_rcu(L, fn);
+
+	removed = dlb_cache_expunge_by_name(c, rt, name, (size_t)len, qtype, suffix);
+	conf_rcu_poll(rt);
+	lua_pushfstring(L, "Expunged %I records", (lua_Integer)removed);
+	conf_print(L, lua_tostring(L, -1));
+	lua_pop(L, 1);
+	lua_pushinteger(L, (lua_Integer)removed);
+	return 1;
+}
+
+/*
+ * dump(file): one line per entry. Like dnsdist, an existing file is never
+ * overwritten, and failures are reported, not raised.
+ */
+static int
+l_cache_dump(lua_State *L)
+{
+	struct dlb_cache *c = check_cache(L, 1);
+	const char *path;
+	struct dlb_rcu_thread *rt;
+	long n;
+	int err;
+
+	if (lua_type(L, 2) != LUA_TSTRING)
+		return luaL_error(L, "dump: the file name must be a string");
+	path = lua_tostring(L, 2);
+	rt = conf_rcu(L, "dump");
+
+	n = dlb_cache_dump(c, rt, path, (double)time(NULL));
+	err = errno;
+	conf_rcu_poll(rt);
+	if (n < 0)
+		lua_pushfstring(L, "Error opening dump file for writing: %s", strerror(err));
+	else
+		lua_pushfstring(L, "Dumped %I records", (lua_Integer)n);
+	conf_print(L, lua_tostring(L, -1));
+	lua_pop(L, 1);
+	return 0;
+}
+
+static const luaL_Reg cache_methods[] = {
+	{ "printStats", l_cache_print_stats },
+	{ "getStats", l_cache_get_stats },
+	{ "expunge", l_cache_expunge },
+	{ "expungeByName", l_cache_expunge_by_name },
+	{ "purgeExpired", l_cache_purge_expired },
+	{ "dump", l_cache_dump },
+	{ "isFull", l_cache_is_full },
+	{ "toString", l_cache_to_string },
+	{ NULL, NULL },
+};
+
+static int
+l_set_stale_cache_entries_ttl(lua_State *L)
+{
+	uint32_t ttl = (uint32_t)arg_int(L, 1, "setStaleCacheEntriesTTL", 0, CACHE_TTL_MAX);
+
+	__atomic_store_n(&conf_get(L)->cfg->stale_cache_ttl, ttl, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int
+l_set_serve_stale_on_timeout(lua_State *L)
+{
+	bool on = arg_bool(L, 1, "setServeStaleOnTimeout");
+
+	__atomic_store_n(&conf_get(L)->cfg->stale_on_timeout, on, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int
+l_set_cache_cleaning_delay(lua_State *L)
+{
+	int delay = (int)arg_int(L, 1, "setCacheCleaningDelay", 1, INT_MAX);
+
+	__atomic_store_n(&conf_get(L)->cfg->cache_cleaning_delay, delay, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int
+l_set_cache_cleaning_percentage(lua_State *L)
+{
+	int pct = (int)arg_int(L, 1, "setCacheCleaningPercentage", 0, 100);
+
+	__atomic_store_n(&conf_get(L)->cfg->cache_cleaning_pct, pct, __ATOMIC_RELAXED);
+	return 0;
+}
+
 /* ---- pools and policies ------------------------------------------------- */
 
 static struct dlb_pool *
@@ -1176,10 +1800,121 @@ l_pool_tostring(lua_State *L)
 	return 1;
 }
 
+/* The pool a ServerPool object names (pools are never freed). */
+static struct dlb_pool *
+check_pool(lua_State *L, int idx, const char *fn)
+{
+	return get_pool(L, fn, ((struct pool_ref *)luaL_checkudata(L, idx, MT_POOL))->name);
+}
+
+/*
+ * setCache/unsetCache work at runtime too: workers load pool->cache per
+ * query, and a cache is never freed before dlb_config_free(), so a worker
+ * still using the old pointer reads a live cache.
+ */
+static int
+l_pool_set_cache(lua_State *L)
+{
+	struct dlb_pool *p = check_pool(L, 1, "setCache");
+	struct dlb_cache *c = check_cache(L, 2);
+
+	__atomic_store_n(&p->cache, c, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static int
+l_pool_get_cache(lua_State *L)
+{
+	struct dlb_cache *c = __atomic_load_n(&check_pool(L, 1, "getCache")->cache,
+					      __ATOMIC_ACQUIRE);
+
+	if (c == NULL)
+		lua_pushnil(L);
+	else
+		push_cache(L, c);
+	return 1;
+}
+
+static int
+l_pool_unset_cache(lua_State *L)
+{
+	struct dlb_pool *p = check_pool(L, 1, "unsetCache");
+
+	__atomic_store_n(&p->cache, NULL, __ATOMIC_RELEASE);
+	return 0;
+}
+
 static const luaL_Reg pool_methods[] = {
 	{ "getName", l_pool_get_name },
+	{ "setCache", l_pool_set_cache },
+	{ "getCache", l_pool_get_cache },
+	{ "unsetCache", l_pool_unset_cache },
 	{ NULL, NULL },
 };
+
+static int
+cmp_pool_names(const void *a, const void *b)
+{
+	return strcmp((*(const struct dlb_pool *const *)a)->name,
+		      (*(const struct dlb_pool *const *)b)->name);
+}
+
+/* One showPools() row: dnsdist's boost format "%1$-20.20s %|25t|%2$20s %|25t|%3$20s %|50t|%4%". */
+static void
+print_pool_row(lua_State *L, const char *name, const char *cache, const char *policy,
+	       const char *servers)
+{
+	char head[256];
+
+	snprintf(head, sizeof(head), "%-20.20s     %20s %20s ", name, cache, policy);
+	lua_pushfstring(L, "%s%s", head, servers);
+	conf_print(L, lua_tostring(L, -1));
+	lua_pop(L, 1);
+}
+
+/* showPools(): Name, Cache ("entries/max"), ServerPolicy, Servers; pools sorted by name. */
+static int
+l_show_pools(lua_State *L)
+{
+	struct dlb_config *cfg = conf_get(L)->cfg;
+	struct dlb_pool *pools[DLB_MAX_POOLS];
+	int n = cfg->npools;
+
+	memcpy(pools, cfg->pools, sizeof(pools[0]) * (size_t)n);
+	qsort(pools, (size_t)n, sizeof(pools[0]), cmp_pool_names);
+	print_pool_row(L, "Name", "Cache", "ServerPolicy", "Servers");
+	for (int i = 0; i < n; i++) {
+		struct dlb_pool *p = pools[i];
+		struct dlb_cache *c = __atomic_load_n(&p->cache, __ATOMIC_ACQUIRE);
+		int policy = __atomic_load_n(&p->policy, __ATOMIC_RELAXED);
+		int members = __atomic_load_n(&p->n, __ATOMIC_ACQUIRE);
+		luaL_Buffer b;
+
+		if (c != NULL)
+			push_cache_fill(L, c);
+		else
+			lua_pushliteral(L, "");
+		luaL_buffinit(L, &b);
+		for (int j = 0; j < members; j++) {
+			const struct dlb_backend *be = p->members[j];
+
+			if (j > 0)
+				luaL_addstring(&b, ", ");
+			/* dnsdist: "name address" for a named server, else the address */
+			if (strcmp(be->name, be->addr_text) != 0) {
+				luaL_addstring(&b, be->name);
+				luaL_addchar(&b, ' ');
+			}
+			luaL_addstring(&b, be->addr_text);
+		}
+		luaL_pushresult(&b);
+		print_pool_row(L, p->name, lua_tostring(L, -2),
+			       dlb_policy_name(policy >= 0 ? policy : cfg->policy),
+			       lua_tostring(L, -1));
+		lua_pop(L, 2);
+	}
+	return 0;
+}
 
 static int
 l_get_pool_servers(lua_State *L)
@@ -1652,6 +2387,13 @@ static const luaL_Reg conf_funcs[] = {
 	{ "rmServer", l_rm_server },
 	{ "getPool", l_get_pool },
 	{ "getPoolServers", l_get_pool_servers },
+	{ "showPools", l_show_pools },
+	/* packet caches */
+	{ "newPacketCache", l_new_packet_cache },
+	{ "setStaleCacheEntriesTTL", l_set_stale_cache_entries_ttl },
+	{ "setServeStaleOnTimeout", l_set_serve_stale_on_timeout },
+	{ "setCacheCleaningDelay", l_set_cache_cleaning_delay },
+	{ "setCacheCleaningPercentage", l_set_cache_cleaning_percentage },
 	/* policies */
 	{ "setServerPolicy", l_set_server_policy },
 	{ "showServerPolicy", l_show_server_policy },
@@ -1750,6 +2492,15 @@ register_metatables(lua_State *L)
 	lua_setfield(L, -2, "__tostring");
 	lua_pop(L, 1);
 
+	luaL_newmetatable(L, MT_CACHE);
+	luaL_newlib(L, cache_methods);
+	lua_setfield(L, -2, "__index");
+	lua_pushcfunction(L, l_cache_to_string);
+	lua_setfield(L, -2, "__tostring");
+	lua_pop(L, 1);
+	lua_newtable(L);
+	lua_rawsetp(L, LUA_REGISTRYINDEX, &caches_key);
+
 	luaL_newmetatable(L, MT_DIR);
 	lua_pushcfunction(L, l_dir_gc);
 	lua_setfield(L, -2, "__gc");
@@ -1832,6 +2583,12 @@ void
 dlb_lua_conf_set_phase(struct dlb_lua_conf *lc, enum dlb_lua_phase phase)
 {
 	lc->phase = phase;
+}
+
+void
+dlb_lua_conf_set_rcu(struct dlb_lua_conf *lc, struct dlb_rcu_thread *rt)
+{
+	lc->rt = rt;
 }
 
 /* Run the chunk on the stack (or report the load error there) into @err. */

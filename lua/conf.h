@@ -13,6 +13,7 @@
 
 struct dlb_config;
 struct dlb_lua_conf;
+struct dlb_rcu_thread;
 
 enum dlb_lua_phase {
 	DLB_LUA_PHASE_CONFIG = 0,	/* evaluating the config file at startup */
@@ -23,6 +24,14 @@ enum dlb_lua_phase {
 struct dlb_lua_conf *dlb_lua_conf_new(struct dlb_config *cfg, enum dlb_lua_phase phase);
 void dlb_lua_conf_free(struct dlb_lua_conf *lc);
 void dlb_lua_conf_set_phase(struct dlb_lua_conf *lc, enum dlb_lua_phase phase);
+
+/**
+ * The calling (main) thread's registered RCU record, which the PacketCache
+ * methods that remove or read entries (expunge, expungeByName, purgeExpired,
+ * dump) need. Without one they raise a Lua error. Ownership: borrowed; it
+ * must outlive @lc or be replaced first.
+ */
+void dlb_lua_conf_set_rcu(struct dlb_lua_conf *lc, struct dlb_rcu_thread *rt);
 
 /**
  * Evaluate the config file @path (chunk name "@path", so errors read

@@ -2,7 +2,9 @@
  * test_config.c - the Lua configuration (lua/conf.c) and the structure it
  * builds (dnslb/config.c): each test evaluates config text and checks
  * struct dlb_config. Many checks run inside Lua with assert(), which fails
- * the load with the line of the failed assertion.
+ * the load with the line of the failed assertion. Packet-cache tests put
+ * entries in with the engine's own API (dlb_cache_insert) and check what the
+ * Lua methods see and remove.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,15 +19,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "dnslb/cache.h"
 #include "dnslb/config.h"
 #include "dnslb/netmask.h"
+#include "dnslb/rcu.h"
+#include "dnslb/wire.h"
 #include "lua/conf.h"
 
 struct fixture {
 	struct dlb_config *cfg;
 	struct dlb_lua_conf *lc;
+	struct dlb_rcu_thread rt;	/* the "main thread" record the cache methods use */
 	char err[1024];
 };
 
@@ -39,6 +46,8 @@ setup(void **state)
 	assert_non_null(f->cfg);
 	f->lc = dlb_lua_conf_new(f->cfg, DLB_LUA_PHASE_CONFIG);
 	assert_non_null(f->lc);
+	assert_int_equal(dlb_rcu_register(&f->rt), 0);
+	dlb_lua_conf_set_rcu(f->lc, &f->rt);
 	*state = f;
 	return 0;
 }
@@ -50,6 +59,7 @@ teardown(void **state)
 
 	dlb_lua_conf_free(f->lc);
 	dlb_config_free(f->cfg);
+	dlb_rcu_unregister(&f->rt);	/* frees what expunges retired */
 	free(f);
 	return 0;
 }
@@ -1060,6 +1070,545 @@ test_config_api(void **state)
 	dlb_config_pool_remove(cfg, "nonexistent", be);
 }
 
+/* ---- packet caches ------------------------------------------------------ */
+
+/*
+ * Put a NOERROR answer (one record of @qtype, TTL @ttl, received at @now)
+ * for the wire name @wire into @c, as a worker would after a backend reply.
+ */
+static void
+cache_put(struct fixture *f, struct dlb_cache *c, const char *wire, uint16_t qtype, uint32_t ttl,
+	  double now)
+{
+	static const uint8_t hdr[DLB_DNS_HDR] = { 0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0 };
+	size_t wlen = strlen(wire) + 1, qlen = 0, alen;
+	uint8_t q[300], a[350];
+	struct dlb_dnsmsg m;
+	struct dlb_cache_key k;
+	const uint8_t rr[] = {
+		0xc0, 0x0c, (uint8_t)(qtype >> 8), (uint8_t)qtype, 0, 1,
+		(uint8_t)(ttl >> 24), (uint8_t)(ttl >> 16), (uint8_t)(ttl >> 8), (uint8_t)ttl,
+		0, 4, 3, 'a', 'b', 'c',		/* fits A (192.0.2.1 would do) and TXT */
+	};
+
+	memcpy(q, hdr, sizeof(hdr));
+	qlen = sizeof(hdr);
+	memcpy(q + qlen, wire, wlen);
+	qlen += wlen;
+	q[qlen++] = (uint8_t)(qtype >> 8);
+	q[qlen++] = (uint8_t)qtype;
+	q[qlen++] = 0;
+	q[qlen++] = 1;
+	assert_int_equal(dlb_wire_parse_query(q, qlen, &m), DLB_OK);
+	assert_int_equal(dlb_cache_key_make(c, q, &m, false, &k), 0);
+
+	memcpy(a, q, qlen);
+	a[2] = 0x81;	/* QR, RD */
+	a[3] = 0x80;	/* RA, NOERROR */
+	a[7] = 1;	/* ancount */
+	alen = qlen;
+	memcpy(a + alen, rr, sizeof(rr));
+	alen += sizeof(rr);
+	assert_true(dlb_cache_insert(c, &f->rt, &k, a, alen, now, -1));
+}
+
+static void
+test_cache_settings(void **state)
+{
+	struct fixture *f = *state;
+	struct dlb_config *cfg = f->cfg;
+
+	assert_int_equal(cfg->cache_cleaning_delay, 60);
+	assert_int_equal(cfg->cache_cleaning_pct, 100);
+	assert_int_equal(cfg->stale_cache_ttl, 0);
+	assert_false(cfg->stale_on_timeout);
+	assert_int_equal(cfg->ncaches, 0);
+
+	run(f, "setStaleCacheEntriesTTL(600)\n"
+	       "setServeStaleOnTimeout(true)\n"
+	       "setCacheCleaningDelay('30')\n"
+	       "setCacheCleaningPercentage(20)");
+	assert_int_equal(cfg->stale_cache_ttl, 600);
+	assert_true(cfg->stale_on_timeout);
+	assert_int_equal(cfg->cache_cleaning_delay, 30);
+	assert_int_equal(cfg->cache_cleaning_pct, 20);
+
+	run(f, "setStaleCacheEntriesTTL(0)\nsetServeStaleOnTimeout(false)\n"
+	       "setCacheCleaningPercentage(0)\nsetCacheCleaningPercentage(100)");
+	assert_int_equal(cfg->stale_cache_ttl, 0);
+	assert_false(cfg->stale_on_timeout);
+	assert_int_equal(cfg->cache_cleaning_pct, 100);
+
+	run_fail(f, "\nsetStaleCacheEntriesTTL(-1)",
+		 "test:2: setStaleCacheEntriesTTL: -1 is out of range");
+	run_fail(f, "setStaleCacheEntriesTTL(4294967296)", "out of range");
+	run_fail(f, "setServeStaleOnTimeout(1)", "setServeStaleOnTimeout: argument #1 must be a "
+		 "boolean");
+	run_fail(f, "setCacheCleaningDelay(0)", "setCacheCleaningDelay: 0 is out of range");
+	run_fail(f, "setCacheCleaningPercentage(101)", "setCacheCleaningPercentage: 101 is out of "
+		 "range (0..100)");
+	run_fail(f, "setCacheCleaningPercentage('x')", "must be an integer");
+	assert_int_equal(cfg->cache_cleaning_delay, 30);
+	assert_int_equal(cfg->cache_cleaning_pct, 100);
+
+	/* all of them may change at runtime */
+	dlb_lua_conf_set_phase(f->lc, DLB_LUA_PHASE_RUNNING);
+	run(f, "setStaleCacheEntriesTTL(5)\nsetServeStaleOnTimeout(true)\n"
+	       "setCacheCleaningDelay(10)\nsetCacheCleaningPercentage(50)");
+	assert_int_equal(cfg->stale_cache_ttl, 5);
+	assert_int_equal(cfg->cache_cleaning_delay, 10);
+	assert_int_equal(cfg->cache_cleaning_pct, 50);
+}
+
+static void
+test_cache_new_defaults(void **state)
+{
+	struct fixture *f = *state;
+	struct dlb_config *cfg = f->cfg;
+	const struct dlb_cache_opts *o;
+
+	run(f, "pc = newPacketCache(10000)\n"
+	       "assert(tostring(pc) == '0/10000' and pc:toString() == '0/10000')\n"
+	       "assert(pc:isFull() == false)");
+	assert_int_equal(cfg->ncaches, 1);
+	o = dlb_cache_get_opts(cfg->caches[0]);
+	assert_int_equal(o->max_entries, 10000);
+	assert_int_equal(o->max_bytes, 0);
+	assert_int_equal(o->max_ttl, 86400);
+	assert_int_equal(o->min_ttl, 0);
+	assert_int_equal(o->temp_failure_ttl, 60);
+	assert_int_equal(o->max_negative_ttl, 3600);
+	assert_int_equal(o->stale_ttl, 60);
+	assert_false(o->dont_age);
+	assert_int_equal(o->shards, 32);	/* dnsdist's 20, rounded up to a power of 2 */
+	assert_false(o->keep_stale_data);
+	assert_false(o->parse_ecs);
+	assert_false(o->cookie_hashing);
+	assert_int_equal(o->nskip, 0);
+	assert_int_equal(o->maximum_entry_size, 4096);
+	assert_int_equal(o->nranks, 0);
+	assert_true(o->prefetch == 0);
+	assert_true(o->deferrable_insert_lock);
+
+	/* fewer entries than shards: the shards shrink (dnsdist warns and does the same) */
+	run(f, "newPacketCache(3)\nnewPacketCache(1, {numberOfShards=8})");
+	assert_int_equal(cfg->ncaches, 3);
+	assert_true(dlb_cache_get_opts(cfg->caches[1])->shards <= 3);
+	assert_int_equal(dlb_cache_get_opts(cfg->caches[2])->shards, 1);
+	/* an empty table and a nil table are the defaults */
+	run(f, "newPacketCache(100, {})\nnewPacketCache(100, nil)\nnewPacketCache('100')");
+	assert_int_equal(cfg->ncaches, 6);
+	assert_int_equal(dlb_cache_get_opts(cfg->caches[5])->max_entries, 100);
+	assert_int_equal(dlb_cache_get_opts(cfg->caches[4])->max_ttl, 86400);
+}
+
+static void
+test_cache_new_options(void **state)
+{
+	struct fixture *f = *state;
+	struct dlb_config *cfg = f->cfg;
+	const struct dlb_cache_opts *o;
+
+	run(f, "pc = newPacketCache(5000, {maxTTL=3600, minTTL='5', temporaryFailureTTL=10,\n"
+	       "  maxNegativeTTL=300, staleTTL=30, dontAge=true, numberOfShards=4,\n"
+	       "  keepStaleData=true, parseECS='true', cookieHashing=true,\n"
+	       "  skipOptions={EDNSOptionCode.NSID, 65001, 3}, maximumEntrySize=1500,\n"
+	       "  deferrableInsertLock=false, maxMemory='64M',\n"
+	       "  payloadRanks={4096, 512, 1232, 1232},\n"
+	       "  prefetch=0.1, someFutureOption=1})\n"
+	       "assert(tostring(pc) == '0/5000')");
+	assert_int_equal(cfg->ncaches, 1);
+	o = dlb_cache_get_opts(cfg->caches[0]);
+	assert_int_equal(o->max_entries, 5000);
+	assert_int_equal(o->max_ttl, 3600);
+	assert_int_equal(o->min_ttl, 5);
+	assert_int_equal(o->temp_failure_ttl, 10);
+	assert_int_equal(o->max_negative_ttl, 300);
+	assert_int_equal(o->stale_ttl, 30);
+	assert_true(o->dont_age);
+	assert_int_equal(o->shards, 4);
+	assert_true(o->keep_stale_data);
+	assert_true(o->parse_ecs);
+	assert_true(o->cookie_hashing);
+	assert_int_equal(o->nskip, 2);		/* duplicates dropped */
+	assert_int_equal(o->skip_options[0], 3);
+	assert_int_equal(o->skip_options[1], 65001);
+	assert_int_equal(o->maximum_entry_size, 1500);
+	assert_false(o->deferrable_insert_lock);
+	assert_int_equal(o->max_bytes, 64ull * 1024 * 1024);
+	assert_int_equal(o->nranks, 3);		/* sorted, duplicates dropped */
+	assert_int_equal(o->payload_ranks[0], 512);
+	assert_int_equal(o->payload_ranks[1], 1232);
+	assert_int_equal(o->payload_ranks[2], 4096);
+	assert_true(o->prefetch > 0.0999 && o->prefetch < 0.1001);
+
+	/* maxMemory forms; minTTL above maxTTL is accepted, as in dnsdist */
+	run(f, "newPacketCache(10, {maxMemory=1048576})\n"
+	       "newPacketCache(10, {maxMemory='512k'})\n"
+	       "newPacketCache(10, {maxMemory='2G'})\n"
+	       "newPacketCache(10, {maxMemory='4096'})\n"
+	       "newPacketCache(10, {maxMemory=0, minTTL=100, maxTTL=10, prefetch='0.5'})");
+	assert_int_equal(dlb_cache_get_opts(cfg->caches[1])->max_bytes, 1048576);
+	assert_int_equal(dlb_cache_get_opts(cfg->caches[2])->max_bytes, 512 * 1024);
+	assert_int_equal(dlb_cache_get_opts(cfg->caches[3])->max_bytes, 2ull << 30);
+	assert_int_equal(dlb_cache_get_opts(cfg->caches[4])->max_bytes, 4096);
+	o = dlb_cache_get_opts(cfg->caches[5]);
+	assert_int_equal(o->max_bytes, 0);
+	assert_int_equal(o->min_ttl, 100);
+	assert_int_equal(o->max_ttl, 10);
+	assert_true(o->prefetch == 0.5);
+}
+
+static void
+test_cache_new_positional(void **state)
+{
+	struct fixture *f = *state;
+	struct dlb_config *cfg = f->cfg;
+	const struct dlb_cache_opts *o;
+
+	/* maxEntries, maxTTL, minTTL, temporaryFailureTTL, staleTTL, dontAge,
+	 * numberOfShards, deferrableInsertLock, maxNegativeTTL, parseECS */
+	run(f, "newPacketCache(1000, 600, 2, 30, 15, true, 2, false, 120, true)\n"
+	       "newPacketCache(1000, 86400, 1)\n"
+	       "newPacketCache(1000, nil, 7, nil, nil, 'true')");
+	assert_int_equal(cfg->ncaches, 3);
+	o = dlb_cache_get_opts(cfg->caches[0]);
+	assert_int_equal(o->max_entries, 1000);
+	assert_int_equal(o->max_ttl, 600);
+	assert_int_equal(o->min_ttl, 2);
+	assert_int_equal(o->temp_failure_ttl, 30);
+	assert_int_equal(o->stale_ttl, 15);
+	assert_true(o->dont_age);
+	assert_int_equal(o->shards, 2);
+	assert_false(o->deferrable_insert_lock);
+	assert_int_equal(o->max_negative_ttl, 120);
+	assert_true(o->parse_ecs);
+
+	o = dlb_cache_get_opts(cfg->caches[1]);
+	assert_int_equal(o->min_ttl, 1);
+	assert_int_equal(o->temp_failure_ttl, 60);
+	assert_false(o->dont_age);
+
+	o = dlb_cache_get_opts(cfg->caches[2]);
+	assert_int_equal(o->max_ttl, 86400);
+	assert_int_equal(o->min_ttl, 7);
+	assert_true(o->dont_age);
+
+	run_fail(f, "\n\nnewPacketCache(10, -5)",
+		 "test:3: newPacketCache: 'maxTTL' (argument #2) is out of range (0..4294967295)");
+	run_fail(f, "newPacketCache(10, 1, 0, 1, 1, 'yes')",
+		 "test:1: newPacketCache: 'dontAge' (argument #6) must be a boolean");
+	run_fail(f, "newPacketCache(10, 1, 0, 1, 1, true, 0)",
+		 "'numberOfShards' (argument #7) is out of range");
+	run_fail(f, "newPacketCache(10, 1, 0, 1, 1, true, 1, true, 1, false, 1)",
+		 "newPacketCache: at most 10 arguments");
+	assert_int_equal(cfg->ncaches, 3);
+}
+
+static void
+test_cache_new_invalid(void **state)
+{
+	static const struct {
+		const char *code, *expect;
+	} bad[] = {
+		{ "newPacketCache()", "maxEntries must be an integer" },
+		{ "newPacketCache(0)", "maxEntries is out of range (1..4294967295)" },
+		{ "newPacketCache(-1)", "maxEntries is out of range" },
+		{ "newPacketCache(1.5)", "maxEntries must be an integer" },
+		{ "newPacketCache('many')", "maxEntries must be an integer" },
+		{ "newPacketCache(4294967296)", "maxEntries is out of range" },
+		{ "newPacketCache(10, {maxTTL=-1})",
+		  "'maxTTL' is out of range (0..4294967295)" },
+		{ "newPacketCache(10, {minTTL='abc'})", "'minTTL' must be an integer" },
+		{ "newPacketCache(10, {temporaryFailureTTL=-60})",
+		  "'temporaryFailureTTL' is out of range" },
+		{ "newPacketCache(10, {maxNegativeTTL=1e10})", "'maxNegativeTTL' is out of range" },
+		{ "newPacketCache(10, {staleTTL={}})", "'staleTTL' must be an integer" },
+		{ "newPacketCache(10, {dontAge=1})", "'dontAge' must be a boolean" },
+		{ "newPacketCache(10, {keepStaleData='yes'})", "'keepStaleData' must be a boolean" },
+		{ "newPacketCache(10, {numberOfShards=0})",
+		  "'numberOfShards' is out of range (1..1024)" },
+		{ "newPacketCache(10, {maximumEntrySize=11})",
+		  "'maximumEntrySize' is out of range (12..65535)" },
+		{ "newPacketCache(10, {maximumEntrySize=65536})", "'maximumEntrySize' is out of range" },
+		{ "newPacketCache(10, {skipOptions=10})", "'skipOptions' must be a table" },
+		{ "newPacketCache(10, {skipOptions={70000}})",
+		  "'skipOptions' entry is out of range (0..65535)" },
+		{ "newPacketCache(10, {skipOptions={'COOKIE'}})",
+		  "'skipOptions' entry must be an integer" },
+		{ "newPacketCache(10, {skipOptions={1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17}})",
+		  "at most 16 codes in 'skipOptions'" },
+		{ "newPacketCache(10, {payloadRanks=1232})", "'payloadRanks' must be a table" },
+		{ "newPacketCache(10, {payloadRanks={100, 1232}})",
+		  "'payloadRanks' entry is out of range (512..65535)" },
+		{ "newPacketCache(10, {payloadRanks={512, 70000}})", "'payloadRanks' entry is out of" },
+		{ "newPacketCache(10, {payloadRanks={512,600,700,800,900,1000,1100,1200,1300}})",
+		  "at most 8 sizes in 'payloadRanks'" },
+		{ "newPacketCache(10, {maxMemory='64X'})", "'maxMemory' must be a number of bytes" },
+		{ "newPacketCache(10, {maxMemory='M'})", "'maxMemory' must be a number of bytes" },
+		{ "newPacketCache(10, {maxMemory='64MB'})", "'maxMemory' must be a number of bytes" },
+		{ "newPacketCache(10, {maxMemory=-1})", "'maxMemory' must be a number of bytes" },
+		{ "newPacketCache(10, {maxMemory=1.5})", "'maxMemory' must be a number of bytes" },
+		{ "newPacketCache(10, {maxMemory=true})", "'maxMemory' must be a number of bytes" },
+		{ "newPacketCache(10, {maxMemory='99999999999999999999G'})", "'maxMemory'" },
+		{ "newPacketCache(10, {prefetch=1})", "'prefetch' must be a fraction of the TTL" },
+		{ "newPacketCache(10, {prefetch=-0.1})", "'prefetch' must be a fraction" },
+		{ "newPacketCache(10, {prefetch='soon'})", "'prefetch' must be a fraction" },
+		{ "newPacketCache(10, {prefetch=0/0})", "'prefetch' must be a fraction" },
+		{ "newPacketCache(10, {}, 5)", "newPacketCache: expected (maxEntries, {options})" },
+	};
+	struct fixture *f = *state;
+	char code[256], expect[256];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		/* every error carries the caller's line */
+		snprintf(code, sizeof(code), "local x = 1\n\n%s", bad[i].code);
+		run_fail(f, code, bad[i].expect);
+		snprintf(expect, sizeof(expect), "test:3: newPacketCache: ");
+		run_fail(f, code, expect);
+	}
+	assert_int_equal(f->cfg->ncaches, 0);
+}
+
+static void
+test_cache_too_many(void **state)
+{
+	struct fixture *f = *state;
+	int max = (int)(sizeof(f->cfg->caches) / sizeof(f->cfg->caches[0]));
+	char code[128], expect[128];
+
+	snprintf(code, sizeof(code), "for i = 1, %d do newPacketCache(10) end", max);
+	run(f, code);
+	assert_int_equal(f->cfg->ncaches, max);
+	snprintf(expect, sizeof(expect), "test:1: newPacketCache: too many packet caches "
+		 "(at most %d)", max);
+	run_fail(f, "newPacketCache(10)", expect);
+	assert_int_equal(f->cfg->ncaches, max);
+}
+
+static void
+test_pool_cache(void **state)
+{
+	struct fixture *f = *state;
+	struct dlb_config *cfg = f->cfg;
+
+	run(f, "pc = newPacketCache(100)\n"
+	       "other = newPacketCache(200)\n"
+	       "p = getPool('')\n"
+	       "assert(p:getCache() == nil)\n"
+	       "p:setCache(pc)\n"
+	       "assert(p:getCache() == pc and rawequal(getPool(''):getCache(), pc))\n"
+	       "getPool('abuse'):setCache(pc)\n"		/* one cache, two pools */
+	       "assert(rawequal(getPool('abuse'):getCache(), pc))\n"
+	       "assert(getPool('abuse'):getCache():toString() == '0/100')\n"
+	       "getPool('slow'):setCache(other)\n"
+	       "getPool('slow'):unsetCache()\n"
+	       "assert(getPool('slow'):getCache() == nil)\n"
+	       "getPool('slow'):unsetCache()");
+	assert_int_equal(cfg->ncaches, 2);
+	assert_ptr_equal(dlb_config_find_pool(cfg, "")->cache, cfg->caches[0]);
+	assert_ptr_equal(dlb_config_find_pool(cfg, "abuse")->cache, cfg->caches[0]);
+	assert_null(dlb_config_find_pool(cfg, "slow")->cache);
+
+	run_fail(f, "\ngetPool(''):setCache('pc')", "test:2: bad argument #1 to 'setCache' "
+		 "(PacketCache expected, got string)");
+	run_fail(f, "getPool(''):setCache()", "PacketCache expected");
+	run_fail(f, "getPool(''):setCache(getPool('x'))", "PacketCache expected");
+	assert_ptr_equal(dlb_config_find_pool(cfg, "")->cache, cfg->caches[0]);
+
+	/* the console may swap caches; the old one stays allocated until exit */
+	dlb_lua_conf_set_phase(f->lc, DLB_LUA_PHASE_RUNNING);
+	run(f, "getPool(''):setCache(other)\n"
+	       "third = newPacketCache(300)\n"
+	       "getPool('abuse'):setCache(third)\n"
+	       "assert(getPool('abuse'):getCache() == third)");
+	assert_int_equal(cfg->ncaches, 3);
+	assert_ptr_equal(dlb_config_find_pool(cfg, "")->cache, cfg->caches[1]);
+	assert_ptr_equal(dlb_config_find_pool(cfg, "abuse")->cache, cfg->caches[2]);
+}
+
+static void
+test_show_pools(void **state)
+{
+	struct fixture *f = *state;
+
+	/*
+	 * dnsdist's boost format "%1$-20.20s %|25t|%2$20s %|25t|%3$20s %|50t|%4%":
+	 * the name in 20 columns and up to column 25, then cache and policy
+	 * right-aligned in 20 columns, one space each, then the servers.
+	 */
+	run(f, "out = {} print = function(s) out[#out + 1] = s end\n"
+	       "newServer({address='192.0.2.1', name='ns1'})\n"
+	       "newServer('192.0.2.2')\n"
+	       "newServer({address='192.0.2.3', pool='abuse'})\n"
+	       "pc = newPacketCache(100)\n"
+	       "getPool(''):setCache(pc)\n"
+	       "getPool('a-pool-with-a-long-name')\n"
+	       "setPoolServerPolicy(roundrobin, 'abuse')\n"
+	       "showPools()\n"
+	       "assert(#out == 4)\n"
+	       "assert(out[1] == 'Name' .. (' '):rep(36) .. 'Cache' .. (' '):rep(9) ..\n"
+	       "  'ServerPolicy Servers')\n"
+	       "assert(out[2] == (' '):rep(40) .. '0/100' .. (' '):rep(5) ..\n"
+	       "  'leastOutstanding ns1 192.0.2.1:53, 192.0.2.2:53', out[2])\n"
+	       "assert(out[3] == 'a-pool-with-a-long-n' .. (' '):rep(5) .. (' '):rep(20) ..\n"
+	       "  ' ' .. (' '):rep(4) .. 'leastOutstanding ', out[3])\n"
+	       "assert(out[4] == 'abuse' .. (' '):rep(40) .. (' '):rep(11) .. 'roundrobin ' ..\n"
+	       "  '192.0.2.3:53', out[4])");
+}
+
+static void
+test_cache_stats(void **state)
+{
+	struct fixture *f = *state;
+	struct dlb_cache *c;
+
+	run(f, "out = {} print = function(s) out[#out + 1] = s end\n"
+	       "pc = newPacketCache(100)\n"
+	       "pc:printStats()\n"
+	       "local want = {'Entries: 0/100', 'Hits: 0', 'Misses: 0', 'Deferred inserts: 0',\n"
+	       "  'Deferred lookups: 0', 'Lookup Collisions: 0', 'Insert Collisions: 0',\n"
+	       "  'TTL Too Shorts: 0', 'Stale hits: 0', 'Prefetches: 0', 'Evictions: 0',\n"
+	       "  'Memory: 0 bytes'}\n"
+	       "assert(#out == #want)\n"
+	       "for i = 1, #want do assert(out[i] == want[i], out[i]) end\n"
+	       "local st = pc:getStats()\n"
+	       "local keys = {'entries', 'maxEntries', 'hits', 'misses', 'deferredInserts',\n"
+	       "  'deferredLookups', 'lookupCollisions', 'insertCollisions', 'ttlTooShorts',\n"
+	       "  'staleHits', 'prefetches', 'evictions', 'bytes'}\n"
+	       "local n = 0 for _ in pairs(st) do n = n + 1 end\n"
+	       "assert(n == #keys)\n"
+	       "for _, k in ipairs(keys) do assert(math.type(st[k]) == 'integer', k) end\n"
+	       "assert(st.maxEntries == 100 and st.entries == 0 and st.hits == 0)");
+
+	/* with entries: the counts and bytes follow */
+	c = f->cfg->caches[0];
+	cache_put(f, c, "\x03www\x07" "example\x03" "com", 1, 300, (double)time(NULL));
+	cache_put(f, c, "\x04mail\x07" "example\x03" "com", 1, 300, (double)time(NULL));
+	run(f, "out = {}\n"
+	       "pc:printStats()\n"
+	       "assert(out[1] == 'Entries: 2/100')\n"
+	       "local st = pc:getStats()\n"
+	       "assert(st.entries == 2 and st.bytes > 0 and pc:toString() == '2/100')\n"
+	       "assert(out[12] == 'Memory: ' .. st.bytes .. ' bytes')");
+}
+
+static void
+test_cache_expunge(void **state)
+{
+	struct fixture *f = *state;
+	struct dlb_cache *c;
+	double now = (double)time(NULL);
+
+	run(f, "out = {} print = function(s) out[#out + 1] = s end\n"
+	       "pc = newPacketCache(100)\n"
+	       "assert(pc:expunge(0) == 0)\n"
+	       "assert(pc:purgeExpired(0) == 0)\n"
+	       "assert(pc:expungeByName('example.com') == 0)\n"
+	       "assert(out[1] == 'Expunged 0 records')");
+	c = f->cfg->caches[0];
+
+	cache_put(f, c, "\x03www\x07" "Example\x03" "COM", 1, 300, now);
+	cache_put(f, c, "\x03www\x07" "example\x03" "com", 16, 300, now);
+	cache_put(f, c, "\x04mail\x07" "example\x03" "com", 1, 300, now);
+	cache_put(f, c, "\x0a" "notexample\x03" "com", 1, 300, now);
+	cache_put(f, c, "\x07" "example\x03" "org", 1, 300, now);
+	run(f, "out = {}\n"
+	       "assert(pc:getStats().entries == 5)\n"
+	       /* the text name's case and final dot do not matter */
+	       "assert(pc:expungeByName('WWW.EXAMPLE.COM.', DNSQType.A) == 1)\n"
+	       "assert(out[1] == 'Expunged 1 records')\n"
+	       "assert(pc:expungeByName('example.com', DNSQType.A) == 0)\n"
+	       /* a suffix match stops at label boundaries: notexample.com stays */
+	       "assert(pc:expungeByName('example.com', DNSQType.ANY, true) == 2)\n"
+	       "assert(pc:expungeByName('example.org', 'TXT') == 0)\n"
+	       "assert(pc:expungeByName('example.org', 'A', false) == 1)\n"
+	       "assert(pc:getStats().entries == 1)\n"
+	       "assert(pc:expungeByName('.', nil, true) == 1)\n"
+	       "assert(pc:getStats().entries == 0)");
+
+	run_fail(f, "\npc:expungeByName('a..b')", "test:2: expungeByName: invalid name 'a..b'");
+	run_fail(f, "pc:expungeByName(5)", "expungeByName: the name must be a string");
+	run_fail(f, "pc:expungeByName('x', 'BOGUS')", "expungeByName: unknown qtype 'BOGUS'");
+	run_fail(f, "pc:expungeByName('x', 70000)", "expungeByName: 'qtype' is out of range");
+	run_fail(f, "pc:expungeByName('x', 1, 'yes')",
+		 "expungeByName: suffixMatch must be a boolean");
+
+	/* purgeExpired removes only expired entries, down to n */
+	cache_put(f, c, "\x01" "a\x04test", 1, 300, now - 1000);
+	cache_put(f, c, "\x01" "b\x04test", 1, 300, now - 1000);
+	cache_put(f, c, "\x01" "c\x04test", 1, 300, now - 1000);
+	cache_put(f, c, "\x01" "d\x04test", 1, 300, now);
+	cache_put(f, c, "\x01" "e\x04test", 1, 300, now);
+	run(f, "assert(pc:getStats().entries == 5)\n"
+	       "assert(pc:purgeExpired(4) == 1)\n"
+	       "assert(pc:purgeExpired(0) == 2)\n"
+	       "assert(pc:purgeExpired(0) == 0)\n"
+	       "assert(pc:getStats().entries == 2)\n"
+	       /* expunge(n) removes anything down to n */
+	       "assert(pc:expunge(1) == 1)\n"
+	       "assert(pc:expunge('0') == 1)\n"
+	       "assert(pc:getStats().entries == 0)");
+	run_fail(f, "\npc:expunge(-1)", "test:2: expunge: argument #1 is out of range");
+	run_fail(f, "pc:expunge()", "expunge: argument #1 must be an integer");
+	run_fail(f, "pc:purgeExpired('x')", "purgeExpired: argument #1 must be an integer");
+	run_fail(f, "pc.expunge(getPool(''), 0)", "PacketCache expected");
+
+	/* isFull */
+	run(f, "small = newPacketCache(1, {numberOfShards=1})\nassert(not small:isFull())");
+	cache_put(f, f->cfg->caches[1], "\x01" "a\x04test", 1, 300, now);
+	run(f, "assert(small:isFull() and small:toString() == '1/1')");
+
+	/* without an RCU record the methods that remove entries refuse */
+	dlb_lua_conf_set_rcu(f->lc, NULL);
+	run_fail(f, "pc:expunge(0)", "expunge: not available");
+	run_fail(f, "pc:purgeExpired(0)", "purgeExpired: not available");
+	run_fail(f, "pc:expungeByName('a.test')", "expungeByName: not available");
+	run_fail(f, "pc:dump('/nonexistent/x')", "dump: not available");
+	run(f, "pc:printStats()\nassert(pc:getStats().entries == 0)");
+	dlb_lua_conf_set_rcu(f->lc, &f->rt);
+}
+
+static void
+test_cache_dump(void **state)
+{
+	struct fixture *f = *state;
+	char dir[] = "/tmp/dnslb-test-dump-XXXXXX";
+	char path[256], code[1024], line[512];
+	FILE *fp;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/cache.txt", dir);
+
+	run(f, "out = {} print = function(s) out[#out + 1] = s end\npc = newPacketCache(100)");
+	cache_put(f, f->cfg->caches[0], "\x03www\x07" "example\x03" "com", 1, 300,
+		  (double)time(NULL));
+	snprintf(code, sizeof(code), "assert(pc:dump('%s') == nil)\n"
+		 "assert(out[1] == 'Dumped 1 records', out[1])\n"
+		 "pc:dump('%s')\n"
+		 "assert(out[2] == 'Error opening dump file for writing: File exists', out[2])",
+		 path, path);
+	run(f, code);
+
+	fp = fopen(path, "r");
+	assert_non_null(fp);
+	assert_non_null(fgets(line, sizeof(line), fp));
+	assert_int_equal(strncmp(line, "www.example.com. ", 17), 0);
+	assert_non_null(strstr(line, " A ; rcode 0, key "));
+	assert_non_null(strstr(line, "received over UDP 1, added "));
+	assert_null(fgets(line, sizeof(line), fp));	/* the second dump wrote nothing */
+	fclose(fp);
+
+	snprintf(code, sizeof(code), "pc:dump('%s/no/such/dir')\n"
+		 "assert(out[3] == 'Error opening dump file for writing: No such file or "
+		 "directory', out[3])", dir);
+	run(f, code);
+	run_fail(f, "pc:dump()", "dump: the file name must be a string");
+
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(rmdir(dir), 0);
+}
+
 /* conf/dnslb.conf, found from this file's path (CMake compiles with absolute paths). */
 static void
 test_default_config_file(void **state)
@@ -1103,8 +1652,20 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_load_file_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_runtime_phase, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_api, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache_settings, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache_new_defaults, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache_new_options, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache_new_positional, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache_new_invalid, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache_too_many, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_cache, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_show_pools, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache_stats, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache_expunge, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache_dump, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_default_config_file, setup, teardown),
 	};
 
+	dlb_rcu_init();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

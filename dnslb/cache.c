@@ -1,0 +1,755 @@
+/*
+ * cache.c - the sharded packet cache. See cache.h for the design.
+ *
+ * Entry layout (one allocation, immutable once published but for the
+ * `prefetched` flag, which is only ever set with an atomic CAS):
+ *
+ *   struct cache_entry | qname_lc | opts | pad to 2 | ttl_offs[nttl] | answer
+ *
+ * Concurrency: slots are written only under the shard's spinlock and read
+ * with ck_pr loads; an entry is published with a store fence before the
+ * pointer store, and retired through the writer's epoch record.
+ */
+#include "dnslb/cache.h"
+
+#include <ck_pr.h>
+#include <ck_spinlock.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "dnslb/rcu.h"
+
+#define MAX_TTLS 512	/* TTL fields an answer may have to be cached */
+
+struct cache_entry {
+	ck_epoch_entry_t epoch;
+	uint64_t hash;
+	double inserted;	/* wall clock, s */
+	uint32_t ttl;		/* lifetime, s */
+	uint32_t size;		/* bytes of this allocation */
+	uint16_t len;		/* answer bytes */
+	uint16_t nttl;
+	uint16_t qtype, qclass;
+	uint16_t qname_len;
+	uint16_t payload_class;
+	uint8_t flags;
+	uint8_t opts_len;
+	uint8_t prefetched;	/* atomic */
+	uint8_t rcode;
+	uint8_t data[];
+};
+
+struct cache_shard {
+	ck_spinlock_t lock;
+	struct cache_entry **slots;	/* nsets * DLB_CACHE_WAYS */
+	uint32_t set_mask;
+	uint32_t entries;		/* under lock; read racily for stats */
+	uint32_t max_entries;
+	uint64_t bytes, max_bytes;
+	uint64_t insert_collisions, ttl_too_shorts, evictions, not_cacheable;
+} __attribute__((aligned(64)));
+
+struct cache_wstats {
+	uint64_t hits, misses, stale_hits, prefetches, lookup_collisions;
+} __attribute__((aligned(64)));
+
+struct dlb_cache {
+	struct dlb_cache_opts o;
+	uint32_t nshards;		/* power of 2 */
+	struct cache_shard *shards;
+	struct cache_wstats ws[DLB_MAX_WORKERS + 1];
+};
+
+/*
+ * Counters with one writer (a worker's own slot, or a shard's counters under
+ * its lock) and racy readers: relaxed load+store, no locked instruction.
+ */
+#define STAT_ADD(x, n) __atomic_store_n(&(x), __atomic_load_n(&(x), __ATOMIC_RELAXED) + (n), \
+					__ATOMIC_RELAXED)
+
+static uint64_t cache_seed;
+static int cache_seed_set;
+
+static inline const uint8_t *
+entry_qname(const struct cache_entry *e)
+{
+	return e->data;
+}
+
+static inline const uint8_t *
+entry_opts(const struct cache_entry *e)
+{
+	return e->data + e->qname_len;
+}
+
+static inline size_t
+entry_ttl_pos(const struct cache_entry *e)
+{
+	return (e->qname_len + e->opts_len + 1u) & ~1u;
+}
+
+static inline const uint16_t *
+entry_ttls(const struct cache_entry *e)
+{
+	return (const uint16_t *)(const void *)(e->data + entry_ttl_pos(e));
+}
+
+static inline const uint8_t *
+entry_answer(const struct cache_entry *e)
+{
+	return e->data + entry_ttl_pos(e) + e->nttl * sizeof(uint16_t);
+}
+
+void
+dlb_cache_opts_default(struct dlb_cache_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->max_ttl = 86400;
+	o->min_ttl = 0;
+	o->temp_failure_ttl = 60;
+	o->max_negative_ttl = 3600;
+	o->stale_ttl = 60;
+	o->shards = 20;
+	o->maximum_entry_size = 4096;
+	o->deferrable_insert_lock = true;
+}
+
+static uint32_t
+pow2_at_least(uint64_t v)
+{
+	uint32_t p = 1;
+
+	while (p < v && p < (1u << 30))
+		p <<= 1;
+	return p;
+}
+
+struct dlb_cache *
+dlb_cache_new(const struct dlb_cache_opts *o)
+{
+	struct dlb_cache *c;
+	uint32_t per_shard, nsets;
+
+	if (o->max_entries == 0)
+		return NULL;
+	if (!__atomic_load_n(&cache_seed_set, __ATOMIC_ACQUIRE)) {
+		uint64_t seed;
+
+		if (sodium_init() < 0)
+			return NULL;
+		randombytes_buf(&seed, sizeof(seed));
+		cache_seed = seed;
+		__atomic_store_n(&cache_seed_set, 1, __ATOMIC_RELEASE);
+	}
+	c = aligned_alloc(64, sizeof(*c));
+	if (c == NULL)
+		return NULL;
+	memset(c, 0, sizeof(*c));
+	c->o = *o;
+	c->nshards = pow2_at_least(o->shards > 0 ? o->shards : 1);
+	if (c->nshards > o->max_entries)
+		c->nshards = pow2_at_least(o->max_entries) > o->max_entries
+				     ? pow2_at_least(o->max_entries) / 2
+				     : pow2_at_least(o->max_entries);
+	if (c->nshards == 0)
+		c->nshards = 1;
+	c->o.shards = c->nshards;
+	c->shards = aligned_alloc(64, c->nshards * sizeof(*c->shards));
+	if (c->shards == NULL) {
+		free(c);
+		return NULL;
+	}
+	memset(c->shards, 0, c->nshards * sizeof(*c->shards));
+	per_shard = (o->max_entries + c->nshards - 1) / c->nshards;
+	/* twice as many slots as entries: sets stay half full, conflicts are rare */
+	nsets = pow2_at_least(((uint64_t)per_shard * 2 + DLB_CACHE_WAYS - 1) / DLB_CACHE_WAYS);
+	for (uint32_t i = 0; i < c->nshards; i++) {
+		struct cache_shard *s = &c->shards[i];
+
+		ck_spinlock_init(&s->lock);
+		s->set_mask = nsets - 1;
+		s->max_entries = per_shard;
+		s->max_bytes = o->max_bytes > 0 ? o->max_bytes / c->nshards : UINT64_MAX;
+		s->slots = aligned_alloc(64, (size_t)nsets * DLB_CACHE_WAYS * sizeof(*s->slots));
+		if (s->slots == NULL) {
+			dlb_cache_free(c);
+			return NULL;
+		}
+		memset(s->slots, 0, (size_t)nsets * DLB_CACHE_WAYS * sizeof(*s->slots));
+	}
+	return c;
+}
+
+void
+dlb_cache_free(struct dlb_cache *c)
+{
+	if (c == NULL)
+		return;
+	for (uint32_t i = 0; i < c->nshards; i++) {
+		struct cache_shard *s = &c->shards[i];
+
+		if (s->slots == NULL)
+			continue;
+		for (uint64_t j = 0; j < ((uint64_t)s->set_mask + 1) * DLB_CACHE_WAYS; j++)
+			free(s->slots[j]);
+		free(s->slots);
+	}
+	free(c->shards);
+	free(c);
+}
+
+const struct dlb_cache_opts *
+dlb_cache_get_opts(const struct dlb_cache *c)
+{
+	return &c->o;
+}
+
+/* ---- keys -------------------------------------------------------------------- */
+
+static bool
+skip_option(const struct dlb_cache_opts *o, uint16_t code)
+{
+	if (code == DLB_EDNS_OPT_COOKIE && !o->cookie_hashing)
+		return true;
+	if (code == DLB_EDNS_OPT_PADDING)
+		return true;
+	for (int i = 0; i < o->nskip; i++)
+		if (o->skip_options[i] == code)
+			return true;
+	return false;
+}
+
+int
+dlb_cache_key_make(const struct dlb_cache *c, const uint8_t *pkt, const struct dlb_dnsmsg *m,
+		   bool tcp, struct dlb_cache_key *k)
+{
+	const struct dlb_cache_opts *o = &c->o;
+	uint8_t tail[7 + DLB_CACHE_MAX_OPTS];
+
+	if (m->qdcount != 1 || DLB_OPCODE(m->flags) != 0 || m->qtype == 251 || m->qtype == 252)
+		return -1;
+	k->qtype = m->qtype;
+	k->qclass = m->qclass;
+	k->qname_len = m->qname_len;
+	memcpy(k->qname_lc, m->qname_lc, m->qname_len);
+	k->flags = (uint8_t)(((m->flags & DLB_F_RD) ? DLB_CK_RD : 0) |
+			     ((m->flags & DLB_F_CD) ? DLB_CK_CD : 0) | (tcp ? DLB_CK_TCP : 0));
+	k->opts_len = 0;
+	k->payload_class = 0;
+	k->max_answer = tcp ? 65535 : 512;
+	if (m->has_opt) {
+		size_t pos = m->opt_rdata_off, end = pos + m->opt_rdlen;
+		uint16_t size = m->udp_size < 512 ? 512 : m->udp_size;
+
+		k->flags |= DLB_CK_EDNS | (m->do_bit ? DLB_CK_DO : 0);
+		if (!tcp)
+			k->max_answer = size;
+		if (o->nranks > 0) {
+			int r = 0;
+
+			while (r + 1 < o->nranks && size >= o->payload_ranks[r + 1])
+				r++;
+			k->payload_class = (uint16_t)(r + 1);
+		} else {
+			k->payload_class = size;
+		}
+		/* the parser validated the option layout */
+		while (end - pos >= 4) {
+			uint16_t code = dlb_rd16(pkt + pos), olen = dlb_rd16(pkt + pos + 2);
+
+			if (!skip_option(o, code)) {
+				if (k->opts_len + 4u + olen > DLB_CACHE_MAX_OPTS)
+					return -1;
+				memcpy(k->opts + k->opts_len, pkt + pos, 4u + olen);
+				k->opts_len = (uint8_t)(k->opts_len + 4u + olen);
+			}
+			pos += 4u + olen;
+		}
+	}
+	/* the name, then the other fields seeded with the name's hash */
+	dlb_wr16(tail, k->qtype);
+	dlb_wr16(tail + 2, k->qclass);
+	tail[4] = k->flags;
+	dlb_wr16(tail + 5, k->payload_class);
+	memcpy(tail + 7, k->opts, k->opts_len);
+	k->hash = XXH3_64bits_withSeed(tail, 7u + k->opts_len,
+				       XXH3_64bits_withSeed(k->qname_lc, k->qname_len, cache_seed));
+	return 0;
+}
+
+static bool
+key_equal(const struct cache_entry *e, const struct dlb_cache_key *k)
+{
+	return e->qtype == k->qtype && e->qclass == k->qclass && e->flags == k->flags &&
+	       e->payload_class == k->payload_class && e->qname_len == k->qname_len &&
+	       e->opts_len == k->opts_len &&
+	       memcmp(entry_qname(e), k->qname_lc, k->qname_len) == 0 &&
+	       memcmp(entry_opts(e), k->opts, k->opts_len) == 0;
+}
+
+static inline struct cache_shard *
+shard_of(const struct dlb_cache *c, uint64_t hash)
+{
+	return &c->shards[(hash >> 40) & (c->nshards - 1)];
+}
+
+static inline struct cache_entry **
+set_of(const struct cache_shard *s, uint64_t hash)
+{
+	return &s->slots[(size_t)(hash & s->set_mask) * DLB_CACHE_WAYS];
+}
+
+/* ---- lookups ------------------------------------------------------------------ */
+
+const struct dlb_cache_entry *
+dlb_cache_lookup(struct dlb_cache *c, const struct dlb_cache_key *k, double now,
+		 uint32_t stale_window, enum dlb_cache_result *res, bool *prefetch, int wid)
+{
+	struct cache_wstats *ws = &c->ws[wid];
+	struct cache_entry **set = set_of(shard_of(c, k->hash), k->hash);
+
+	*res = DLB_CACHE_MISS;
+	*prefetch = false;
+	for (int i = 0; i < DLB_CACHE_WAYS; i++) {
+		struct cache_entry *e = ck_pr_load_ptr(&set[i]);
+		double expires;
+
+		if (e == NULL || e->hash != k->hash)
+			continue;
+		if (!key_equal(e, k)) {
+			STAT_ADD(ws->lookup_collisions, 1);
+			continue;
+		}
+		if (e->len > k->max_answer)
+			break;	/* payloadRanks: too big for this client, ask a backend */
+		expires = e->inserted + e->ttl;
+		if (now < expires) {
+			*res = DLB_CACHE_HIT;
+			STAT_ADD(ws->hits, 1);
+			if (c->o.prefetch > 0 && expires - now < c->o.prefetch * e->ttl &&
+			    ck_pr_load_8(&e->prefetched) == 0 &&
+			    ck_pr_cas_8(&e->prefetched, 0, 1)) {
+				*prefetch = true;
+				STAT_ADD(ws->prefetches, 1);
+			}
+			return (const struct dlb_cache_entry *)e;
+		}
+		if (stale_window > 0 && now < expires + stale_window) {
+			*res = DLB_CACHE_STALE;
+			STAT_ADD(ws->stale_hits, 1);
+			return (const struct dlb_cache_entry *)e;
+		}
+		break;
+	}
+	STAT_ADD(ws->misses, 1);
+	return NULL;
+}
+
+size_t
+dlb_cache_copy_out(const struct dlb_cache *c, const struct dlb_cache_entry *ce,
+		   enum dlb_cache_result res, uint16_t id, const uint8_t *qname, double now,
+		   uint8_t *out, size_t outsz)
+{
+	const struct cache_entry *e = (const struct cache_entry *)ce;
+	const uint16_t *ttls = entry_ttls(e);
+	uint8_t qn[DLB_MAX_NAME];
+	uint32_t age = 0;
+
+	if (outsz < e->len)
+		return 0;
+	memcpy(qn, qname, e->qname_len);	/* @qname may live in @out */
+	memcpy(out, entry_answer(e), e->len);
+	dlb_wr16(out, id);
+	memcpy(out + DLB_DNS_HDR, qn, e->qname_len);
+	if (res == DLB_CACHE_STALE) {
+		for (uint16_t i = 0; i < e->nttl; i++)
+			dlb_wr32(out + ttls[i], c->o.stale_ttl);
+	} else if (!c->o.dont_age) {
+		age = now > e->inserted ? (uint32_t)(now - e->inserted) : 0;
+		if (age > 0) {
+			for (uint16_t i = 0; i < e->nttl; i++) {
+				uint32_t t = dlb_rd32(out + ttls[i]);
+
+				dlb_wr32(out + ttls[i], t > age ? t - age : 0);
+			}
+		}
+	}
+	return e->len;
+}
+
+enum dlb_cache_result
+dlb_cache_get(struct dlb_cache *c, const struct dlb_cache_key *k, uint16_t id,
+	      const uint8_t *qname, double now, uint32_t stale_window, uint8_t *out, size_t outsz,
+	      size_t *outlen, bool *prefetch, int wid)
+{
+	enum dlb_cache_result res;
+	const struct dlb_cache_entry *e =
+		dlb_cache_lookup(c, k, now, stale_window, &res, prefetch, wid);
+
+	*outlen = 0;
+	if (e == NULL)
+		return DLB_CACHE_MISS;
+	*outlen = dlb_cache_copy_out(c, e, res, id, qname, now, out, outsz);
+	return *outlen > 0 ? res : DLB_CACHE_MISS;
+}
+
+/* ---- inserts ------------------------------------------------------------------- */
+
+static void
+entry_reclaim(ck_epoch_entry_t *ep)
+{
+	free(ep);	/* the epoch entry is the first member */
+}
+
+/* Take @e out of @slot (lock held) and retire it. */
+static void
+remove_locked(struct cache_shard *s, struct dlb_rcu_thread *rt, struct cache_entry **slot)
+{
+	struct cache_entry *e = *slot;
+
+	ck_pr_store_ptr(slot, NULL);
+	STAT_ADD(s->entries, -1);
+	STAT_ADD(s->bytes, -(uint64_t)e->size);
+	dlb_rcu_defer(rt, &e->epoch, entry_reclaim);
+}
+
+/* The victim in a set: the entry that expires first, other than @keep. */
+static struct cache_entry **
+victim_in_set(struct cache_entry **set, const struct cache_entry *keep)
+{
+	struct cache_entry **best = NULL;
+	double best_exp = 0;
+
+	for (int i = 0; i < DLB_CACHE_WAYS; i++) {
+		struct cache_entry *e = set[i];
+		double exp;
+
+		if (e == NULL || e == keep)
+			continue;
+		exp = e->inserted + e->ttl;
+		if (best == NULL || exp < best_exp) {
+			best = &set[i];
+			best_exp = exp;
+		}
+	}
+	return best;
+}
+
+bool
+dlb_cache_insert(struct dlb_cache *c, struct dlb_rcu_thread *rt, const struct dlb_cache_key *k,
+		 const uint8_t *resp, size_t len, double now, int temp_failure_ttl)
+{
+	const struct dlb_cache_opts *o = &c->o;
+	struct cache_shard *s = shard_of(c, k->hash);
+	uint16_t offs[MAX_TTLS];
+	struct dlb_answer_scan scan;
+	struct cache_entry *e, **set, **slot = NULL, **same = NULL;
+	unsigned rcode;
+	uint64_t ttl;
+	size_t pos, size;
+
+	if (len < DLB_DNS_HDR || len > o->maximum_entry_size || len > UINT16_MAX ||
+	    (dlb_rd16(resp + 2) & DLB_F_TC) ||
+	    dlb_wire_scan_answer(resp, len, offs, MAX_TTLS, &scan) != DLB_OK) {
+		__atomic_add_fetch(&s->not_cacheable, 1, __ATOMIC_RELAXED);
+		return false;
+	}
+	rcode = DLB_RCODE(dlb_rd16(resp + 2));
+	if (rcode == DLB_RCODE_SERVFAIL || rcode == DLB_RCODE_REFUSED) {
+		ttl = temp_failure_ttl >= 0 ? (uint32_t)temp_failure_ttl : o->temp_failure_ttl;
+	} else {
+		if (scan.nrecords == 0) {
+			/* no TTL to go by (NODATA without SOA, empty answers) */
+			__atomic_add_fetch(&s->not_cacheable, 1, __ATOMIC_RELAXED);
+			return false;
+		}
+		ttl = scan.min_ttl;
+		if (rcode == DLB_RCODE_NXDOMAIN ||
+		    (rcode == DLB_RCODE_NOERROR && dlb_rd16(resp + 6) == 0 && scan.has_soa)) {
+			if (scan.has_soa && scan.soa_minimum < ttl)
+				ttl = scan.soa_minimum;	/* RFC 2308 */
+			if (ttl > o->max_negative_ttl)
+				ttl = o->max_negative_ttl;
+		} else if (ttl > o->max_ttl) {
+			ttl = o->max_ttl;
+		}
+		if (ttl < o->min_ttl) {
+			__atomic_add_fetch(&s->ttl_too_shorts, 1, __ATOMIC_RELAXED);
+			return false;
+		}
+	}
+	if (ttl == 0)
+		return false;
+
+	pos = (k->qname_len + k->opts_len + 1u) & ~1u;
+	size = sizeof(*e) + pos + scan.nttl * sizeof(uint16_t) + len;
+	e = malloc(size);
+	if (e == NULL)
+		return false;
+	e->hash = k->hash;
+	e->inserted = now;
+	e->ttl = (uint32_t)ttl;
+	e->size = (uint32_t)size;
+	e->len = (uint16_t)len;
+	e->nttl = scan.nttl;
+	e->qtype = k->qtype;
+	e->qclass = k->qclass;
+	e->qname_len = k->qname_len;
+	e->payload_class = k->payload_class;
+	e->flags = k->flags;
+	e->opts_len = k->opts_len;
+	e->prefetched = 0;
+	e->rcode = (uint8_t)rcode;
+	memcpy(e->data, k->qname_lc, k->qname_len);
+	memcpy(e->data + k->qname_len, k->opts, k->opts_len);
+	memcpy(e->data + pos, offs, scan.nttl * sizeof(uint16_t));
+	memcpy(e->data + pos + scan.nttl * sizeof(uint16_t), resp, len);
+
+	ck_spinlock_lock(&s->lock);
+	set = set_of(s, k->hash);
+	for (int i = 0; i < DLB_CACHE_WAYS; i++) {
+		struct cache_entry *x = set[i];
+
+		if (x == NULL) {
+			if (slot == NULL)
+				slot = &set[i];
+		} else if (x->hash == k->hash) {
+			if (key_equal(x, k))
+				same = &set[i];
+			else
+				STAT_ADD(s->insert_collisions, 1);
+		}
+	}
+	if (same != NULL) {
+		/* a newer answer replaces the old one */
+		remove_locked(s, rt, same);
+		slot = same;
+	}
+	/* stay within the shard's bounds: evict in this set, soonest expiry first */
+	while (s->entries + 1 > s->max_entries || s->bytes + size > s->max_bytes || slot == NULL) {
+		struct cache_entry **v = victim_in_set(set, NULL);
+
+		if (v == NULL) {
+			/* nothing left to evict here; the bound is held by other sets */
+			ck_spinlock_unlock(&s->lock);
+			free(e);
+			return false;
+		}
+		remove_locked(s, rt, v);
+		STAT_ADD(s->evictions, 1);
+		if (slot == NULL)
+			slot = v;
+	}
+	ck_pr_fence_store();	/* the entry's contents before its pointer */
+	ck_pr_store_ptr(slot, e);
+	STAT_ADD(s->entries, 1);
+	STAT_ADD(s->bytes, size);
+	ck_spinlock_unlock(&s->lock);
+	return true;
+}
+
+/* ---- maintenance and introspection -------------------------------------------- */
+
+void
+dlb_cache_get_stats(const struct dlb_cache *c, struct dlb_cache_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->max_entries = c->o.max_entries;
+	for (uint32_t i = 0; i < c->nshards; i++) {
+		const struct cache_shard *s = &c->shards[i];
+
+		st->entries += __atomic_load_n(&s->entries, __ATOMIC_RELAXED);
+		st->bytes += __atomic_load_n(&s->bytes, __ATOMIC_RELAXED);
+		st->insert_collisions += __atomic_load_n(&s->insert_collisions, __ATOMIC_RELAXED);
+		st->ttl_too_shorts += __atomic_load_n(&s->ttl_too_shorts, __ATOMIC_RELAXED);
+		st->evictions += __atomic_load_n(&s->evictions, __ATOMIC_RELAXED);
+		st->not_cacheable += __atomic_load_n(&s->not_cacheable, __ATOMIC_RELAXED);
+	}
+	for (int w = 0; w <= DLB_MAX_WORKERS; w++) {
+		const struct cache_wstats *ws = &c->ws[w];
+
+		st->hits += __atomic_load_n(&ws->hits, __ATOMIC_RELAXED);
+		st->misses += __atomic_load_n(&ws->misses, __ATOMIC_RELAXED);
+		st->stale_hits += __atomic_load_n(&ws->stale_hits, __ATOMIC_RELAXED);
+		st->prefetches += __atomic_load_n(&ws->prefetches, __ATOMIC_RELAXED);
+		st->lookup_collisions += __atomic_load_n(&ws->lookup_collisions, __ATOMIC_RELAXED);
+	}
+}
+
+static size_t
+total_entries(const struct dlb_cache *c)
+{
+	size_t n = 0;
+
+	for (uint32_t i = 0; i < c->nshards; i++)
+		n += __atomic_load_n(&c->shards[i].entries, __ATOMIC_RELAXED);
+	return n;
+}
+
+/*
+ * Remove entries matching @pred while the cache holds more than @keep.
+ * Shards are visited in turn, each under its own lock.
+ */
+typedef bool cache_pred_fn(const struct cache_entry *e, const void *arg);
+
+static size_t
+remove_where(struct dlb_cache *c, struct dlb_rcu_thread *rt, size_t keep, cache_pred_fn *pred,
+	     const void *arg)
+{
+	size_t removed = 0;
+
+	for (uint32_t i = 0; i < c->nshards; i++) {
+		struct cache_shard *s = &c->shards[i];
+		size_t nslots = ((size_t)s->set_mask + 1) * DLB_CACHE_WAYS;
+
+		ck_spinlock_lock(&s->lock);
+		for (size_t j = 0; j < nslots && total_entries(c) > keep; j++) {
+			if (s->slots[j] != NULL && pred(s->slots[j], arg)) {
+				remove_locked(s, rt, &s->slots[j]);
+				removed++;
+			}
+		}
+		ck_spinlock_unlock(&s->lock);
+		if (total_entries(c) <= keep)
+			break;
+	}
+	return removed;
+}
+
+static bool
+pred_all(const struct cache_entry *e, const void *arg)
+{
+	return true;
+}
+
+size_t
+dlb_cache_expunge(struct dlb_cache *c, struct dlb_rcu_thread *rt, size_t keep)
+{
+	return remove_where(c, rt, keep, pred_all, NULL);
+}
+
+static bool
+pred_expired(const struct cache_entry *e, const void *arg)
+{
+	return *(const double *)arg >= e->inserted + e->ttl;
+}
+
+size_t
+dlb_cache_purge_expired(struct dlb_cache *c, struct dlb_rcu_thread *rt, size_t keep, double now)
+{
+	return remove_where(c, rt, keep, pred_expired, &now);
+}
+
+struct name_match {
+	const uint8_t *name;
+	size_t len;
+	uint16_t qtype;
+	bool suffix;
+};
+
+static bool
+pred_name(const struct cache_entry *e, const void *arg)
+{
+	const struct name_match *nm = arg;
+	const uint8_t *q = entry_qname(e);
+
+	if (nm->qtype != 255 && e->qtype != nm->qtype)
+		return false;
+	if (!nm->suffix)
+		return e->qname_len == nm->len && memcmp(q, nm->name, nm->len) == 0;
+	/* a suffix match must start on a label boundary of the entry's name */
+	for (size_t off = 0; off < e->qname_len && e->qname_len - off >= nm->len;
+	     off += 1u + q[off]) {
+		if (e->qname_len - off == nm->len && memcmp(q + off, nm->name, nm->len) == 0)
+			return true;
+		if (q[off] == 0)
+			break;
+	}
+	return false;
+}
+
+size_t
+dlb_cache_expunge_by_name(struct dlb_cache *c, struct dlb_rcu_thread *rt, const uint8_t *name,
+			  size_t namelen, uint16_t qtype, bool suffix)
+{
+	struct name_match nm = { name, namelen, qtype, suffix };
+
+	return remove_where(c, rt, 0, pred_name, &nm);
+}
+
+bool
+dlb_cache_is_full(const struct dlb_cache *c)
+{
+	return total_entries(c) >= c->o.max_entries;
+}
+
+static const char *
+type_name(uint16_t t, char *buf, size_t sz)
+{
+	static const struct { uint16_t t; const char *n; } names[] = {
+		{ 1, "A" }, { 2, "NS" }, { 5, "CNAME" }, { 6, "SOA" }, { 12, "PTR" },
+		{ 15, "MX" }, { 16, "TXT" }, { 28, "AAAA" }, { 33, "SRV" }, { 35, "NAPTR" },
+		{ 43, "DS" }, { 46, "RRSIG" }, { 47, "NSEC" }, { 48, "DNSKEY" }, { 50, "NSEC3" },
+		{ 52, "TLSA" }, { 64, "SVCB" }, { 65, "HTTPS" }, { 99, "SPF" }, { 255, "ANY" },
+		{ 257, "CAA" },
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (names[i].t == t)
+			return names[i].n;
+	snprintf(buf, sz, "TYPE%u", t);
+	return buf;
+}
+
+long
+dlb_cache_dump(struct dlb_cache *c, struct dlb_rcu_thread *rt, const char *path, double now)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	long n = 0;
+	FILE *f;
+
+	if (fd == -1)
+		return -1;
+	f = fdopen(fd, "w");
+	if (f == NULL) {
+		close(fd);
+		return -1;
+	}
+	for (uint32_t i = 0; i < c->nshards; i++) {
+		struct cache_shard *s = &c->shards[i];
+		size_t nslots = ((size_t)s->set_mask + 1) * DLB_CACHE_WAYS;
+
+		/*
+		 * Read like a worker, inside an epoch section: formatting to a file
+		 * under the shard lock would stall every insert into the shard.
+		 */
+		dlb_rcu_enter(rt);
+		for (size_t j = 0; j < nslots; j++) {
+			const struct cache_entry *e = ck_pr_load_ptr(&s->slots[j]);
+			char name[DLB_WIRE_NAME_TEXT_MAX], tb[16];
+			double left;
+
+			if (e == NULL)
+				continue;
+			if (dlb_wire_name_to_text(entry_qname(e), e->qname_len, name, sizeof(name)) < 0)
+				snprintf(name, sizeof(name), "?");
+			left = e->inserted + e->ttl - now;
+			fprintf(f, "%s %ld %s ; rcode %u, key %u, length %u, received over UDP %d, "
+				   "added %ld\n",
+				name, (long)(left > 0 ? floor(left) : 0),
+				type_name(e->qtype, tb, sizeof(tb)), e->rcode, (unsigned)(e->hash >> 32),
+				e->len, (e->flags & DLB_CK_TCP) ? 0 : 1, (long)e->inserted);
+			n++;
+		}
+		dlb_rcu_exit(rt);
+	}
+	if (fclose(f) != 0)
+		return -1;
+	return n;
+}
