@@ -49,6 +49,7 @@ struct cache_shard {
 	ck_spinlock_t lock;
 	struct cache_entry **slots;	/* nsets * DLB_CACHE_WAYS */
 	uint32_t set_mask;
+	uint32_t hand;			/* CLOCK hand: eviction outside a full shard's set */
 	uint32_t entries;		/* under lock; read racily for stats */
 	uint32_t max_entries;
 	uint64_t bytes, max_bytes;
@@ -174,7 +175,8 @@ dlb_cache_new(const struct dlb_cache_opts *o)
 
 		ck_spinlock_init(&s->lock);
 		s->set_mask = nsets - 1;
-		s->max_entries = per_shard;
+		/* the bound is exact: the first shards take the remainder */
+		s->max_entries = o->max_entries / c->nshards + (i < o->max_entries % c->nshards);
 		s->max_bytes = o->max_bytes > 0 ? o->max_bytes / c->nshards : UINT64_MAX;
 		s->slots = aligned_alloc(64, (size_t)nsets * DLB_CACHE_WAYS * sizeof(*s->slots));
 		if (s->slots == NULL) {
@@ -419,6 +421,26 @@ remove_locked(struct cache_shard *s, struct dlb_rcu_thread *rt, struct cache_ent
 	dlb_rcu_defer(rt, &e->epoch, entry_reclaim);
 }
 
+/*
+ * A victim anywhere in the shard, for when the target set has none: the next
+ * occupied slot after the CLOCK hand. Lock held; NULL only if the shard is empty.
+ */
+static struct cache_entry **
+victim_in_shard(struct cache_shard *s)
+{
+	uint32_t nslots = (s->set_mask + 1) * DLB_CACHE_WAYS;
+
+	for (uint32_t i = 0; i < nslots; i++) {
+		uint32_t j = (s->hand + i) & (nslots - 1);
+
+		if (s->slots[j] != NULL) {
+			s->hand = (j + 1) & (nslots - 1);
+			return &s->slots[j];
+		}
+	}
+	return NULL;
+}
+
 /* The victim in a set: the entry that expires first, other than @keep. */
 static struct cache_entry **
 victim_in_set(struct cache_entry **set, const struct cache_entry *keep)
@@ -484,11 +506,18 @@ dlb_cache_insert(struct dlb_cache *c, struct dlb_rcu_thread *rt, const struct dl
 			return false;
 		}
 	}
-	if (ttl == 0)
+	if (ttl == 0) {
+		STAT_ADD(s->not_cacheable, 1);
 		return false;
+	}
 
 	pos = (k->qname_len + k->opts_len + 1u) & ~1u;
 	size = sizeof(*e) + pos + scan.nttl * sizeof(uint16_t) + len;
+	if (size > s->max_bytes) {
+		/* could never fit, whatever we evicted */
+		STAT_ADD(s->not_cacheable, 1);
+		return false;
+	}
 	e = malloc(size);
 	if (e == NULL)
 		return false;
@@ -531,12 +560,18 @@ dlb_cache_insert(struct dlb_cache *c, struct dlb_rcu_thread *rt, const struct dl
 		remove_locked(s, rt, same);
 		slot = same;
 	}
-	/* stay within the shard's bounds: evict in this set, soonest expiry first */
-	while (s->entries + 1 > s->max_entries || s->bytes + size > s->max_bytes || slot == NULL) {
+	/*
+	 * Stay within the shard's bounds: evict in this set first (soonest
+	 * expiry), then, for the entry or byte bound, elsewhere in the shard
+	 * (CLOCK). A full shard always makes room: inserts are never refused.
+	 */
+	while (slot == NULL || s->entries + 1 > s->max_entries || s->bytes + size > s->max_bytes) {
 		struct cache_entry **v = victim_in_set(set, NULL);
 
+		if (v == NULL && slot != NULL)
+			v = victim_in_shard(s);
 		if (v == NULL) {
-			/* nothing left to evict here; the bound is held by other sets */
+			/* unreachable: an empty shard has room for an entry that fits */
 			ck_spinlock_unlock(&s->lock);
 			free(e);
 			return false;
@@ -602,22 +637,26 @@ static size_t
 remove_where(struct dlb_cache *c, struct dlb_rcu_thread *rt, size_t keep, cache_pred_fn *pred,
 	     const void *arg)
 {
-	size_t removed = 0;
+	size_t removed = 0, total = total_entries(c);
 
-	for (uint32_t i = 0; i < c->nshards; i++) {
+	for (uint32_t i = 0; i < c->nshards && total > keep; i++) {
 		struct cache_shard *s = &c->shards[i];
 		size_t nslots = ((size_t)s->set_mask + 1) * DLB_CACHE_WAYS;
 
 		ck_spinlock_lock(&s->lock);
-		for (size_t j = 0; j < nslots && total_entries(c) > keep; j++) {
+		for (size_t j = 0; j < nslots && total > keep; j++) {
 			if (s->slots[j] != NULL && pred(s->slots[j], arg)) {
 				remove_locked(s, rt, &s->slots[j]);
 				removed++;
+				total--;
+			}
+			if ((j & 1023) == 1023) {
+				/* let this shard's inserts through now and then */
+				ck_spinlock_unlock(&s->lock);
+				ck_spinlock_lock(&s->lock);
 			}
 		}
 		ck_spinlock_unlock(&s->lock);
-		if (total_entries(c) <= keep)
-			break;
 	}
 	return removed;
 }

@@ -18,6 +18,7 @@
 
 #include "dnslb/cache.h"
 #include "dnslb/config.h"
+#include "dnslb/health.h"
 #include "dnslb/log.h"
 #include "dnslb/rcu.h"
 #include "dnslb/netmask.h"
@@ -338,6 +339,8 @@ maintenance_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	static double last_clean;
 	double now = ev_now(loop);
 
+	if (last_clean == 0)
+		last_clean = now;	/* the first cleaning comes one delay after start */
 	if (now - last_clean >= cfg->cache_cleaning_delay) {
 		last_clean = now;
 		for (int i = 0; i < cfg->ncaches; i++) {
@@ -378,6 +381,7 @@ main(int argc, char **argv)
 	struct dlb_lua_conf *lc = NULL;
 	char err[1024];
 	struct ev_loop *loop;
+	struct dlb_health *health = NULL;
 	ev_timer maintenance;
 	ev_signal sigs[4];
 	static const int signums[4] = { SIGTERM, SIGINT, SIGHUP, SIGUSR1 };
@@ -437,6 +441,15 @@ main(int argc, char **argv)
 	if (drop_privileges(c.uid, c.gid) != 0)
 		goto out_workers;
 
+	/* the initial health checks decide each backend's state before serving */
+	loop = ev_default_loop(0);
+	health = dlb_health_new(loop, cfg);
+	if (health == NULL) {
+		dlb_err("out of memory");
+		goto out_workers;
+	}
+	dlb_health_initial(health);
+
 	/* Workers must not get the process signals: block them before spawning. */
 	{
 		sigset_t set, old;
@@ -458,7 +471,6 @@ main(int argc, char **argv)
 		}
 	}
 
-	loop = ev_default_loop(0);
 	for (int i = 0; i < 4; i++) {
 		ev_signal_init(&sigs[i], signal_cb, signums[i]);
 		ev_signal_start(loop, &sigs[i]);
@@ -475,10 +487,13 @@ main(int argc, char **argv)
 		dlb_worker_stop_join(workers[i]);
 	for (int i = 0; i < 4; i++)
 		ev_signal_stop(loop, &sigs[i]);
+	dlb_health_free(health);
+	health = NULL;
 	ev_loop_destroy(loop);
 	dlb_info("Exiting");
 	rc = 0;
 out_workers:
+	dlb_health_free(health);
 	for (int i = 0; i < nworkers; i++)
 		dlb_worker_free(workers[i]);
 out:

@@ -34,6 +34,14 @@ to port 0 and read `.port`.  Every query it receives is recorded (see
   big                UDP: TC=1; TCP: ~60 kB of TXT records
   big-<n>            TCP: an answer of exactly <n> bytes (TXT); UDP: TC=1
   twice              A 192.0.2.1, then 50 ms later a second answer A 192.0.2.2
+  ttl-<n>            the normal answer with every record's TTL set to <n>
+  seq-<n>            A 198.51.100.<k>, TTL <n>, where k counts the queries seen
+                     so far for this qname (case-insensitive, any transport):
+                     tells a refreshed answer from an older one
+  nxdomain-<ttl>[-<min>], nodata-<ttl>[-<min>]
+                     NXDOMAIN / NOERROR-no-data with a SOA in the authority
+                     section: RR TTL <ttl>, SOA MINIMUM <min> (default <ttl>)
+  tcdata             TC=1 but with the normal records (TTL 300)
 
 Spoofed/forged answers always carry A 6.6.6.6 so a test can tell them
 apart from the real answer (192.0.2.1).  If the query has an OPT record the
@@ -151,16 +159,23 @@ def build_answer(q, rcode=0, answers=(), flags_set=0, flags_clear=0, qid=None,
     return hdr + qd + (b"".join(answers) if with_question else b"") + opt
 
 
-def _normal_records(q, addr=REAL_ADDR):
+def _normal_records(q, addr=REAL_ADDR, ttl=300):
     if q.qtype == 1:
-        return [_rr(1, addr)]
+        return [_rr(1, addr, ttl=ttl)]
     if q.qtype == 28:
-        return [_rr(28, REAL_AAAA)]
+        return [_rr(28, REAL_AAAA, ttl=ttl)]
     if q.qtype == 16:
-        return [_rr(16, b"\x05hello")]
+        return [_rr(16, b"\x05hello", ttl=ttl)]
     if q.qtype == 15:
-        return [_rr(15, b"\x00\x0a\x04mail\x07example\x00")]
+        return [_rr(15, b"\x00\x0a\x04mail\x07example\x00", ttl=ttl)]
     return []
+
+
+def _soa_rr(ttl, minimum):
+    """A SOA for the question name (owner: a pointer to it)."""
+    rdata = (b"\x02ns\x07example\x00" + b"\x0ahostmaster\x07example\x00"
+             + struct.pack("!IIIII", 2024010101, 3600, 600, 86400, minimum))
+    return _rr(6, rdata, ttl=ttl)
 
 
 def _txt_fill(q, total):
@@ -217,6 +232,7 @@ class Responder:
         self._want_udp = udp
         self._want_tcp = tcp
         self.behaviours = {}            # label -> callable(q, transport) -> [(delay_s, bytes|None)]
+        self._seq_counts = {}           # qname (lowercase) -> queries seen (label seq-<n>)
         self.udp = self.tcp = self.spoof = None
         self._thread = None
 
@@ -376,6 +392,31 @@ class Responder:
                 return [(0, build_answer(q, flags_set=TC), "tc")]
             size = int(m.group(1)) if m.group(1) else 60000
             return [(0, _txt_fill(q, size), "big")]
+        m = re.fullmatch(r"ttl-(\d+)", label)
+        if m:
+            return [(0, build_answer(q, answers=_normal_records(q, ttl=int(m.group(1)))),
+                     "normal")]
+        m = re.fullmatch(r"seq-(\d+)", label)
+        if m:
+            with self._lock:
+                k = self._seq_counts.get(q.qname.lower(), 0) + 1
+                self._seq_counts[q.qname.lower()] = k
+            recs = [_rr(1, bytes([198, 51, 100, k & 0xFF]), ttl=int(m.group(1)))] \
+                if q.qtype == 1 else []
+            return [(0, build_answer(q, answers=recs), "normal")]
+        m = re.fullmatch(r"(nxdomain|nodata)-(\d+)(?:-(\d+))?", label)
+        if m:
+            ttl = int(m.group(2))
+            minimum = int(m.group(3)) if m.group(3) else ttl
+            rc = RCODES["nxdomain"] if m.group(1) == "nxdomain" else 0
+            ans = build_answer(q, rcode=rc)
+            # one authority record: bump NSCOUNT, put the SOA before the OPT
+            opt = _opt_rr(q)
+            body = ans[:len(ans) - len(opt)] if opt else ans
+            ans = body[:8] + struct.pack("!H", 1) + body[10:] + _soa_rr(ttl, minimum) + opt
+            return [(0, ans, m.group(1))]
+        if label == "tcdata":
+            return [(0, build_answer(q, answers=_normal_records(q), flags_set=TC), "tc")]
         if label == "twice":
             second = build_answer(q, answers=[_rr(1, SECOND_ADDR)] if q.qtype == 1 else [])
             return [(0, normal, "normal"), (0.05, second, "second")]

@@ -1,0 +1,380 @@
+/*
+ * health.c - active health checks of backends, on the main thread's loop,
+ * with dnsdist's semantics (dnsdist-api.md §1.4):
+ *
+ *  - every checkInterval seconds, a query for checkName/checkType/checkClass
+ *    with RD=1 (CD with setCD) and a random ID, over UDP, or TCP with
+ *    checkTCP or tcpOnly, from the backend's source address;
+ *  - a failure is a timeout (checkTimeout ms), a short or malformed answer, a
+ *    wrong ID, QR=0, a different question, SERVFAIL, and with mustResolve
+ *    also NXDOMAIN and REFUSED;
+ *  - maxCheckFailures failures in a row take an up backend down, rise
+ *    successes in a row bring a down one up; each change is logged as
+ *    "Marking downstream <name> (<addr>) as 'up'|'down'";
+ *  - a backend forced up or down (setUp/setDown, healthCheckMode) is not
+ *    checked;
+ *  - before the workers start, one check of every backend decides its
+ *    initial state.
+ *
+ * The verdict is published with an atomic store to be->healthy; workers read
+ * it with dlb_backend_is_up().
+ *
+ * Thread: main only.
+ */
+#include "dnslb/health.h"
+
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "dnslb/config.h"
+#include "dnslb/log.h"
+#include "dnslb/util.h"
+#include "dnslb/wire.h"
+
+#define container_of(p, T, m) ((T *)(void *)((char *)(p) - offsetof(T, m)))
+
+struct hc {
+	struct dlb_health *h;
+	struct dlb_backend *be;
+	ev_timer next;			/* the next check */
+	ev_timer timeout;		/* the running check's deadline */
+	ev_io io;
+	int fd;
+	bool running;
+	bool tcp;
+	bool connected;			/* TCP: connect finished */
+	uint16_t id;
+	uint8_t query[DLB_DNS_HDR + DLB_MAX_NAME + 4 + 2];	/* framed for TCP */
+	size_t qlen;			/* without the TCP length */
+	size_t written;
+	uint8_t resp[1024];
+	size_t rlen;
+	int fails, successes;		/* in a row */
+	uint64_t checks;		/* sent */
+};
+
+struct dlb_health {
+	struct ev_loop *loop;
+	struct dlb_config *cfg;
+	struct dlb_rng rng;
+	struct hc *hcs;
+	int n;
+	int initial_pending;		/* initial checks still running */
+};
+
+static void check_start(struct hc *c);
+
+static void
+set_state(struct hc *c, bool up)
+{
+	struct dlb_backend *be = c->be;
+
+	if ((__atomic_load_n(&be->healthy, __ATOMIC_RELAXED) != 0) == up)
+		return;
+	__atomic_store_n(&be->healthy, up ? 1 : 0, __ATOMIC_RELEASE);
+	dlb_warn("Marking downstream %s (%s) as '%s'", be->name, be->addr_text, up ? "up" : "down");
+}
+
+static void
+check_stop_io(struct hc *c)
+{
+	struct ev_loop *loop = c->h->loop;
+
+	ev_io_stop(loop, &c->io);
+	ev_timer_stop(loop, &c->timeout);
+	if (c->fd >= 0) {
+		close(c->fd);
+		c->fd = -1;
+	}
+	c->running = false;
+}
+
+/* One check is over: update the state machine and schedule the next. */
+static void
+check_done(struct hc *c, bool ok, const char *why)
+{
+	struct dlb_health *h = c->h;
+	struct dlb_backend *be = c->be;
+	bool initial = c->checks == 1;
+
+	check_stop_io(c);
+	if (!ok && h->cfg->verbose_health_checks)
+		dlb_info("Health check of %s (%s) failed: %s", be->name, be->addr_text, why);
+	if (ok) {
+		c->fails = 0;
+		c->successes++;
+	} else {
+		c->successes = 0;
+		c->fails++;
+	}
+	if (initial) {
+		/* the first check decides the state, as dnsdist's initial check */
+		set_state(c, ok);
+		if (!ok || h->cfg->verbose_health_checks)
+			dlb_info("Initial health check of %s (%s): %s", be->name, be->addr_text,
+				 ok ? "up" : "down");
+		if (h->initial_pending > 0 && --h->initial_pending == 0)
+			ev_break(h->loop, EVBREAK_ONE);
+	} else if (__atomic_load_n(&be->healthy, __ATOMIC_RELAXED)) {
+		if (c->fails >= be->max_check_failures)
+			set_state(c, false);
+	} else if (c->successes >= be->rise) {
+		set_state(c, true);
+	}
+	ev_timer_set(&c->next, be->check_interval > 0 ? be->check_interval : 1, 0.);
+	ev_timer_start(h->loop, &c->next);
+}
+
+static void
+check_validate(struct hc *c, const uint8_t *p, size_t n)
+{
+	const struct dlb_backend *be = c->be;
+	struct dlb_dnsmsg m;
+	unsigned rcode;
+	int rc;
+
+	if (n < DLB_DNS_HDR) {
+		check_done(c, false, "short answer");
+		return;
+	}
+	if (dlb_rd16(p) != c->id) {
+		check_done(c, false, "ID mismatch");
+		return;
+	}
+	rc = dlb_wire_parse_response_question(p, n, &m);
+	if (rc != DLB_OK && rc != DLB_EEMPTY) {
+		check_done(c, false, "malformed answer");
+		return;
+	}
+	if (!(m.flags & DLB_F_QR)) {
+		check_done(c, false, "QR not set");
+		return;
+	}
+	rcode = DLB_RCODE(m.flags);
+	if (rcode == DLB_RCODE_SERVFAIL) {
+		check_done(c, false, "SERVFAIL");
+		return;
+	}
+	if (be->must_resolve && (rcode == DLB_RCODE_NXDOMAIN || rcode == DLB_RCODE_REFUSED)) {
+		check_done(c, false, rcode == DLB_RCODE_NXDOMAIN ? "NXDOMAIN" : "REFUSED");
+		return;
+	}
+	if (rc == DLB_OK &&
+	    (m.qtype != be->check_type || m.qclass != be->check_class ||
+	     !dlb_wire_name_equal_ci(m.qname_lc, m.qname_len, be->check_name,
+				     (size_t)be->check_name_len))) {
+		check_done(c, false, "question mismatch");
+		return;
+	}
+	check_done(c, true, NULL);
+}
+
+static void
+check_io_cb(struct ev_loop *loop, ev_io *io, int revents)
+{
+	struct hc *c = container_of(io, struct hc, io);
+	ssize_t n;
+
+	if (!c->tcp) {
+		n = recv(c->fd, c->resp, sizeof(c->resp), MSG_DONTWAIT);
+		if (n == -1) {
+			if (errno != EAGAIN && errno != EINTR)
+				check_done(c, false, strerror(errno));
+			return;
+		}
+		check_validate(c, c->resp, (size_t)n);
+		return;
+	}
+	if (!c->connected) {
+		int err = 0;
+		socklen_t el = sizeof(err);
+
+		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el) == -1 || err != 0) {
+			check_done(c, false, err ? strerror(err) : "connect failed");
+			return;
+		}
+		c->connected = true;
+	}
+	if (c->written < c->qlen + 2) {
+		n = send(c->fd, c->query + c->written, c->qlen + 2 - c->written,
+			 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n == -1) {
+			if (errno != EAGAIN && errno != EINTR)
+				check_done(c, false, strerror(errno));
+			return;
+		}
+		c->written += (size_t)n;
+		if (c->written == c->qlen + 2) {
+			ev_io_stop(loop, &c->io);
+			ev_io_set(&c->io, c->fd, EV_READ);
+			ev_io_start(loop, &c->io);
+		}
+		return;
+	}
+	n = recv(c->fd, c->resp + c->rlen, sizeof(c->resp) - c->rlen, MSG_DONTWAIT);
+	if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR)) {
+		check_done(c, false, n == 0 ? "connection closed" : strerror(errno));
+		return;
+	}
+	if (n == -1)
+		return;
+	c->rlen += (size_t)n;
+	if (c->rlen >= 2) {
+		size_t flen = dlb_rd16(c->resp);
+
+		if (flen + 2 > sizeof(c->resp)) {
+			/* a health-check answer has no business being this big */
+			check_done(c, false, "answer too large");
+			return;
+		}
+		if (c->rlen >= flen + 2)
+			check_validate(c, c->resp + 2, flen);
+	}
+}
+
+static void
+check_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	check_done(container_of(t, struct hc, timeout), false, "timeout");
+}
+
+static void
+check_next_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	check_start(container_of(t, struct hc, next));
+}
+
+static void
+check_start(struct hc *c)
+{
+	struct dlb_health *h = c->h;
+	struct dlb_backend *be = c->be;
+	uint8_t *q = c->query + 2;
+	int one = 1;
+
+	if (__atomic_load_n(&be->admin, __ATOMIC_RELAXED) != DLB_BE_AUTO) {
+		/* forced up or down: no checks, but look again later */
+		ev_timer_set(&c->next, be->check_interval > 0 ? be->check_interval : 1, 0.);
+		ev_timer_start(h->loop, &c->next);
+		return;
+	}
+	c->tcp = be->check_tcp || be->tcp_only;
+	c->id = (uint16_t)dlb_rng_u32(&h->rng);
+	dlb_wr16(q, c->id);
+	dlb_wr16(q + 2, (uint16_t)(DLB_F_RD | (be->set_cd ? DLB_F_CD : 0)));
+	dlb_wr16(q + 4, 1);
+	memset(q + 6, 0, 6);
+	memcpy(q + DLB_DNS_HDR, be->check_name, (size_t)be->check_name_len);
+	dlb_wr16(q + DLB_DNS_HDR + be->check_name_len, be->check_type);
+	dlb_wr16(q + DLB_DNS_HDR + be->check_name_len + 2, be->check_class);
+	c->qlen = DLB_DNS_HDR + (size_t)be->check_name_len + 4;
+	dlb_wr16(c->query, (uint16_t)c->qlen);
+	c->written = 0;
+	c->rlen = 0;
+	c->connected = false;
+	c->checks++;
+	c->running = true;
+
+	c->fd = socket(be->addr.ss_family,
+		       (c->tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (c->fd == -1) {
+		check_done(c, false, strerror(errno));
+		return;
+	}
+	if (be->source_iface[0] != '\0')
+		setsockopt(c->fd, SOL_SOCKET, SO_BINDTODEVICE, be->source_iface,
+			   (socklen_t)strlen(be->source_iface));
+	if (be->source.ss_family != 0) {
+		setsockopt(c->fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one));
+		if (bind(c->fd, (const struct sockaddr *)&be->source, be->sourcelen) == -1) {
+			check_done(c, false, strerror(errno));
+			return;
+		}
+	}
+	if (connect(c->fd, (const struct sockaddr *)&be->addr, be->addrlen) == -1 &&
+	    errno != EINPROGRESS) {
+		check_done(c, false, strerror(errno));
+		return;
+	}
+	if (!c->tcp && send(c->fd, q, c->qlen, MSG_DONTWAIT) == -1) {
+		check_done(c, false, strerror(errno));
+		return;
+	}
+	ev_io_set(&c->io, c->fd, c->tcp ? EV_WRITE : EV_READ);
+	ev_io_start(h->loop, &c->io);
+	ev_timer_set(&c->timeout, (be->check_timeout > 0 ? be->check_timeout : 1000) / 1000.0, 0.);
+	ev_timer_start(h->loop, &c->timeout);
+}
+
+struct dlb_health *
+dlb_health_new(struct ev_loop *loop, struct dlb_config *cfg)
+{
+	struct dlb_health *h = calloc(1, sizeof(*h));
+
+	if (h == NULL)
+		return NULL;
+	h->loop = loop;
+	h->cfg = cfg;
+	dlb_rng_init(&h->rng);
+	h->n = cfg->nbackends;
+	h->hcs = calloc((size_t)(h->n > 0 ? h->n : 1), sizeof(*h->hcs));
+	if (h->hcs == NULL) {
+		free(h);
+		return NULL;
+	}
+	for (int i = 0; i < h->n; i++) {
+		struct hc *c = &h->hcs[i];
+
+		c->h = h;
+		c->be = cfg->backends[i];
+		c->fd = -1;
+		ev_init(&c->next, check_next_cb);
+		ev_init(&c->timeout, check_timeout_cb);
+		ev_init(&c->io, check_io_cb);
+	}
+	return h;
+}
+
+void
+dlb_health_initial(struct dlb_health *h)
+{
+	h->initial_pending = 0;
+	for (int i = 0; i < h->n; i++) {
+		struct hc *c = &h->hcs[i];
+
+		if (__atomic_load_n(&c->be->admin, __ATOMIC_RELAXED) == DLB_BE_AUTO) {
+			h->initial_pending++;
+			check_start(c);
+		} else {
+			ev_timer_set(&c->next, c->be->check_interval > 0 ? c->be->check_interval : 1,
+				     0.);
+			ev_timer_start(h->loop, &c->next);
+		}
+	}
+	/* run only the checks until each has an answer or timed out */
+	if (h->initial_pending > 0)
+		ev_run(h->loop, 0);
+	h->initial_pending = 0;
+}
+
+uint64_t
+dlb_health_checks_sent(const struct dlb_health *h, int be_index)
+{
+	return be_index < h->n ? h->hcs[be_index].checks : 0;
+}
+
+void
+dlb_health_free(struct dlb_health *h)
+{
+	if (h == NULL)
+		return;
+	for (int i = 0; i < h->n; i++) {
+		check_stop_io(&h->hcs[i]);
+		ev_timer_stop(h->loop, &h->hcs[i].next);
+	}
+	free(h->hcs);
+	free(h);
+}

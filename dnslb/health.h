@@ -1,0 +1,28 @@
+/*
+ * health.h - active health checks of backends (dnsdist semantics), run by
+ * the main thread's event loop. See health.c.
+ *
+ * Thread: main only.
+ */
+#ifndef DNSLB_HEALTH_H
+#define DNSLB_HEALTH_H
+
+#include <ev.h>
+#include <stdint.h>
+
+struct dlb_config;
+struct dlb_health;
+
+/** @return the checker for every backend of @cfg, or NULL (no memory). */
+struct dlb_health *dlb_health_new(struct ev_loop *loop, struct dlb_config *cfg);
+/**
+ * Check every auto-mode backend once and wait for the answers (at most the
+ * longest checkTimeout), so the initial states are known before serving;
+ * then keep checking every checkInterval seconds on @loop.
+ */
+void dlb_health_initial(struct dlb_health *h);
+/** Health-check queries sent to backend @be_index so far. */
+uint64_t dlb_health_checks_sent(const struct dlb_health *h, int be_index);
+void dlb_health_free(struct dlb_health *h);
+
+#endif
