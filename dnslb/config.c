@@ -46,6 +46,8 @@ dlb_policy_name(enum dlb_policy p)
 		return "wrandom";
 	case DLB_POLICY_WHASHED:
 		return "whashed";
+	case DLB_POLICY_CHASHED:
+		return "chashed";
 	}
 	return "unknown";
 }
@@ -104,6 +106,7 @@ dlb_config_free(struct dlb_config *cfg)
 		free(cfg->backends[i]);
 	for (int i = 0; i < cfg->npools; i++) {
 		free(cfg->pools[i]->members);
+		free(cfg->pools[i]->ring);
 		free(cfg->pools[i]);
 	}
 	/* caches last: pools point at them, and they are never freed earlier */
@@ -151,6 +154,11 @@ dlb_backend_new(void)
 	be->check_timeout = 1000;
 	be->max_check_failures = 1;
 	be->rise = 1;
+	be->lazy_sample_size = 100;
+	be->lazy_min_samples = 1;
+	be->lazy_threshold = 20;
+	be->lazy_failed_interval = 30;
+	be->lazy_max_backoff = 3600;
 	be->sockets = 1;
 	be->retries = 5;
 	be->tcp_connect_timeout = 5;
@@ -393,5 +401,72 @@ dlb_config_add_frontend(struct dlb_config *cfg, const struct dlb_frontend_cfg *f
 	*nf = *fe;
 	if (nf->text[0] == '\0')
 		dlb_sockaddr_format((const struct sockaddr *)&nf->addr, nf->text, sizeof(nf->text));
+	return 0;
+}
+
+/* FNV-1a, 32 bits: stable across restarts and machines, unlike the keyed hashes. */
+static uint32_t
+fnv1a(const void *p, size_t n, uint32_t h)
+{
+	const uint8_t *b = p;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 16777619u;
+	}
+	return h;
+}
+
+uint32_t
+dlb_name_hash_seeded(const uint8_t *lc, size_t len, uint32_t seed)
+{
+	return fnv1a(lc, len, 2166136261u ^ seed);
+}
+
+static int
+cmp_points(const void *a, const void *b)
+{
+	const struct dlb_ch_point *x = a, *y = b;
+
+	if (x->hash != y->hash)
+		return x->hash < y->hash ? -1 : 1;
+	/* equal hashes: order by backend so the ring is deterministic */
+	return x->be->index - y->be->index;
+}
+
+int
+dlb_config_build_rings(struct dlb_config *cfg)
+{
+	for (int i = 0; i < cfg->npools; i++) {
+		struct dlb_pool *p = cfg->pools[i];
+		size_t n = 0, k = 0;
+
+		free(p->ring);
+		p->ring = NULL;
+		p->nring = 0;
+		for (int j = 0; j < p->n; j++)
+			n += (size_t)p->members[j]->weight;
+		if (n == 0)
+			continue;
+		if (n > 10000000)
+			return -1;	/* absurd weights: refuse rather than eat memory */
+		p->ring = malloc(n * sizeof(*p->ring));
+		if (p->ring == NULL)
+			return -1;
+		for (int j = 0; j < p->n; j++) {
+			struct dlb_backend *be = p->members[j];
+			uint32_t base = fnv1a(be->uuid, strlen(be->uuid), 2166136261u);
+
+			for (int w = 0; w < be->weight; w++) {
+				uint32_t wi = (uint32_t)w;
+
+				p->ring[k].hash = fnv1a(&wi, sizeof(wi), base);
+				p->ring[k].be = be;
+				k++;
+			}
+		}
+		qsort(p->ring, k, sizeof(*p->ring), cmp_points);
+		p->nring = (int)k;
+	}
 	return 0;
 }

@@ -48,6 +48,7 @@ enum dlb_policy {
 	DLB_POLICY_ROUNDROBIN,
 	DLB_POLICY_WRANDOM,
 	DLB_POLICY_WHASHED,
+	DLB_POLICY_CHASHED,
 };
 
 const char *dlb_policy_name(enum dlb_policy p);
@@ -82,6 +83,15 @@ struct dlb_backend {
 	bool must_resolve;
 	bool set_cd;
 	bool check_tcp;
+	/* healthCheckMode="lazy": judged by real traffic, probed only once down */
+	bool lazy;
+	bool lazy_timeouts_only;		/* lazyHealthCheckMode "TimeoutOnly" */
+	bool lazy_backoff;			/* lazyHealthCheckUseExponentialBackOff */
+	int lazy_sample_size;			/* lazyHealthCheckSampleSize, default 100 */
+	int lazy_min_samples;			/* lazyHealthCheckMinSampleCount, default 1 */
+	int lazy_threshold;			/* lazyHealthCheckThreshold, %, default 20 */
+	int lazy_failed_interval;		/* lazyHealthCheckFailedInterval, s, default 30 */
+	int lazy_max_backoff;			/* lazyHealthCheckMaxBackOff, s, default 3600 */
 
 	/* transport */
 	int sockets;				/* UDP sockets per worker towards it, default 1 */
@@ -99,6 +109,22 @@ struct dlb_backend {
 	int qps_limit_rt;			/* setQPS() at runtime */
 };
 
+/** A point of a pool's consistent-hashing ring (chashed). */
+struct dlb_ch_point {
+	uint32_t hash;
+	struct dlb_backend *be;
+};
+
+/** One backend's figures summed over the workers (for Lua and the console). */
+struct dlb_be_totals {
+	uint64_t queries, responses, drops, send_errors, outstanding, servfails;
+	double latency_us;		/* mean of the workers' EWMAs that saw answers */
+	double qps, drate;		/* over the last second */
+};
+
+/** Filled in by the daemon once its workers exist; zeros before. */
+typedef void dlb_be_totals_fn(int be_index, struct dlb_be_totals *out);
+
 /** A pool of backends; built at config time, policy per pool or global. */
 struct dlb_pool {
 	char name[64];				/* "" is the default pool */
@@ -106,6 +132,8 @@ struct dlb_pool {
 	int n;
 	int policy;				/* -1 = use the global policy */
 	struct dlb_cache *cache;		/* setCache(); NULL = none. Owned by cfg->caches */
+	struct dlb_ch_point *ring;		/* chashed: `weight` points per member, sorted */
+	int nring;
 };
 
 struct dlb_config {
@@ -136,6 +164,9 @@ struct dlb_config {
 	bool roundrobin_fail_on_no_server;
 	struct dlb_selfanswer_opts selfans;
 	uint32_t whashed_perturbation;
+	double weighted_balancing_factor;	/* setWeightedBalancingFactor, 0 = off */
+	double ch_balancing_factor;		/* setConsistentHashingBalancingFactor, 0 = off */
+	dlb_be_totals_fn *be_totals;		/* NULL until the workers run */
 
 	int tcp_recv_timeout;			/* s, default 2 */
 	int tcp_send_timeout;			/* s, default 2 */
@@ -171,6 +202,16 @@ void dlb_config_pool_remove(struct dlb_config *cfg, const char *name, struct dlb
 void dlb_config_resort_pools(struct dlb_config *cfg);
 /** Add a listener; an identical address is merged (repeating addLocal with reusePort). */
 int dlb_config_add_frontend(struct dlb_config *cfg, const struct dlb_frontend_cfg *fe);
+/**
+ * Build every pool's consistent-hashing ring from its members' weights and
+ * IDs (stable across restarts with id=). Main thread, before the workers
+ * start. @return 0 or -1 (no memory).
+ */
+int dlb_config_build_rings(struct dlb_config *cfg);
+
+/** Hash of a lowercased wire name for whashed/chashed (not keyed: stable across restarts). */
+uint32_t dlb_name_hash_seeded(const uint8_t *lc, size_t len, uint32_t seed);
+
 /** dnsdist's default ACL (RFC 1918, CGNAT, loopback, link-local, ULA). */
 void dlb_config_default_acl(struct dlb_nmg *acl);
 

@@ -14,7 +14,10 @@
  *  - a backend forced up or down (setUp/setDown, healthCheckMode) is not
  *    checked;
  *  - before the workers start, one check of every backend decides its
- *    initial state.
+ *    initial state;
+ *  - healthCheckMode="lazy": no checks while the backend is up; real traffic
+ *    judges it (dlb_health_lazy_tick), and once down it is probed with
+ *    backoff until `rise` probes succeed.
  *
  * The verdict is published with an atomic store to be->healthy; workers read
  * it with dlb_backend_is_up().
@@ -54,6 +57,10 @@ struct hc {
 	size_t rlen;
 	int fails, successes;		/* in a row */
 	uint64_t checks;		/* sent */
+	/* lazy mode */
+	uint64_t last_q, last_f;	/* totals at the previous tick */
+	uint64_t win_q, win_f;		/* queries and failures in the current window */
+	int backoff_n;			/* probes failed since it went down */
 };
 
 struct dlb_health {
@@ -64,6 +71,22 @@ struct dlb_health {
 	int n;
 	int initial_pending;		/* initial checks still running */
 };
+
+/* Lazy mode: seconds until the next probe of a down backend. */
+static double
+lazy_interval(const struct hc *c)
+{
+	const struct dlb_backend *be = c->be;
+	double iv = be->lazy_failed_interval > 0 ? be->lazy_failed_interval : 30;
+
+	if (be->lazy_backoff) {
+		for (int i = 0; i < c->backoff_n && iv < be->lazy_max_backoff; i++)
+			iv *= 2;
+		if (be->lazy_max_backoff > 0 && iv > be->lazy_max_backoff)
+			iv = be->lazy_max_backoff;
+	}
+	return iv;
+}
 
 static void check_start(struct hc *c);
 
@@ -98,7 +121,7 @@ check_done(struct hc *c, bool ok, const char *why)
 {
 	struct dlb_health *h = c->h;
 	struct dlb_backend *be = c->be;
-	bool initial = c->checks == 1;
+	bool initial = c->checks == 1 && !be->lazy;
 
 	check_stop_io(c);
 	if (!ok && h->cfg->verbose_health_checks)
@@ -123,6 +146,20 @@ check_done(struct hc *c, bool ok, const char *why)
 			set_state(c, false);
 	} else if (c->successes >= be->rise) {
 		set_state(c, true);
+	}
+	if (be->lazy) {
+		if (__atomic_load_n(&be->healthy, __ATOMIC_RELAXED)) {
+			/* back up: traffic judges it again, from a fresh window */
+			c->backoff_n = 0;
+			c->win_q = c->win_f = 0;
+			return;
+		}
+		if (!ok)
+			c->backoff_n++;
+		ev_timer_set(&c->next, ok ? (be->check_interval > 0 ? be->check_interval : 1)
+					  : lazy_interval(c), 0.);
+		ev_timer_start(h->loop, &c->next);
+		return;
 	}
 	ev_timer_set(&c->next, be->check_interval > 0 ? be->check_interval : 1, 0.);
 	ev_timer_start(h->loop, &c->next);
@@ -345,7 +382,10 @@ dlb_health_initial(struct dlb_health *h)
 	for (int i = 0; i < h->n; i++) {
 		struct hc *c = &h->hcs[i];
 
-		if (__atomic_load_n(&c->be->admin, __ATOMIC_RELAXED) == DLB_BE_AUTO) {
+		if (c->be->lazy) {
+			/* lazy: up until traffic says otherwise, no initial check */
+			continue;
+		} else if (__atomic_load_n(&c->be->admin, __ATOMIC_RELAXED) == DLB_BE_AUTO) {
 			h->initial_pending++;
 			check_start(c);
 		} else {
@@ -358,6 +398,44 @@ dlb_health_initial(struct dlb_health *h)
 	if (h->initial_pending > 0)
 		ev_run(h->loop, 0);
 	h->initial_pending = 0;
+}
+
+void
+dlb_health_lazy_tick(struct dlb_health *h)
+{
+	for (int i = 0; i < h->n; i++) {
+		struct hc *c = &h->hcs[i];
+		const struct dlb_backend *be = c->be;
+		struct dlb_be_totals t;
+		uint64_t fails;
+
+		if (!be->lazy || h->cfg->be_totals == NULL)
+			continue;
+		h->cfg->be_totals(be->index, &t);
+		fails = t.drops + (be->lazy_timeouts_only ? 0 : t.servfails);
+		c->win_q += t.queries - c->last_q;
+		c->win_f += fails - c->last_f;
+		c->last_q = t.queries;
+		c->last_f = fails;
+		if (__atomic_load_n(&be->admin, __ATOMIC_RELAXED) != DLB_BE_AUTO ||
+		    !__atomic_load_n(&be->healthy, __ATOMIC_RELAXED) || c->running)
+			continue;
+		if (c->win_q >= (uint64_t)(be->lazy_min_samples > 0 ? be->lazy_min_samples : 1) &&
+		    c->win_f * 100 >= c->win_q * (uint64_t)be->lazy_threshold) {
+			if (h->cfg->verbose_health_checks)
+				dlb_info("Lazy health check of %s (%s): %llu failures in %llu queries",
+					 be->name, be->addr_text, (unsigned long long)c->win_f,
+					 (unsigned long long)c->win_q);
+			set_state(c, false);
+			c->successes = 0;
+			c->backoff_n = 0;
+			ev_timer_stop(h->loop, &c->next);
+			ev_timer_set(&c->next, lazy_interval(c), 0.);
+			ev_timer_start(h->loop, &c->next);
+		}
+		if (c->win_q >= (uint64_t)(be->lazy_sample_size > 0 ? be->lazy_sample_size : 100))
+			c->win_q = c->win_f = 0;	/* start a new window */
+	}
 }
 
 uint64_t

@@ -21,6 +21,15 @@ struct dlb_health *dlb_health_new(struct ev_loop *loop, struct dlb_config *cfg);
  * then keep checking every checkInterval seconds on @loop.
  */
 void dlb_health_initial(struct dlb_health *h);
+/**
+ * Once a second: judge lazy-mode backends by their recent traffic (timeouts,
+ * and SERVFAILs unless TimeoutOnly) and take one down when the failure ratio
+ * over at least lazyHealthCheckMinSampleCount queries reaches the threshold;
+ * it is then probed every lazyHealthCheckFailedInterval seconds (doubling
+ * with lazyHealthCheckUseExponentialBackOff, up to lazyHealthCheckMaxBackOff)
+ * until `rise` probes succeed.
+ */
+void dlb_health_lazy_tick(struct dlb_health *h);
 /** Health-check queries sent to backend @be_index so far. */
 uint64_t dlb_health_checks_sent(const struct dlb_health *h, int be_index);
 void dlb_health_free(struct dlb_health *h);

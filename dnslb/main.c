@@ -50,6 +50,45 @@ static struct dlb_worker *workers[DLB_MAX_WORKERS];
 static int nworkers;
 static struct dlb_config *cfg;
 static struct dlb_rcu_thread main_rcu;	/* cache expunges from Lua and cleaning */
+static struct dlb_health *health;
+
+/* per-backend rates over the last second, computed by the maintenance timer */
+static struct {
+	uint64_t last_queries, last_drops;
+	double qps, drate;
+} be_rates[DLB_MAX_BACKENDS];
+
+/* dlb_be_totals_fn: a backend's figures summed over the workers. Thread: main. */
+static void
+be_totals(int b, struct dlb_be_totals *t)
+{
+	int nlat = 0;
+
+	memset(t, 0, sizeof(*t));
+	if (b < 0 || b >= cfg->nbackends)
+		return;
+	for (int i = 0; i < nworkers; i++) {
+		const struct dlb_be_stats *bs = &workers[i]->be_stats[b];
+		double lat;
+
+		__atomic_load(&bs->latency_us, &lat, __ATOMIC_RELAXED);
+
+		t->queries += __atomic_load_n(&bs->queries, __ATOMIC_RELAXED);
+		t->responses += __atomic_load_n(&bs->responses, __ATOMIC_RELAXED);
+		t->drops += __atomic_load_n(&bs->drops, __ATOMIC_RELAXED);
+		t->send_errors += __atomic_load_n(&bs->send_errors, __ATOMIC_RELAXED);
+		t->servfails += __atomic_load_n(&bs->servfails, __ATOMIC_RELAXED);
+		t->outstanding += __atomic_load_n(&bs->outstanding, __ATOMIC_RELAXED);
+		if (lat > 0) {
+			t->latency_us += lat;
+			nlat++;
+		}
+	}
+	if (nlat > 0)
+		t->latency_us /= nlat;
+	t->qps = be_rates[b].qps;
+	t->drate = be_rates[b].drate;
+}
 
 static void
 usage(FILE *f)
@@ -339,6 +378,17 @@ maintenance_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	static double last_clean;
 	double now = ev_now(loop);
 
+	for (int b = 0; b < cfg->nbackends && b < DLB_MAX_BACKENDS; b++) {
+		struct dlb_be_totals tot;
+
+		be_totals(b, &tot);
+		be_rates[b].qps = (double)(tot.queries - be_rates[b].last_queries);
+		be_rates[b].drate = (double)(tot.drops - be_rates[b].last_drops);
+		be_rates[b].last_queries = tot.queries;
+		be_rates[b].last_drops = tot.drops;
+	}
+	if (health != NULL)
+		dlb_health_lazy_tick(health);
 	if (last_clean == 0)
 		last_clean = now;	/* the first cleaning comes one delay after start */
 	if (now - last_clean >= cfg->cache_cleaning_delay) {
@@ -381,7 +431,6 @@ main(int argc, char **argv)
 	struct dlb_lua_conf *lc = NULL;
 	char err[1024];
 	struct ev_loop *loop;
-	struct dlb_health *health = NULL;
 	ev_timer maintenance;
 	ev_signal sigs[4];
 	static const int signums[4] = { SIGTERM, SIGINT, SIGHUP, SIGUSR1 };
@@ -417,6 +466,10 @@ main(int argc, char **argv)
 	}
 	if (apply_cli(&c, cfg) != 0)
 		goto out;
+	if (dlb_config_build_rings(cfg) != 0) {
+		dlb_err("out of memory building the consistent-hashing rings");
+		goto out;
+	}
 	if (c.check_config) {
 		printf("Configuration '%s' OK!\n", c.config);
 		rc = 0;
@@ -440,6 +493,8 @@ main(int argc, char **argv)
 	}
 	if (drop_privileges(c.uid, c.gid) != 0)
 		goto out_workers;
+
+	cfg->be_totals = be_totals;
 
 	/* the initial health checks decide each backend's state before serving */
 	loop = ev_default_loop(0);
@@ -493,6 +548,7 @@ main(int argc, char **argv)
 	dlb_info("Exiting");
 	rc = 0;
 out_workers:
+	cfg->be_totals = NULL;
 	dlb_health_free(health);
 	for (int i = 0; i < nworkers; i++)
 		dlb_worker_free(workers[i]);

@@ -198,6 +198,8 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t *pkt, size_t len, const 
 	dlb_wr16(pkt + 2, flags);
 
 	bs->responses++;
+	if (DLB_RCODE(flags) == DLB_RCODE_SERVFAIL)
+		bs->servfails++;
 	bs->latency_us = bs->latency_us == 0 ? usec : (127.0 * bs->latency_us + usec) / 128.0;
 	if (s->cache != NULL)
 		dlb_cache_insert(s->cache, &w->rcu, &s->key, pkt, len, dlb_worker_now(w), -1);
@@ -256,24 +258,65 @@ least_outstanding(struct dlb_worker *w, const struct dlb_pool *pool)
 	return best;
 }
 
+/*
+ * Bounded load (setWeightedBalancingFactor, setConsistentHashingBalancingFactor):
+ * a server is skipped when its outstanding queries exceed its weighted share
+ * of the pool's load times the factor. Per worker: each worker balances its
+ * own outstanding queries, with no shared counter.
+ */
+struct load_bound {
+	double factor;
+	uint32_t total_out;
+	uint32_t total_weight;
+};
+
+static void
+load_bound_init(struct dlb_worker *w, const struct dlb_pool *pool, double factor,
+		struct load_bound *lb)
+{
+	lb->factor = factor;
+	lb->total_out = 0;
+	lb->total_weight = 0;
+	if (factor <= 0)
+		return;
+	for (int i = 0; i < pool->n; i++) {
+		if (!dlb_backend_is_up(pool->members[i]))
+			continue;
+		lb->total_out += w->be_stats[pool->members[i]->index].outstanding;
+		lb->total_weight += (uint32_t)pool->members[i]->weight;
+	}
+}
+
+static bool
+over_bound(const struct dlb_worker *w, const struct load_bound *lb, const struct dlb_backend *be)
+{
+	double target;
+
+	if (lb->factor <= 0 || lb->total_weight == 0)
+		return false;
+	target = lb->factor * (lb->total_out + 1) * be->weight / lb->total_weight;
+	return w->be_stats[be->index].outstanding > target;
+}
+
 static uint32_t
-total_weight(const struct dlb_pool *pool, bool up_only)
+total_weight(struct dlb_worker *w, const struct dlb_pool *pool, const struct load_bound *lb)
 {
 	uint32_t sum = 0;
 
 	for (int i = 0; i < pool->n; i++)
-		if (!up_only || dlb_backend_is_up(pool->members[i]))
+		if (dlb_backend_is_up(pool->members[i]) && !over_bound(w, lb, pool->members[i]))
 			sum += (uint32_t)pool->members[i]->weight;
 	return sum;
 }
 
 static struct dlb_backend *
-weighted_pick(const struct dlb_pool *pool, uint32_t r)
+weighted_pick(struct dlb_worker *w, const struct dlb_pool *pool, const struct load_bound *lb,
+	      uint32_t r)
 {
 	for (int i = 0; i < pool->n; i++) {
 		struct dlb_backend *be = pool->members[i];
 
-		if (!dlb_backend_is_up(be))
+		if (!dlb_backend_is_up(be) || over_bound(w, lb, be))
 			continue;
 		if (r < (uint32_t)be->weight)
 			return be;
@@ -282,24 +325,63 @@ weighted_pick(const struct dlb_pool *pool, uint32_t r)
 	return NULL;
 }
 
-/* FNV-1a over the lowercased name, seeded with setWHashedPertubation(). */
-static uint32_t
-name_hash_seeded(const uint8_t *lc, size_t len, uint32_t seed)
+/* wrandom and whashed: weighted choice by @r (random or the name's hash). */
+static struct dlb_backend *
+weighted(struct dlb_worker *w, const struct dlb_pool *pool, uint32_t r, bool hashed)
 {
-	uint32_t h = 2166136261u ^ seed;
+	struct load_bound lb;
+	uint32_t tw;
 
-	for (size_t i = 0; i < len; i++) {
-		h ^= lc[i];
-		h *= 16777619u;
+	load_bound_init(w, pool, w->cfg->weighted_balancing_factor, &lb);
+	tw = total_weight(w, pool, &lb);
+	if (tw == 0 && lb.factor > 0) {
+		lb.factor = 0;	/* everyone is over the bound: ignore it */
+		tw = total_weight(w, pool, &lb);
 	}
-	return h;
+	if (tw == 0)
+		return NULL;
+	return weighted_pick(w, pool, &lb, hashed ? r % tw : dlb_rng_uniform(&w->rng, tw));
+}
+
+/*
+ * chashed: the first point of the ring at or after the name's hash whose
+ * server is up (and within the bounded load); a server that leaves only
+ * moves the names of its own points.
+ */
+static struct dlb_backend *
+consistent_hashed(struct dlb_worker *w, const struct dlb_pool *pool, uint32_t h)
+{
+	struct load_bound lb;
+	int lo = 0, hi = pool->nring;
+
+	if (pool->nring == 0)
+		return NULL;
+	load_bound_init(w, pool, w->cfg->ch_balancing_factor, &lb);
+	while (lo < hi) {
+		int mid = (lo + hi) / 2;
+
+		if (pool->ring[mid].hash < h)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		for (int k = 0; k < pool->nring; k++) {
+			struct dlb_backend *be = pool->ring[(lo + k) % pool->nring].be;
+
+			if (dlb_backend_is_up(be) && (pass == 1 || !over_bound(w, &lb, be)))
+				return be;
+		}
+		if (lb.factor <= 0)
+			break;
+	}
+	return NULL;
 }
 
 struct dlb_backend *
 dlb_pool_select(struct dlb_worker *w, const struct dlb_pool *pool, const struct dlb_dnsmsg *m)
 {
 	int policy = pool->policy >= 0 ? pool->policy : w->cfg->policy;
-	uint32_t tw;
 
 	if (pool->n == 0)
 		return NULL;
@@ -333,15 +415,14 @@ dlb_pool_select(struct dlb_worker *w, const struct dlb_pool *pool, const struct 
 		return NULL;
 	}
 	case DLB_POLICY_WRANDOM:
-		tw = total_weight(pool, true);
-		return tw == 0 ? NULL : weighted_pick(pool, dlb_rng_uniform(&w->rng, tw));
+		return weighted(w, pool, 0, false);
 	case DLB_POLICY_WHASHED:
-		tw = total_weight(pool, true);
-		if (tw == 0)
-			return NULL;
 		/* not the per-process keyed hash: stickiness must survive restarts */
-		return weighted_pick(pool, name_hash_seeded(m->qname_lc, m->qname_len,
-							   w->cfg->whashed_perturbation) % tw);
+		return weighted(w, pool, dlb_name_hash_seeded(m->qname_lc, m->qname_len,
+							      w->cfg->whashed_perturbation), true);
+	case DLB_POLICY_CHASHED:
+		return consistent_hashed(w, pool, dlb_name_hash_seeded(m->qname_lc, m->qname_len,
+								       w->cfg->whashed_perturbation));
 	case DLB_POLICY_LEAST_OUTSTANDING:
 	default:
 		return least_outstanding(w, pool);

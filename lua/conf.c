@@ -204,6 +204,7 @@ static const struct {
 	{ "roundrobin", DLB_POLICY_ROUNDROBIN },
 	{ "wrandom", DLB_POLICY_WRANDOM },
 	{ "whashed", DLB_POLICY_WHASHED },
+	{ "chashed", DLB_POLICY_CHASHED },
 };
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -709,7 +710,63 @@ l_server_rm_pool(lua_State *L)
 	return 0;
 }
 
+/* A server's figures summed over the workers (zeros before they run). */
+static void
+server_totals(lua_State *L, const struct dlb_backend *be, struct dlb_be_totals *t)
+{
+	struct dlb_config *cfg = conf_get(L)->cfg;
+
+	memset(t, 0, sizeof(*t));
+	if (cfg->be_totals != NULL)
+		cfg->be_totals(be->index, t);
+}
+
+static int
+l_server_get_outstanding(lua_State *L)
+{
+	struct dlb_be_totals t;
+
+	server_totals(L, check_server(L, 1), &t);
+	lua_pushinteger(L, (lua_Integer)t.outstanding);
+	return 1;
+}
+
+/* µs, the EWMA over recent answers (dnsdist: over the last 128 UDP queries) */
+static int
+l_server_get_latency(lua_State *L)
+{
+	struct dlb_be_totals t;
+
+	server_totals(L, check_server(L, 1), &t);
+	lua_pushnumber(L, t.latency_us);
+	return 1;
+}
+
+static int
+l_server_get_drops(lua_State *L)
+{
+	struct dlb_be_totals t;
+
+	server_totals(L, check_server(L, 1), &t);
+	lua_pushinteger(L, (lua_Integer)t.drops);
+	return 1;
+}
+
+static int
+l_server_get_queries(lua_State *L)
+{
+	struct dlb_be_totals t;
+
+	server_totals(L, check_server(L, 1), &t);
+	lua_pushinteger(L, (lua_Integer)t.queries);
+	return 1;
+}
+
 static const luaL_Reg server_methods[] = {
+	{ "getOutstanding", l_server_get_outstanding },
+	{ "getLatency", l_server_get_latency },
+	{ "getDrops", l_server_get_drops },
+	{ "getQueries", l_server_get_queries },
 	{ "setUp", l_server_set_up },
 	{ "setDown", l_server_set_down },
 	{ "setAuto", l_server_set_auto },
@@ -792,7 +849,10 @@ static const char *const server_keys[] = {
 	"checkClass", "checkInterval", "checkTimeout", "maxCheckFailures", "rise",
 	"mustResolve", "setCD", "checkTCP", "healthCheckMode", "sockets", "tcpOnly",
 	"udpTimeout", "retries", "tcpConnectTimeout", "tcpSendTimeout", "tcpRecvTimeout",
-	"maxInFlight", "source", NULL,
+	"maxInFlight", "source", "lazyHealthCheckSampleSize", "lazyHealthCheckMinSampleCount",
+	"lazyHealthCheckThreshold", "lazyHealthCheckFailedInterval",
+	"lazyHealthCheckUseExponentialBackOff", "lazyHealthCheckMaxBackOff", "lazyHealthCheckMode",
+	NULL,
 };
 
 static void
@@ -1008,9 +1068,8 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
 		if (strcasecmp(s, "auto") == 0) {
 			be->admin = DLB_BE_AUTO;
 		} else if (strcasecmp(s, "lazy") == 0) {
-			dlb_warn("newServer: healthCheckMode 'lazy' is not supported, "
-				 "using 'auto'");
 			be->admin = DLB_BE_AUTO;
+			be->lazy = true;
 		} else if (strcasecmp(s, "up") == 0) {
 			be->admin = DLB_BE_FORCED_UP;
 		} else if (strcasecmp(s, "down") == 0) {
@@ -1018,6 +1077,23 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
 		} else {
 			luaL_error(L, "newServer: unknown healthCheckMode '%s'", s);
 		}
+		lua_pop(L, 1);
+	}
+
+	opt_int(L, 1, fn, "lazyHealthCheckSampleSize", 1, 1000000, &be->lazy_sample_size);
+	opt_int(L, 1, fn, "lazyHealthCheckMinSampleCount", 1, 1000000, &be->lazy_min_samples);
+	opt_int(L, 1, fn, "lazyHealthCheckThreshold", 0, 100, &be->lazy_threshold);
+	opt_int(L, 1, fn, "lazyHealthCheckFailedInterval", 1, 86400, &be->lazy_failed_interval);
+	opt_bool(L, 1, fn, "lazyHealthCheckUseExponentialBackOff", &be->lazy_backoff);
+	opt_int(L, 1, fn, "lazyHealthCheckMaxBackOff", 1, 86400 * 7, &be->lazy_max_backoff);
+	if ((s = opt_string_push(L, 1, fn, "lazyHealthCheckMode")) != NULL) {
+		if (strcasecmp(s, "TimeoutOnly") == 0)
+			be->lazy_timeouts_only = true;
+		else if (strcasecmp(s, "TimeoutOrServFail") == 0)
+			be->lazy_timeouts_only = false;
+		else
+			luaL_error(L, "newServer: unknown lazyHealthCheckMode '%s' (TimeoutOnly or "
+				   "TimeoutOrServFail)", s);
 		lua_pop(L, 1);
 	}
 
@@ -2002,6 +2078,81 @@ l_set_round_robin_fail_on_no_server(lua_State *L)
 	return 0;
 }
 
+/* setWeightedBalancingFactor(f) / setConsistentHashingBalancingFactor(f): 0 (off) or >= 1 */
+static double
+balancing_factor(lua_State *L, const char *fn)
+{
+	lua_Number f = luaL_checknumber(L, 1);
+
+	if (!(f == 0 || (f >= 1.0 && f < 1e6)))
+		luaL_error(L, "%s: the factor must be 0 (off) or at least 1.0", fn);
+	return f;
+}
+
+static int
+l_set_weighted_balancing_factor(lua_State *L)
+{
+	conf_get(L)->cfg->weighted_balancing_factor =
+		balancing_factor(L, "setWeightedBalancingFactor");
+	return 0;
+}
+
+static int
+l_set_ch_balancing_factor(lua_State *L)
+{
+	conf_get(L)->cfg->ch_balancing_factor =
+		balancing_factor(L, "setConsistentHashingBalancingFactor");
+	return 0;
+}
+
+/*
+ * showServers(): dnsdist 1.7.3's table. State is up/down from health checks,
+ * UP/DOWN when forced; Qps and Drate over the last second; Lat in ms.
+ */
+static int
+l_show_servers(lua_State *L)
+{
+	struct dlb_config *cfg = conf_get(L)->cfg;
+	char line[512];
+	double total_qps = 0;
+	uint64_t total_q = 0, total_d = 0;
+
+	snprintf(line, sizeof(line), "%-3s %-20.20s %-25.25s %6s %7s %7s %3s %2s %10s %7s %5s %5s %11s %s",
+		 "#", "Name", "Address", "State", "Qps", "Qlim", "Ord", "Wt", "Queries", "Drops",
+		 "Drate", "Lat", "Outstanding", "Pools");
+	conf_print(L, line);
+	for (int i = 0; i < cfg->nbackends; i++) {
+		const struct dlb_backend *be = cfg->backends[i];
+		int admin = __atomic_load_n(&be->admin, __ATOMIC_RELAXED);
+		const char *state = admin == DLB_BE_FORCED_UP ? "UP" :
+				    admin == DLB_BE_FORCED_DOWN ? "DOWN" :
+				    __atomic_load_n(&be->healthy, __ATOMIC_RELAXED) ? "up" : "down";
+		char pools[512] = "";
+		struct dlb_be_totals t;
+		size_t o = 0;
+
+		server_totals(L, be, &t);
+		for (int p = 0; p < be->npools && o < sizeof(pools); p++)
+			o += (size_t)snprintf(pools + o, sizeof(pools) - o, "%s%s", p ? " " : "",
+					      be->pools[p]);
+		snprintf(line, sizeof(line),
+			 "%-3d %-20.20s %-25.25s %6s %7.1f %7d %3d %2d %10llu %7llu %5.1f %5.1f %11llu %s",
+			 i, be->name, be->addr_text, state, t.qps,
+			 __atomic_load_n(&be->qps_limit_rt, __ATOMIC_RELAXED), be->order, be->weight,
+			 (unsigned long long)t.queries, (unsigned long long)t.drops, t.drate,
+			 t.latency_us / 1000.0, (unsigned long long)t.outstanding, pools);
+		conf_print(L, line);
+		total_qps += t.qps;
+		total_q += t.queries;
+		total_d += t.drops;
+	}
+	snprintf(line, sizeof(line), "%-3s %-20.20s %-25.25s %6s %7.1f %7s %3s %2s %10llu %7llu",
+		 "All", "", "", "", total_qps, "", "", "", (unsigned long long)total_q,
+		 (unsigned long long)total_d);
+	conf_print(L, line);
+	return 0;
+}
+
 static int
 l_set_whashed_pertubation(lua_State *L)
 {
@@ -2388,6 +2539,9 @@ static const luaL_Reg conf_funcs[] = {
 	{ "getPool", l_get_pool },
 	{ "getPoolServers", l_get_pool_servers },
 	{ "showPools", l_show_pools },
+	{ "showServers", l_show_servers },
+	{ "setWeightedBalancingFactor", l_set_weighted_balancing_factor },
+	{ "setConsistentHashingBalancingFactor", l_set_ch_balancing_factor },
 	/* packet caches */
 	{ "newPacketCache", l_new_packet_cache },
 	{ "setStaleCacheEntriesTTL", l_set_stale_cache_entries_ttl },
