@@ -99,6 +99,76 @@ dlb_backend_local_close(struct dlb_worker *w, int be_index)
 
 /* ---- timeouts ----------------------------------------------------------- */
 
+static void arm_timer(struct dlb_worker *w, double deadline);
+static void release_slot(struct dlb_worker *w, struct dlb_be_sock *s, uint32_t idx);
+
+/*
+ * setFailover{}: send the query of @old once more, to another server of its
+ * pool (or of the failover pool), if the client's budget allows. The caller
+ * still releases @old. @return true if the retry is on its way.
+ */
+static bool
+failover_retry(struct dlb_worker *w, const struct dlb_slot *old)
+{
+	const struct dlb_config *cfg = w->cfg;
+	double now = dlb_worker_now(w);
+	const struct dlb_pool *pool = old->pool;
+	struct dlb_backend *be = NULL;
+	struct dlb_be_local *bl;
+	struct dlb_be_sock *s;
+	struct dlb_slot *ns;
+	uint8_t buf[DLB_SLOT_QUERY_MAX];
+	uint32_t idx, self;
+	int id;
+
+	if (old->retried || old->qlen == 0 || old->client.proto != DLB_CLIENT_UDP ||
+	    now - old->client.t_start >= cfg->failover_budget)
+		return false;
+	if (cfg->failover_other_pool)
+		pool = dlb_config_find_pool(cfg, cfg->failover_pool);
+	if (pool == NULL || pool->n == 0)
+		return false;
+	for (int i = 0, start = (int)(w->rr_counter++ % (unsigned)pool->n); i < pool->n; i++) {
+		struct dlb_backend *c = pool->members[(start + i) % pool->n];
+
+		if (c->index != old->be_index && !c->tcp_only && dlb_backend_is_up(c)) {
+			be = c;
+			break;
+		}
+	}
+	if (be == NULL)
+		return false;
+	bl = &w->be[be->index];
+	s = &bl->socks[bl->next_sock++ % (unsigned)bl->nsocks];
+	idx = dlb_slot_alloc(&w->slots);
+	if (idx == DLB_SLOT_NONE)
+		return false;
+	ns = dlb_slot_get(&w->slots, idx);
+	self = ns->self;
+	*ns = *old;
+	ns->self = self;
+	ns->retried = 1;
+	ns->be_index = be->index;
+	id = dlb_inflight_add(&s->table, &w->slots, &w->rng, idx, now + bl->timeout);
+	if (id < 0) {
+		dlb_slot_free(&w->slots, idx);
+		return false;
+	}
+	w->be_stats[be->index].queries++;
+	w->be_stats[be->index].outstanding++;
+	arm_timer(w, now + bl->timeout);
+	memcpy(buf, old->query, old->qlen);
+	dlb_wr16(buf, (uint16_t)id);
+	/* rare: sent at once rather than batched */
+	if (send(s->fd, buf, old->qlen, MSG_DONTWAIT) == -1) {
+		w->be_stats[be->index].send_errors++;
+		release_slot(w, s, idx);
+		return false;
+	}
+	w->stats.failover_retries++;
+	return true;
+}
+
 static void
 arm_timer(struct dlb_worker *w, double deadline)
 {
@@ -149,7 +219,8 @@ dlb_backend_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
 					break;
 				}
 				w->be_stats[b].drops++;
-				if (slot->client.proto != DLB_CLIENT_INTERNAL) {
+				if (slot->client.proto != DLB_CLIENT_INTERNAL &&
+				    !(w->cfg->failover_on_timeout && failover_retry(w, slot))) {
 					w->stats.downstream_timeouts++;
 					dlb_query_answer_stale(w, slot);
 				}
@@ -239,6 +310,11 @@ dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_
 		return;
 	}
 	dlb_query_fill_slot(slot, q, c);
+	if ((w->cfg->failover_on_timeout || w->cfg->failover_on_servfail) &&
+	    q->len <= DLB_SLOT_QUERY_MAX) {
+		memcpy(slot->query, q->pkt, q->len);	/* kept for one retry */
+		slot->qlen = (uint16_t)q->len;
+	}
 	w->be_stats[be->index].queries++;
 	w->be_stats[be->index].outstanding++;
 	if (!ev_is_active(&w->timeout_timer))
@@ -333,6 +409,14 @@ handle_answer(struct dlb_worker *w, struct dlb_be_sock *s, unsigned i)
 	if (!dlb_query_response_matches(w, pkt, len, slot)) {
 		/* spoofed or broken: the query keeps waiting for the real answer */
 		w->stats.noncompliant_responses++;
+		return;
+	}
+	if (w->cfg->failover_on_servfail && DLB_RCODE(pkt[3]) == DLB_RCODE_SERVFAIL &&
+	    failover_retry(w, slot)) {
+		/* the client waits for the other server's answer */
+		w->be_stats[slot->be_index].responses++;
+		w->be_stats[slot->be_index].servfails++;
+		release_slot(w, s, idx);
 		return;
 	}
 	dlb_query_finish_response(w, pkt, len, slot);

@@ -94,6 +94,7 @@ dlb_config_new(void)
 	cfg->udp_vector_size = DLB_UDP_BATCH;
 	cfg->cache_cleaning_delay = 60;
 	cfg->cache_cleaning_pct = 100;
+	cfg->failover_budget = 3.0;
 	return cfg;
 }
 

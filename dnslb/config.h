@@ -151,6 +151,12 @@ struct dlb_config {
 	int ncaches;
 	uint32_t stale_cache_ttl;		/* setStaleCacheEntriesTTL, s; 0 = off */
 	bool stale_on_timeout;			/* setServeStaleOnTimeout (dnslb, RFC 8767) */
+	/* setFailover{} (dnslb): retry a UDP query once on another server */
+	bool failover_on_timeout;
+	bool failover_on_servfail;
+	char failover_pool[64];			/* retry in this pool; "" = the query's own */
+	bool failover_other_pool;
+	double failover_budget;			/* s since the query arrived, default 3 */
 	int cache_cleaning_delay;		/* setCacheCleaningDelay, s, default 60 */
 	int cache_cleaning_pct;			/* setCacheCleaningPercentage, default 100 */
 

@@ -27,6 +27,7 @@
 struct dlb_rng;
 
 #define DLB_SLOT_NONE UINT32_MAX
+#define DLB_SLOT_QUERY_MAX 512	/* queries kept for a failover retry */
 
 union dlb_sockaddr {
 	struct sockaddr sa;
@@ -70,6 +71,11 @@ struct dlb_slot {
 	struct dlb_client client;
 	struct dlb_cache_key key;	/* the question (qname_lc, qtype, qclass); the cache key */
 	uint8_t qname_wire[DLB_MAX_NAME];	/* the qname as the client wrote it (0x20 case) */
+	/* failover (setFailover): the query as sent, to send it again once */
+	const struct dlb_pool *pool;
+	uint8_t retried;
+	uint16_t qlen;			/* 0: not kept (failover off, or too big) */
+	uint8_t query[DLB_SLOT_QUERY_MAX];
 };
 
 struct dlb_slot_pool {

@@ -140,6 +140,9 @@ dlb_query_fill_slot(struct dlb_slot *s, const struct dlb_query *q, const struct 
 	s->be_index = q->be->index;
 	s->cache = q->cache;
 	s->client = *c;
+	s->pool = q->pool;
+	s->retried = 0;
+	s->qlen = 0;
 	dlb_cache_key_copy(&s->key, &q->key);
 	memcpy(s->qname_wire, q->pkt + q->m.qname_off, q->m.qname_len);
 }

@@ -38,6 +38,7 @@
 	X("latency-count", latency_count)				\
 	X("latency-sum", latency_sum)					\
 	X("inflight-full", inflight_full)				\
+	X("failover-retries", failover_retries)				\
 	X("tcp-client-connections", tcp_client_connections)		\
 	X("tcp-client-rejected", tcp_client_rejected)			\
 	X("tcp-client-timeouts", tcp_client_timeouts)			\

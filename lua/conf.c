@@ -2078,6 +2078,55 @@ l_set_round_robin_fail_on_no_server(lua_State *L)
 	return 0;
 }
 
+/*
+ * setFailover({onTimeout=bool, onServFail=bool, pool="name", budget=seconds}):
+ * dnslb's retry. A UDP query whose backend times out (onTimeout) or answers
+ * SERVFAIL (onServFail) is sent once more to another server that is up, in
+ * its own pool or in `pool`, if less than `budget` seconds (default 3) have
+ * passed since it arrived. setFailover({}) turns it off.
+ */
+static int
+l_set_failover(lua_State *L)
+{
+	struct dlb_config *cfg = conf_get(L)->cfg;
+	static const char *const keys[] = { "onTimeout", "onServFail", "pool", "budget", NULL };
+	bool on_timeout = false, on_servfail = false;
+	lua_Number budget = 3.0;
+	const char *pool = NULL;
+
+	luaL_checktype(L, 1, LUA_TTABLE);
+	lua_pushnil(L);
+	while (lua_next(L, 1) != 0) {
+		bool known = false;
+
+		for (int i = 0; keys[i] != NULL; i++)
+			known |= lua_type(L, -2) == LUA_TSTRING && strcmp(lua_tostring(L, -2), keys[i]) == 0;
+		if (!known)
+			dlb_warn("setFailover: unknown key '%s'", lua_type(L, -2) == LUA_TSTRING ?
+				 lua_tostring(L, -2) : "?");
+		lua_pop(L, 1);
+	}
+	opt_bool(L, 1, "setFailover", "onTimeout", &on_timeout);
+	opt_bool(L, 1, "setFailover", "onServFail", &on_servfail);
+	if (lua_getfield(L, 1, "budget") != LUA_TNIL) {
+		if (!to_number(L, -1, &budget) || budget <= 0 || budget > 60)
+			return luaL_error(L, "setFailover: 'budget' must be a number of seconds (0..60]");
+	}
+	lua_pop(L, 1);
+	if (lua_getfield(L, 1, "pool") != LUA_TNIL) {
+		pool = lua_tostring(L, -1);
+		if (pool == NULL || strlen(pool) >= sizeof(cfg->failover_pool))
+			return luaL_error(L, "setFailover: 'pool' must be a pool name");
+	}
+	cfg->failover_on_timeout = on_timeout;
+	cfg->failover_on_servfail = on_servfail;
+	cfg->failover_budget = budget;
+	cfg->failover_other_pool = pool != NULL;
+	snprintf(cfg->failover_pool, sizeof(cfg->failover_pool), "%s", pool ? pool : "");
+	lua_pop(L, 1);
+	return 0;
+}
+
 /* setWeightedBalancingFactor(f) / setConsistentHashingBalancingFactor(f): 0 (off) or >= 1 */
 static double
 balancing_factor(lua_State *L, const char *fn)
@@ -2540,6 +2589,7 @@ static const luaL_Reg conf_funcs[] = {
 	{ "getPoolServers", l_get_pool_servers },
 	{ "showPools", l_show_pools },
 	{ "showServers", l_show_servers },
+	{ "setFailover", l_set_failover },
 	{ "setWeightedBalancingFactor", l_set_weighted_balancing_factor },
 	{ "setConsistentHashingBalancingFactor", l_set_ch_balancing_factor },
 	/* packet caches */
