@@ -90,15 +90,28 @@ lazy_interval(const struct hc *c)
 
 static void check_start(struct hc *c);
 
+/* dnsdist's log line; an unnamed server is shown by its address alone. */
 static void
-set_state(struct hc *c, bool up)
+log_state(const struct dlb_backend *be, bool up)
+{
+	if (strcmp(be->name, be->addr_text) == 0)
+		dlb_warn("Marking downstream %s as '%s'", be->addr_text, up ? "up" : "down");
+	else
+		dlb_warn("Marking downstream %s (%s) as '%s'", be->name, be->addr_text,
+			 up ? "up" : "down");
+}
+
+/* Publish a new verdict; @always logs it even without a change (the initial check). */
+static void
+set_state(struct hc *c, bool up, bool always)
 {
 	struct dlb_backend *be = c->be;
+	bool changed = (__atomic_load_n(&be->healthy, __ATOMIC_RELAXED) != 0) != up;
 
-	if ((__atomic_load_n(&be->healthy, __ATOMIC_RELAXED) != 0) == up)
-		return;
-	__atomic_store_n(&be->healthy, up ? 1 : 0, __ATOMIC_RELEASE);
-	dlb_warn("Marking downstream %s (%s) as '%s'", be->name, be->addr_text, up ? "up" : "down");
+	if (changed)
+		__atomic_store_n(&be->healthy, up ? 1 : 0, __ATOMIC_RELEASE);
+	if (changed || always)
+		log_state(be, up);
 }
 
 static void
@@ -134,18 +147,15 @@ check_done(struct hc *c, bool ok, const char *why)
 		c->fails++;
 	}
 	if (initial) {
-		/* the first check decides the state, as dnsdist's initial check */
-		set_state(c, ok);
-		if (!ok || h->cfg->verbose_health_checks)
-			dlb_info("Initial health check of %s (%s): %s", be->name, be->addr_text,
-				 ok ? "up" : "down");
+		/* the first check decides the state and is logged, as dnsdist's initial check */
+		set_state(c, ok, true);
 		if (h->initial_pending > 0 && --h->initial_pending == 0)
 			ev_break(h->loop, EVBREAK_ONE);
 	} else if (__atomic_load_n(&be->healthy, __ATOMIC_RELAXED)) {
 		if (c->fails >= be->max_check_failures)
-			set_state(c, false);
+			set_state(c, false, false);
 	} else if (c->successes >= be->rise) {
-		set_state(c, true);
+		set_state(c, true, false);
 	}
 	if (be->lazy) {
 		if (__atomic_load_n(&be->healthy, __ATOMIC_RELAXED)) {
@@ -426,7 +436,7 @@ dlb_health_lazy_tick(struct dlb_health *h)
 				dlb_info("Lazy health check of %s (%s): %llu failures in %llu queries",
 					 be->name, be->addr_text, (unsigned long long)c->win_f,
 					 (unsigned long long)c->win_q);
-			set_state(c, false);
+			set_state(c, false, false);
 			c->successes = 0;
 			c->backoff_n = 0;
 			ev_timer_stop(h->loop, &c->next);

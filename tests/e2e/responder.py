@@ -43,6 +43,30 @@ to port 0 and read `.port`.  Every query it receives is recorded (see
                      section: RR TTL <ttl>, SOA MINIMUM <min> (default <ttl>)
   tcdata             TC=1 but with the normal records (TTL 300)
 
+Health-check queries (qname in `check_names`, by default
+{"a.root-servers.net."}, case-insensitive) get the normal answer unless
+`set_check_mode(mode)` was called; it can be changed at any time while the
+responder runs, without touching the labels above:
+
+  set_check_mode("answer")      the normal answer (the default)
+  set_check_mode("servfail"|"nxdomain"|"refused"|"formerr"|"notimp")
+                                that rcode, question echoed
+  set_check_mode("drop")        no answer at all
+  set_check_mode(mode, names=["health.example."])
+                                also replace the set of check names
+
+`set_answer_mode(mode)` does the same for every other query, overriding the
+labels: "normal" (the default: the labels decide), "servfail" (or another
+rcode name above: that rcode for everything), "drop" (answer nothing), or
+"answer" (the normal answer whatever the label); a backend that fails real
+traffic while its health checks still pass, or the reverse.
+
+Each check query records the mode it was handled with in `Query.check`
+(None for other queries); `check_queries(mode=None, transport=None)` lists
+them.  `Responder(port=N)` binds a fixed port, and `restart()` after
+`stop()` serves again on the same port with the same records (a backend
+killed and restarted).
+
 Spoofed/forged answers always carry A 6.6.6.6 so a test can tell them
 apart from the real answer (192.0.2.1).  If the query has an OPT record the
 answer carries one too, echoing the query's payload size, DO bit and options.
@@ -75,7 +99,7 @@ class Query:
     """One query as the responder saw it."""
 
     __slots__ = ("transport", "src", "id", "flags", "qdcount", "qname",
-                 "qname_wire", "qtype", "qclass", "wire", "opt", "time")
+                 "qname_wire", "qtype", "qclass", "wire", "opt", "time", "check")
 
     def __repr__(self):
         return "<Query %s id=%d %s %s/%s len=%d>" % (
@@ -216,8 +240,12 @@ class _TcpConn:
 class Responder:
     """Test backend. Use as a context manager or call start()/stop()."""
 
-    def __init__(self, host="127.0.0.1", late_ms=1500, udp=True, tcp=True):
+    def __init__(self, host="127.0.0.1", late_ms=1500, udp=True, tcp=True, port=0):
         self.host = host
+        self.fixed_port = port
+        self.check_names = {"a.root-servers.net."}
+        self.check_mode = "answer"
+        self.answer_mode = "normal"     # set_answer_mode(): non-check queries
         self.late_ms = late_ms
         self.family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.port = None
@@ -240,7 +268,14 @@ class Responder:
     def start(self):
         for _ in range(50):
             udp = socket.socket(self.family, socket.SOCK_DGRAM)
-            udp.bind((self.host, 0))
+            try:
+                udp.bind((self.host, self.fixed_port))
+            except OSError:
+                udp.close()
+                if not self.fixed_port:
+                    raise
+                time.sleep(0.1)         # a fixed port: wait for it to be free
+                continue
             port = udp.getsockname()[1]
             tcp = socket.socket(self.family, socket.SOCK_STREAM)
             tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -249,6 +284,8 @@ class Responder:
             except OSError:
                 udp.close()
                 tcp.close()
+                if self.fixed_port:
+                    time.sleep(0.1)
                 continue
             break
         else:
@@ -279,6 +316,14 @@ class Responder:
             if s:
                 s.close()
 
+    def restart(self):
+        """Serve again on the same port after stop(); the records are kept."""
+        self.fixed_port = self.port
+        self._stop = False
+        self._conns = {}
+        self._timers = []
+        return self.start()
+
     def __enter__(self):
         return self.start()
 
@@ -303,9 +348,37 @@ class Responder:
         return [q for q in self.queries if q.qname and q.qname.lower().startswith(p)]
 
     def client_queries(self):
-        """Queries other than health checks (a.root-servers.net.)."""
+        """Queries other than health checks (qnames in check_names, by
+        default a.root-servers.net.)."""
+        names = self.check_names | {"a.root-servers.net."}
         return [q for q in self.queries
-                if not (q.qname and q.qname.lower() == "a.root-servers.net.")]
+                if not (q.qname and q.qname.lower() in names)]
+
+    def check_queries(self, mode=None, transport=None):
+        """Health-check queries seen (qname in check_names); only those
+        handled with @mode / received over @transport if given."""
+        return [q for q in self.queries
+                if q.check is not None and (mode is None or q.check == mode)
+                and (transport is None or q.transport == transport)]
+
+    def set_check_mode(self, mode, names=None):
+        """How to answer health-check queries from now on (see the module
+        docstring); @names replaces check_names."""
+        if mode not in ("answer", "drop") and mode not in RCODES:
+            raise ValueError("unknown check mode %r" % mode)
+        with self._lock:
+            if names is not None:
+                self.check_names = {n.lower() if n.endswith(".") else n.lower() + "."
+                                    for n in names}
+            self.check_mode = mode
+
+    def set_answer_mode(self, mode):
+        """How to answer queries other than health checks from now on:
+        "normal" (the labels decide), "answer", "drop" or an rcode name."""
+        if mode not in ("normal", "answer", "drop") and mode not in RCODES:
+            raise ValueError("unknown answer mode %r" % mode)
+        with self._lock:
+            self.answer_mode = mode
 
     def sent(self, label=None):
         with self._lock:
@@ -333,6 +406,19 @@ class Responder:
                 hdr = struct.pack("!HHHHHH", q.id, QR | 1, 0, 0, 0, 0)   # FORMERR
                 return [(0, hdr, "formerr")]
             return []
+        mode = getattr(q, "check", None)    # decided in _record()
+        if mode is not None:
+            if mode == "drop":
+                return []
+            if mode != "answer":
+                return [(0, build_answer(q, rcode=RCODES[mode]), "check-" + mode)]
+        amode = self.answer_mode if mode is None else "normal"
+        if amode == "drop":
+            return []
+        if amode == "answer":
+            return [(0, build_answer(q, answers=_normal_records(q)), "normal")]
+        if amode != "normal":
+            return [(0, build_answer(q, rcode=RCODES[amode]), amode)]
         label = q.qname.split(".")[0].lower()
         if label in self.behaviours:
             return self.behaviours[label](q, transport)
@@ -459,6 +545,9 @@ class Responder:
         q.src = src
         q.time = time.monotonic()
         with self._lock:
+            # a health-check query: the check mode in force when it arrived
+            q.check = (self.check_mode if q.qname and q.qname.lower() in self.check_names
+                       else None)
             self._queries.append(q)
 
     def _on_udp(self):
