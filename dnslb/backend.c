@@ -310,6 +310,8 @@ dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_
 		return;
 	}
 	dlb_query_fill_slot(slot, q, c);
+	if (q->ecslen > 0)
+		q->len = dlb_query_add_ecs(w, q, q->pkt, q->len, q->cap, &slot->ecs_added);
 	if ((w->cfg->failover_on_timeout || w->cfg->failover_on_servfail) &&
 	    q->len <= DLB_SLOT_QUERY_MAX) {
 		memcpy(slot->query, q->pkt, q->len);	/* kept for one retry */
@@ -346,6 +348,7 @@ dlb_backend_prefetch(struct dlb_worker *w, const struct dlb_query *q)
 	struct dlb_be_sock *s;
 	uint8_t buf[4096];
 	uint32_t idx;
+	size_t len;
 	int id;
 
 	memset(&c, 0, sizeof(c));
@@ -378,8 +381,10 @@ dlb_backend_prefetch(struct dlb_worker *w, const struct dlb_query *q)
 		arm_timer(w, c.t_start + bl->timeout);
 	/* rare (once per entry and TTL): sent at once rather than batched */
 	memcpy(buf, q->pkt, q->len);
+	len = dlb_query_add_ecs(w, q, buf, q->len, sizeof(buf),
+				&dlb_slot_get(&w->slots, idx)->ecs_added);
 	dlb_wr16(buf, (uint16_t)id);
-	if (send(s->fd, buf, q->len, MSG_DONTWAIT) == -1) {
+	if (send(s->fd, buf, len, MSG_DONTWAIT) == -1) {
 		w->be_stats[be->index].send_errors++;
 		release_slot(w, s, idx);
 	}
@@ -419,7 +424,7 @@ handle_answer(struct dlb_worker *w, struct dlb_be_sock *s, unsigned i)
 		release_slot(w, s, idx);
 		return;
 	}
-	dlb_query_finish_response(w, pkt, len, slot);
+	len = dlb_query_finish_response(w, pkt, len, slot);
 	if (slot->client.proto == DLB_CLIENT_UDP)
 		dlb_frontend_queue_reply(w, &slot->client, pkt, len);
 	else if (slot->client.proto == DLB_CLIENT_TCP)

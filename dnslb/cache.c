@@ -227,12 +227,26 @@ skip_option(const struct dlb_cache_opts *o, uint16_t code)
 	return false;
 }
 
+/* The name, then the other fields seeded with the name's hash. */
+static void
+key_hash(struct dlb_cache_key *k)
+{
+	uint8_t tail[7 + DLB_CACHE_MAX_OPTS];
+
+	dlb_wr16(tail, k->qtype);
+	dlb_wr16(tail + 2, k->qclass);
+	tail[4] = k->flags;
+	dlb_wr16(tail + 5, k->payload_class);
+	memcpy(tail + 7, k->opts, k->opts_len);
+	k->hash = XXH3_64bits_withSeed(tail, 7u + k->opts_len,
+				       XXH3_64bits_withSeed(k->qname_lc, k->qname_len, cache_seed));
+}
+
 int
 dlb_cache_key_make(const struct dlb_cache *c, const uint8_t *pkt, const struct dlb_dnsmsg *m,
 		   bool tcp, struct dlb_cache_key *k)
 {
 	const struct dlb_cache_opts *o = &c->o;
-	uint8_t tail[7 + DLB_CACHE_MAX_OPTS];
 
 	if (m->qdcount != 1 || DLB_OPCODE(m->flags) != 0 || m->qtype == 251 || m->qtype == 252)
 		return -1;
@@ -274,14 +288,19 @@ dlb_cache_key_make(const struct dlb_cache *c, const uint8_t *pkt, const struct d
 			pos += 4u + olen;
 		}
 	}
-	/* the name, then the other fields seeded with the name's hash */
-	dlb_wr16(tail, k->qtype);
-	dlb_wr16(tail + 2, k->qclass);
-	tail[4] = k->flags;
-	dlb_wr16(tail + 5, k->payload_class);
-	memcpy(tail + 7, k->opts, k->opts_len);
-	k->hash = XXH3_64bits_withSeed(tail, 7u + k->opts_len,
-				       XXH3_64bits_withSeed(k->qname_lc, k->qname_len, cache_seed));
+	key_hash(k);
+	return 0;
+}
+
+int
+dlb_cache_key_add_option(const struct dlb_cache *c, struct dlb_cache_key *k, const uint8_t *opt,
+			 size_t len)
+{
+	if (k->opts_len + len > DLB_CACHE_MAX_OPTS)
+		return -1;
+	memcpy(k->opts + k->opts_len, opt, len);
+	k->opts_len = (uint8_t)(k->opts_len + len);
+	key_hash(k);
 	return 0;
 }
 

@@ -118,6 +118,14 @@ const struct dlb_cache_opts *dlb_cache_get_opts(const struct dlb_cache *c);
 int dlb_cache_key_make(const struct dlb_cache *c, const uint8_t *pkt, const struct dlb_dnsmsg *m,
 		       bool tcp, struct dlb_cache_key *k);
 
+/**
+ * Append an EDNS option (code, length, data) to @k's options and rehash: the
+ * ECS option dnslb adds for a useClientSubnet backend, so answers are cached
+ * per client subnet. @return 0, or -1 when the key has no room (not cacheable).
+ */
+int dlb_cache_key_add_option(const struct dlb_cache *c, struct dlb_cache_key *k,
+			     const uint8_t *opt, size_t len);
+
 /** What a lookup found. */
 enum dlb_cache_result {
 	DLB_CACHE_MISS = 0,

@@ -95,6 +95,8 @@ dlb_config_new(void)
 	cfg->cache_cleaning_delay = 60;
 	cfg->cache_cleaning_pct = 100;
 	cfg->failover_budget = 3.0;
+	cfg->ecs_prefix_v4 = 24;
+	cfg->ecs_prefix_v6 = 56;
 	return cfg;
 }
 

@@ -93,6 +93,8 @@ struct dlb_backend {
 	int lazy_failed_interval;		/* lazyHealthCheckFailedInterval, s, default 30 */
 	int lazy_max_backoff;			/* lazyHealthCheckMaxBackOff, s, default 3600 */
 
+	bool use_ecs;				/* useClientSubnet: add the client's subnet (ECS) */
+
 	/* transport */
 	int sockets;				/* UDP sockets per worker towards it, default 1 */
 	bool tcp_only;				/* forward everything over TCP */
@@ -170,6 +172,9 @@ struct dlb_config {
 	bool roundrobin_fail_on_no_server;
 	struct dlb_selfanswer_opts selfans;
 	uint32_t whashed_perturbation;
+	int ecs_prefix_v4;			/* setECSSourcePrefixV4, default 24 */
+	int ecs_prefix_v6;			/* setECSSourcePrefixV6, default 56 */
+	bool ecs_override;			/* setECSOverride: replace the client's own ECS */
 	double weighted_balancing_factor;	/* setWeightedBalancingFactor, 0 = off */
 	double ch_balancing_factor;		/* setConsistentHashingBalancingFactor, 0 = off */
 	dlb_be_totals_fn *be_totals;		/* NULL until the workers run */

@@ -267,6 +267,7 @@ handle_udp_query(struct dlb_worker *w, struct dlb_listener *l, unsigned i)
 	q.len = w->rmsgs[i].msg_len;
 	q.cap = DLB_RBUF_SIZE;
 	q.tcp = false;
+	q.client = &w->raddr[i].sa;
 
 	switch (dlb_query_process(w, &q)) {
 	case DLB_V_DROP:

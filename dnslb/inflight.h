@@ -74,6 +74,7 @@ struct dlb_slot {
 	/* failover (setFailover): the query as sent, to send it again once */
 	const struct dlb_pool *pool;
 	uint8_t retried;
+	uint8_t ecs_added;		/* enum dlb_ecs_added: what to strip from the answer */
 	uint16_t qlen;			/* 0: not kept (failover off, or too big) */
 	uint8_t query[DLB_SLOT_QUERY_MAX];
 };

@@ -93,9 +93,19 @@ dlb_query_process(struct dlb_worker *w, struct dlb_query *q)
 	memcpy(q->key.qname_lc, q->m.qname_lc, q->m.qname_len);
 	q->key.opts_len = 0;
 	q->cache = q->pool != NULL ? q->pool->cache : NULL;
+	q->ecslen = 0;
+	if (q->be != NULL && q->be->use_ecs && q->client != NULL &&
+	    (q->m.ecs_off == 0 || cfg->ecs_override))
+		q->ecslen = (uint8_t)dlb_wire_ecs_option(q->client,
+						 q->client->sa_family == AF_INET ? cfg->ecs_prefix_v4
+										 : cfg->ecs_prefix_v6,
+						 q->ecs);
 	if (q->cache != NULL) {
-		if (dlb_cache_key_make(q->cache, q->pkt, &q->m, q->tcp, &q->key) != 0) {
-			q->cache = NULL;	/* not cacheable (AXFR, qdcount != 1, ...) */
+		if (dlb_cache_key_make(q->cache, q->pkt, &q->m, q->tcp, &q->key) != 0 ||
+		    (q->ecslen > 0 &&
+		     dlb_cache_key_add_option(q->cache, &q->key, q->ecs, q->ecslen) != 0)) {
+			/* not cacheable (AXFR, qdcount != 1, options too long for a key, ...) */
+			q->cache = NULL;
 		} else if (cache_answer(w, q)) {
 			w->stats.cache_hits++;
 			return DLB_V_ANSWER;
@@ -134,6 +144,19 @@ dlb_query_response_matches(const struct dlb_worker *w, const uint8_t *pkt, size_
 	       memcmp(m.qname_lc, s->key.qname_lc, s->key.qname_len) == 0;
 }
 
+size_t
+dlb_query_add_ecs(const struct dlb_worker *w, const struct dlb_query *q, uint8_t *pkt, size_t len,
+		  size_t cap, uint8_t *added)
+{
+	enum dlb_ecs_added a = DLB_ECS_NONE;
+
+	if (q->ecslen > 0)
+		len = dlb_wire_add_ecs(pkt, len, cap, &q->m, q->ecs, q->ecslen, w->cfg->ecs_override,
+				       &a);
+	*added = (uint8_t)a;
+	return len;
+}
+
 void
 dlb_query_fill_slot(struct dlb_slot *s, const struct dlb_query *q, const struct dlb_client *c)
 {
@@ -143,6 +166,7 @@ dlb_query_fill_slot(struct dlb_slot *s, const struct dlb_query *q, const struct 
 	s->pool = q->pool;
 	s->retried = 0;
 	s->qlen = 0;
+	s->ecs_added = DLB_ECS_NONE;
 	dlb_cache_key_copy(&s->key, &q->key);
 	memcpy(s->qname_wire, q->pkt + q->m.qname_off, q->m.qname_len);
 }
@@ -188,7 +212,7 @@ dlb_query_account_answer(struct dlb_worker *w, const uint8_t *pkt, size_t len, d
 	dlb_stats_latency(&w->stats, (dlb_worker_now(w) - t_start) * 1e6);
 }
 
-void
+size_t
 dlb_query_finish_response(struct dlb_worker *w, uint8_t *pkt, size_t len, const struct dlb_slot *s)
 {
 	struct dlb_be_stats *bs = &w->be_stats[s->be_index];
@@ -196,6 +220,8 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t *pkt, size_t len, const 
 	uint16_t flags = dlb_rd16(pkt + 2);
 	const uint16_t keep = DLB_F_RD | DLB_F_CD;
 
+	if (s->ecs_added != DLB_ECS_NONE)
+		len = dlb_wire_strip_ecs(pkt, len, (enum dlb_ecs_added)s->ecs_added);
 	dlb_wr16(pkt, s->client.orig_id);
 	flags = (uint16_t)((flags & ~keep) | (s->client.orig_flags & keep));
 	dlb_wr16(pkt + 2, flags);
@@ -207,11 +233,12 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t *pkt, size_t len, const 
 	if (s->cache != NULL)
 		dlb_cache_insert(s->cache, &w->rcu, &s->key, pkt, len, dlb_worker_now(w), -1);
 	if (s->client.proto == DLB_CLIENT_INTERNAL)
-		return;	/* a prefetch is not a client query */
+		return len;	/* a prefetch is not a client query */
 	w->stats.responses++;
 	if (DLB_RCODE(flags) == DLB_RCODE_SERVFAIL)
 		w->stats.servfail_responses++;
 	dlb_query_account_answer(w, pkt, len, s->client.t_start);
+	return len;
 }
 
 /* ---- policies ---------------------------------------------------------- */

@@ -40,7 +40,18 @@ struct dlb_query {
 	struct dlb_backend *be;
 	struct dlb_cache *cache;	/* the pool's cache if the query is cacheable */
 	struct dlb_cache_key key;	/* question fields always; the whole key with a cache */
+	const struct sockaddr *client;	/* the client's address (ECS) */
+	uint8_t ecs[32];		/* the ECS option to add when q->be uses ECS */
+	uint8_t ecslen;			/* 0: none */
 };
+
+/**
+ * Add the ECS option prepared in @q to the packet at @pkt (@len bytes, room
+ * for @cap), when q->be uses ECS. @return the new length; *@added says what
+ * to strip from the answer.
+ */
+size_t dlb_query_add_ecs(const struct dlb_worker *w, const struct dlb_query *q, uint8_t *pkt,
+			 size_t len, size_t cap, uint8_t *added);
 
 /**
  * Run a query (already past the ACL, already counted in `queries`) through
@@ -65,9 +76,10 @@ void dlb_query_fill_slot(struct dlb_slot *s, const struct dlb_query *q, const st
  * client's ID, and its RD and CD bits restored. Then account it: responses,
  * rcode counters, latency, the backend's counters; and insert it into the
  * cache when the query was cacheable. Internal (prefetch) queries only
- * refresh the cache.
+ * refresh the cache. An ECS option or OPT RR dnslb added is removed first.
+ * @return the answer's length (shorter when ECS was stripped).
  */
-void dlb_query_finish_response(struct dlb_worker *w, uint8_t *pkt, size_t len,
+size_t dlb_query_finish_response(struct dlb_worker *w, uint8_t *pkt, size_t len,
 			       const struct dlb_slot *s);
 
 /**

@@ -491,6 +491,7 @@ client_process(struct dlb_tcp_client *c)
 		q.len = flen;
 		q.cap = flen;	/* local answers are never longer than the query */
 		q.tcp = true;
+		q.client = &c->peer.sa;
 		c->rpos += (size_t)flen + 2;
 		if (cfg->max_tcp_queries_per_conn > 0 &&
 		    c->queries >= (uint32_t)cfg->max_tcp_queries_per_conn)
@@ -925,6 +926,7 @@ up_read_frames(struct dlb_tcp_up *u)
 		uint16_t flen = dlb_rd16(u->rbuf + pos);
 		uint8_t *pkt = u->rbuf + pos + 2;
 		struct dlb_slot s;
+		size_t alen;
 		uint32_t i;
 
 		if (u->rlen - pos < (size_t)flen + 2)
@@ -943,11 +945,11 @@ up_read_frames(struct dlb_tcp_up *u)
 		up_remove_req(u, i);
 		w->be_stats[s.be_index].outstanding--;
 		u->last_use = ev_now(w->loop);
-		dlb_query_finish_response(w, pkt, flen, &s);
+		alen = dlb_query_finish_response(w, pkt, flen, &s);
 		if (s.client.proto == DLB_CLIENT_TCP)
-			dlb_tcp_deliver(w, &s.client, pkt, flen);
+			dlb_tcp_deliver(w, &s.client, pkt, alen);
 		else if (s.client.proto == DLB_CLIENT_UDP)
-			dlb_frontend_send_reply(w, &s.client, pkt, flen);
+			dlb_frontend_send_reply(w, &s.client, pkt, alen);
 	}
 	memmove(u->rbuf, u->rbuf + pos, u->rlen - pos);
 	u->rlen -= pos;
@@ -1089,17 +1091,20 @@ dlb_tcp_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_clie
 	r->s = s;
 	r->s.wire_id = id;
 	r->s.deadline = ev_now(w->loop) + timeout;
-	r->flen = q->len + 2;
 	r->written = 0;
-	r->frame = malloc(r->flen);
+	/* room for an ECS option or OPT RR added on the way (useClientSubnet) */
+	r->frame = malloc(q->len + 2 + (q->ecslen > 0 ? 11u + q->ecslen : 0));
 	if (r->frame == NULL) {
 		w->stats.downstream_send_errors++;
 		if (c->proto == DLB_CLIENT_TCP)
 			client_fail(w, c, &s, true);
 		return;
 	}
-	dlb_wr16(r->frame, (uint16_t)q->len);
 	memcpy(r->frame + 2, q->pkt, q->len);
+	r->flen = 2 + dlb_query_add_ecs(w, q, r->frame + 2, q->len,
+					q->len + (q->ecslen > 0 ? 11u + q->ecslen : 0),
+					&r->s.ecs_added);
+	dlb_wr16(r->frame, (uint16_t)(r->flen - 2));
 	dlb_wr16(r->frame + 2, id);
 	u->nreqs++;
 	u->last_use = ev_now(w->loop);

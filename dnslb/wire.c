@@ -13,6 +13,9 @@
  */
 #include "dnslb/wire.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <sodium.h>
 #include <string.h>
 #include <xxhash.h>
@@ -679,4 +682,146 @@ dlb_wire_scan_answer(const uint8_t *pkt, size_t len, uint16_t *ttl_offs, size_t 
 		}
 	}
 	return DLB_OK;
+}
+
+size_t
+dlb_wire_ecs_option(const struct sockaddr *client, int prefix, uint8_t *out)
+{
+	const uint8_t *addr;
+	size_t alen, n;
+	int fam, max;
+
+	if (client->sa_family == AF_INET) {
+		addr = (const uint8_t *)&((const struct sockaddr_in *)(const void *)client)->sin_addr;
+		fam = 1;
+		max = 32;
+	} else {
+		addr = (const uint8_t *)&((const struct sockaddr_in6 *)(const void *)client)->sin6_addr;
+		fam = 2;
+		max = 128;
+	}
+	if (prefix < 0)
+		prefix = 0;
+	if (prefix > max)
+		prefix = max;
+	alen = ((size_t)prefix + 7) / 8;
+	dlb_wr16(out, DLB_EDNS_OPT_ECS);
+	dlb_wr16(out + 2, (uint16_t)(4 + alen));
+	dlb_wr16(out + 4, (uint16_t)fam);
+	out[6] = (uint8_t)prefix;
+	out[7] = 0;	/* scope */
+	memcpy(out + 8, addr, alen);
+	if (prefix % 8)
+		out[8 + alen - 1] &= (uint8_t)(0xff << (8 - prefix % 8));
+	n = 8 + alen;
+	return n;
+}
+
+size_t
+dlb_wire_add_ecs(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m,
+		 const uint8_t *ecs, size_t ecslen, bool override, enum dlb_ecs_added *added)
+{
+	*added = DLB_ECS_NONE;
+	if (m->trailing || m->parsed_end != len)
+		return len;	/* never write after bytes we did not parse */
+	if (!m->has_opt) {
+		if (len + 11 + ecslen > cap || len + 11 + ecslen > WIRE_MAX_MSG)
+			return len;
+		pkt[len] = 0;				/* owner: root */
+		dlb_wr16(pkt + len + 1, DLB_TYPE_OPT);
+		dlb_wr16(pkt + len + 3, 1232);		/* payload size */
+		dlb_wr32(pkt + len + 5, 0);		/* ext rcode, version, flags */
+		dlb_wr16(pkt + len + 9, (uint16_t)ecslen);
+		memcpy(pkt + len + 11, ecs, ecslen);
+		dlb_wr16(pkt + 10, (uint16_t)(dlb_rd16(pkt + 10) + 1));
+		*added = DLB_ECS_OPT_RR;
+		return len + 11 + ecslen;
+	}
+	if (m->ecs_off != 0) {
+		size_t off = m->ecs_off, olen = 4u + dlb_rd16(pkt + off + 2);
+
+		if (!override)
+			return len;	/* the client's own ECS goes through */
+		/* replace: remove the old option, then add ours below */
+		if (len - olen + ecslen > cap)
+			return len;
+		memmove(pkt + off, pkt + off + olen, len - off - olen);
+		len -= olen;
+		dlb_wr16(pkt + m->opt_rdata_off - 2,
+			 (uint16_t)(dlb_rd16(pkt + m->opt_rdata_off - 2) - olen));
+	}
+	{
+		size_t rdlen = dlb_rd16(pkt + m->opt_rdata_off - 2);
+		size_t end = m->opt_rdata_off + rdlen;
+
+		if (len + ecslen > cap || len + ecslen > WIRE_MAX_MSG || rdlen + ecslen > 65535)
+			return len;
+		memmove(pkt + end + ecslen, pkt + end, len - end);
+		memcpy(pkt + end, ecs, ecslen);
+		dlb_wr16(pkt + m->opt_rdata_off - 2, (uint16_t)(rdlen + ecslen));
+		*added = DLB_ECS_OPTION;
+		return len + ecslen;
+	}
+}
+
+size_t
+dlb_wire_strip_ecs(uint8_t *pkt, size_t len, enum dlb_ecs_added added)
+{
+	unsigned counts[3];
+	size_t pos;
+	int r;
+
+	if (added == DLB_ECS_NONE || len < DLB_DNS_HDR || dlb_rd16(pkt + 4) > 1)
+		return len;
+	counts[0] = dlb_rd16(pkt + 6);
+	counts[1] = dlb_rd16(pkt + 8);
+	counts[2] = dlb_rd16(pkt + 10);
+	if ((size_t)(counts[0] + counts[1] + counts[2]) * 11 > len)
+		return len;
+	pos = DLB_DNS_HDR;
+	if (dlb_rd16(pkt + 4) == 1) {
+		r = dlb_wire_skip_name(pkt, len, pos);
+		if (r < 0 || (size_t)r + 4 > len)
+			return len;
+		pos = (size_t)r + 4;
+	}
+	for (int sec = 0; sec < 3; sec++) {
+		for (unsigned i = 0; i < counts[sec]; i++) {
+			size_t rr = pos, rdata;
+			uint16_t type, rdlen;
+
+			r = dlb_wire_skip_name(pkt, len, pos);
+			if (r < 0 || len - (size_t)r < 10)
+				return len;
+			pos = (size_t)r;
+			type = dlb_rd16(pkt + pos);
+			rdlen = dlb_rd16(pkt + pos + 8);
+			rdata = pos + 10;
+			if (len - rdata < rdlen)
+				return len;
+			pos = rdata + rdlen;
+			if (sec != 2 || type != DLB_TYPE_OPT)
+				continue;
+			if (added == DLB_ECS_OPT_RR) {
+				memmove(pkt + rr, pkt + pos, len - pos);
+				dlb_wr16(pkt + 10, (uint16_t)(counts[2] - 1));
+				return len - (pos - rr);
+			}
+			/* remove the ECS option from the OPT RDATA */
+			for (size_t o = rdata; o + 4 <= rdata + rdlen;) {
+				size_t olen = 4u + dlb_rd16(pkt + o + 2);
+
+				if (o + olen > rdata + rdlen)
+					return len;
+				if (dlb_rd16(pkt + o) == DLB_EDNS_OPT_ECS) {
+					memmove(pkt + o, pkt + o + olen, len - o - olen);
+					dlb_wr16(pkt + rdata - 2, (uint16_t)(rdlen - olen));
+					return len - olen;
+				}
+				o += olen;
+			}
+			return len;
+		}
+	}
+	return len;
 }

@@ -19,6 +19,8 @@
 
 #include "dnslb/dnslb.h"
 
+struct sockaddr;
+
 #define DLB_DNS_HDR		12
 #define DLB_WIRE_MAX_HOPS	127	/* compression pointers followed per name */
 #define DLB_WIRE_MAX_WORK	4096	/* labels + pointers visited per message */
@@ -174,6 +176,39 @@ struct dlb_answer_scan {
  */
 int dlb_wire_scan_answer(const uint8_t *pkt, size_t len, uint16_t *ttl_offs, size_t max,
 			 struct dlb_answer_scan *out);
+
+/** What dlb_wire_add_ecs() did, so the answer can be restored. */
+enum dlb_ecs_added {
+	DLB_ECS_NONE = 0,	/* query left as it was */
+	DLB_ECS_OPTION,		/* an ECS option added to (or replaced in) the query's OPT */
+	DLB_ECS_OPT_RR,		/* a whole OPT RR (with the ECS option) appended */
+};
+
+/**
+ * Build the ECS option for @client: family, @prefix bits of the address
+ * (host bits zeroed), scope 0. @out needs 4 + 4 + 16 bytes.
+ * @return the option's length (code and length fields included).
+ */
+size_t dlb_wire_ecs_option(const struct sockaddr *client, int prefix, uint8_t *out);
+
+/**
+ * Add the EDNS Client Subnet option @ecs (from dlb_wire_ecs_option) to the
+ * parsed query @m in @pkt (@len bytes, room for @cap), in place: into its OPT
+ * RR, or as a new OPT RR (payload 1232) when it has none. An ECS option the
+ * client sent is kept, unless @override. A query with bytes after its last
+ * record is never touched (bad-inputs §2, CVE-2018-14663).
+ * @return the new length; *@added tells what was done.
+ */
+size_t dlb_wire_add_ecs(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m,
+			const uint8_t *ecs, size_t ecslen, bool override, enum dlb_ecs_added *added);
+
+/**
+ * Undo dlb_wire_add_ecs() in a backend's answer: remove the OPT RR
+ * (DLB_ECS_OPT_RR) or the ECS option (DLB_ECS_OPTION) from its additional
+ * section. An answer that cannot be walked is left alone.
+ * @return the new length.
+ */
+size_t dlb_wire_strip_ecs(uint8_t *pkt, size_t len, enum dlb_ecs_added added);
 
 /** Settings for locally generated answers (from the config). */
 struct dlb_selfanswer_opts {

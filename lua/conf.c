@@ -852,7 +852,7 @@ static const char *const server_keys[] = {
 	"maxInFlight", "source", "lazyHealthCheckSampleSize", "lazyHealthCheckMinSampleCount",
 	"lazyHealthCheckThreshold", "lazyHealthCheckFailedInterval",
 	"lazyHealthCheckUseExponentialBackOff", "lazyHealthCheckMaxBackOff", "lazyHealthCheckMode",
-	NULL,
+	"useClientSubnet", NULL,
 };
 
 static void
@@ -1097,6 +1097,7 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
 		lua_pop(L, 1);
 	}
 
+	opt_bool(L, 1, fn, "useClientSubnet", &be->use_ecs);
 	opt_int(L, 1, fn, "sockets", 1, DLB_MAX_SOCKETS_PER_BACKEND, &be->sockets);
 	opt_bool(L, 1, fn, "tcpOnly", &be->tcp_only);
 
@@ -2202,6 +2203,28 @@ l_show_servers(lua_State *L)
 	return 0;
 }
 
+/* EDNS Client Subnet added for useClientSubnet backends (dnsdist names and defaults). */
+static int
+l_set_ecs_source_prefix_v4(lua_State *L)
+{
+	conf_get(L)->cfg->ecs_prefix_v4 = (int)arg_int(L, 1, "setECSSourcePrefixV4", 0, 32);
+	return 0;
+}
+
+static int
+l_set_ecs_source_prefix_v6(lua_State *L)
+{
+	conf_get(L)->cfg->ecs_prefix_v6 = (int)arg_int(L, 1, "setECSSourcePrefixV6", 0, 128);
+	return 0;
+}
+
+static int
+l_set_ecs_override(lua_State *L)
+{
+	conf_get(L)->cfg->ecs_override = arg_bool(L, 1, "setECSOverride");
+	return 0;
+}
+
 static int
 l_set_whashed_pertubation(lua_State *L)
 {
@@ -2590,6 +2613,9 @@ static const luaL_Reg conf_funcs[] = {
 	{ "showPools", l_show_pools },
 	{ "showServers", l_show_servers },
 	{ "setFailover", l_set_failover },
+	{ "setECSSourcePrefixV4", l_set_ecs_source_prefix_v4 },
+	{ "setECSSourcePrefixV6", l_set_ecs_source_prefix_v6 },
+	{ "setECSOverride", l_set_ecs_override },
 	{ "setWeightedBalancingFactor", l_set_weighted_balancing_factor },
 	{ "setConsistentHashingBalancingFactor", l_set_ch_balancing_factor },
 	/* packet caches */
