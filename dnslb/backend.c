@@ -15,6 +15,7 @@
 #include "dnslb/config.h"
 #include "dnslb/frontend.h"
 #include "dnslb/log.h"
+#include "dnslb/proxyproto.h"
 #include "dnslb/query.h"
 #include "dnslb/tcp.h"
 #include "dnslb/worker.h"
@@ -117,7 +118,8 @@ failover_retry(struct dlb_worker *w, const struct dlb_slot *old)
 	struct dlb_be_local *bl;
 	struct dlb_be_sock *s;
 	struct dlb_slot *ns;
-	uint8_t buf[DLB_SLOT_QUERY_MAX];
+	uint8_t buf[DLB_PP2_MAX + DLB_SLOT_QUERY_MAX];
+	size_t off = 0;
 	uint32_t idx, self;
 	int id;
 
@@ -157,10 +159,12 @@ failover_retry(struct dlb_worker *w, const struct dlb_slot *old)
 	w->be_stats[be->index].queries++;
 	w->be_stats[be->index].outstanding++;
 	arm_timer(w, now + bl->timeout);
-	memcpy(buf, old->query, old->qlen);
-	dlb_wr16(buf, (uint16_t)id);
+	if (be->use_proxy_protocol)
+		off = dlb_query_pp_header(w, &old->client, false, buf);
+	memcpy(buf + off, old->query, old->qlen);
+	dlb_wr16(buf + off, (uint16_t)id);
 	/* rare: sent at once rather than batched */
-	if (send(s->fd, buf, old->qlen, MSG_DONTWAIT) == -1) {
+	if (send(s->fd, buf, off + old->qlen, MSG_DONTWAIT) == -1) {
 		w->be_stats[be->index].send_errors++;
 		release_slot(w, s, idx);
 		return false;
@@ -286,6 +290,7 @@ dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_
 	struct dlb_be_sock *s;
 	struct dlb_slot *slot;
 	struct msghdr *mh;
+	size_t off = 0;
 	uint32_t idx;
 	int id;
 
@@ -322,7 +327,18 @@ dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_
 	if (!ev_is_active(&w->timeout_timer))
 		arm_timer(w, slot->deadline);
 
-	dlb_wr16(q->pkt, (uint16_t)id);
+	if (be->use_proxy_protocol) {
+		uint8_t hdr[DLB_PP2_MAX];
+		size_t hl = dlb_query_pp_header(w, c, false, hdr);
+
+		if (q->len + hl <= q->cap) {
+			memmove(q->pkt + hl, q->pkt, q->len);
+			memcpy(q->pkt, hdr, hl);
+			q->len += hl;
+			off = hl;
+		}
+	}
+	dlb_wr16(q->pkt + off, (uint16_t)id);
 	if (s->out.n == DLB_UDP_BATCH)
 		be_sock_flush(w, s);
 	mh = &s->out.msgs[s->out.n].msg_hdr;
@@ -348,7 +364,7 @@ dlb_backend_prefetch(struct dlb_worker *w, const struct dlb_query *q)
 	struct dlb_be_sock *s;
 	uint8_t buf[4096];
 	uint32_t idx;
-	size_t len;
+	size_t len, off = 0;
 	int id;
 
 	memset(&c, 0, sizeof(c));
@@ -380,11 +396,13 @@ dlb_backend_prefetch(struct dlb_worker *w, const struct dlb_query *q)
 	if (!ev_is_active(&w->timeout_timer))
 		arm_timer(w, c.t_start + bl->timeout);
 	/* rare (once per entry and TTL): sent at once rather than batched */
-	memcpy(buf, q->pkt, q->len);
-	len = dlb_query_add_ecs(w, q, buf, q->len, sizeof(buf),
+	if (be->use_proxy_protocol)
+		off = dlb_pp2_local(buf);
+	memcpy(buf + off, q->pkt, q->len);
+	len = dlb_query_add_ecs(w, q, buf + off, q->len, sizeof(buf) - off,
 				&dlb_slot_get(&w->slots, idx)->ecs_added);
-	dlb_wr16(buf, (uint16_t)id);
-	if (send(s->fd, buf, len, MSG_DONTWAIT) == -1) {
+	dlb_wr16(buf + off, (uint16_t)id);
+	if (send(s->fd, buf, off + len, MSG_DONTWAIT) == -1) {
 		w->be_stats[be->index].send_errors++;
 		release_slot(w, s, idx);
 	}

@@ -94,6 +94,8 @@ struct dlb_backend {
 	int lazy_max_backoff;			/* lazyHealthCheckMaxBackOff, s, default 3600 */
 
 	bool use_ecs;				/* useClientSubnet: add the client's subnet (ECS) */
+	bool use_proxy_protocol;		/* useProxyProtocol: PROXY v2 header before each
+						 * UDP query / at the start of each TCP connection */
 
 	/* transport */
 	int sockets;				/* UDP sockets per worker towards it, default 1 */

@@ -34,6 +34,7 @@
 
 #include "dnslb/config.h"
 #include "dnslb/log.h"
+#include "dnslb/proxyproto.h"
 #include "dnslb/util.h"
 #include "dnslb/wire.h"
 
@@ -50,8 +51,11 @@ struct hc {
 	bool tcp;
 	bool connected;			/* TCP: connect finished */
 	uint16_t id;
-	uint8_t query[DLB_DNS_HDR + DLB_MAX_NAME + 4 + 2];	/* framed for TCP */
-	size_t qlen;			/* without the TCP length */
+	/* [PROXY LOCAL header][TCP length][query]: what is sent starts at `out` */
+	uint8_t query[DLB_PP2_MAX + 2 + DLB_DNS_HDR + DLB_MAX_NAME + 4];
+	size_t qlen;			/* the DNS query alone */
+	uint8_t *out;
+	size_t outlen;
 	size_t written;
 	uint8_t resp[1024];
 	size_t rlen;
@@ -245,8 +249,8 @@ check_io_cb(struct ev_loop *loop, ev_io *io, int revents)
 		}
 		c->connected = true;
 	}
-	if (c->written < c->qlen + 2) {
-		n = send(c->fd, c->query + c->written, c->qlen + 2 - c->written,
+	if (c->written < c->outlen) {
+		n = send(c->fd, c->out + c->written, c->outlen - c->written,
 			 MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n == -1) {
 			if (errno != EAGAIN && errno != EINTR)
@@ -254,7 +258,7 @@ check_io_cb(struct ev_loop *loop, ev_io *io, int revents)
 			return;
 		}
 		c->written += (size_t)n;
-		if (c->written == c->qlen + 2) {
+		if (c->written == c->outlen) {
 			ev_io_stop(loop, &c->io);
 			ev_io_set(&c->io, c->fd, EV_READ);
 			ev_io_start(loop, &c->io);
@@ -299,7 +303,9 @@ check_start(struct hc *c)
 {
 	struct dlb_health *h = c->h;
 	struct dlb_backend *be = c->be;
-	uint8_t *q = c->query + 2;
+	uint8_t *q = c->query + DLB_PP2_MAX + 2;
+	uint8_t pp[DLB_PP2_MAX];
+	size_t hl = 0;
 	int one = 1;
 
 	if (__atomic_load_n(&be->admin, __ATOMIC_RELAXED) != DLB_BE_AUTO) {
@@ -318,7 +324,18 @@ check_start(struct hc *c)
 	dlb_wr16(q + DLB_DNS_HDR + be->check_name_len, be->check_type);
 	dlb_wr16(q + DLB_DNS_HDR + be->check_name_len + 2, be->check_class);
 	c->qlen = DLB_DNS_HDR + (size_t)be->check_name_len + 4;
-	dlb_wr16(c->query, (uint16_t)c->qlen);
+	/* a backend expecting PROXY headers gets a LOCAL one, as dnsdist sends */
+	if (be->use_proxy_protocol)
+		hl = dlb_pp2_local(pp);
+	if (c->tcp) {
+		dlb_wr16(q - 2, (uint16_t)c->qlen);
+		c->out = q - 2 - hl;
+		c->outlen = hl + 2 + c->qlen;
+	} else {
+		c->out = q - hl;
+		c->outlen = hl + c->qlen;
+	}
+	memcpy(c->out, pp, hl);
 	c->written = 0;
 	c->rlen = 0;
 	c->connected = false;
@@ -346,7 +363,7 @@ check_start(struct hc *c)
 		check_done(c, false, strerror(errno));
 		return;
 	}
-	if (!c->tcp && send(c->fd, q, c->qlen, MSG_DONTWAIT) == -1) {
+	if (!c->tcp && send(c->fd, c->out, c->outlen, MSG_DONTWAIT) == -1) {
 		check_done(c, false, strerror(errno));
 		return;
 	}

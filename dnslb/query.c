@@ -8,6 +8,7 @@
 #include "dnslb/backend.h"
 #include "dnslb/config.h"
 #include "dnslb/frontend.h"
+#include "dnslb/proxyproto.h"
 #include "dnslb/tcp.h"
 #include "dnslb/worker.h"
 
@@ -155,6 +156,26 @@ dlb_query_add_ecs(const struct dlb_worker *w, const struct dlb_query *q, uint8_t
 				       &a);
 	*added = (uint8_t)a;
 	return len;
+}
+
+size_t
+dlb_query_pp_header(const struct dlb_worker *w, const struct dlb_client *c, bool tcp, uint8_t *out)
+{
+	union dlb_sockaddr local;
+	const struct dlb_frontend_cfg *fe;
+
+	if (c->proto == DLB_CLIENT_INTERNAL || c->listener >= w->cfg->nfrontends)
+		return dlb_pp2_local(out);
+	fe = &w->cfg->frontends[c->listener];
+	memcpy(&local, &fe->addr, fe->addrlen < sizeof(local) ? fe->addrlen : sizeof(local));
+	if (c->has_dst) {
+		/* a wildcard listener: the address the client actually asked */
+		if (local.sa.sa_family == AF_INET)
+			local.sin.sin_addr = c->dst.v4.ipi_addr;
+		else
+			local.sin6.sin6_addr = c->dst.v6.ipi6_addr;
+	}
+	return dlb_pp2_build(out, tcp, &c->peer.sa, &local.sa);
 }
 
 void

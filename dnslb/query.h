@@ -68,6 +68,15 @@ enum dlb_verdict dlb_query_process(struct dlb_worker *w, struct dlb_query *q);
 bool dlb_query_response_matches(const struct dlb_worker *w, const uint8_t *pkt, size_t len,
 				const struct dlb_slot *s);
 
+/**
+ * The PROXY v2 header for a query of client @c (@tcp: the TCP flavour):
+ * source the client, destination the address and port it asked; a LOCAL
+ * header for dnslb's own queries. @out needs DLB_PP2_MAX bytes.
+ * @return its length.
+ */
+size_t dlb_query_pp_header(const struct dlb_worker *w, const struct dlb_client *c, bool tcp,
+			   uint8_t *out);
+
 /** Fill slot @s for query @q of client @c (question, cache key, client). */
 void dlb_query_fill_slot(struct dlb_slot *s, const struct dlb_query *q, const struct dlb_client *c);
 

@@ -31,6 +31,7 @@
 #include "dnslb/config.h"
 #include "dnslb/frontend.h"
 #include "dnslb/log.h"
+#include "dnslb/proxyproto.h"
 #include "dnslb/query.h"
 #include "dnslb/worker.h"
 
@@ -188,6 +189,8 @@ struct dlb_tcp_client {
 	uint32_t idx, gen;
 	int fd;
 	union dlb_sockaddr peer;
+	union dlb_sockaddr local;	/* wildcard listeners: the address asked (getsockname) */
+	bool has_local;
 	ev_io rio, wio;
 	ev_timer timer;
 	double started, last_io;
@@ -517,6 +520,13 @@ client_process(struct dlb_tcp_client *c)
 			cl.orig_flags = q.m.flags;
 			cl.conn_id = c->idx;
 			cl.conn_gen = c->gen;
+			if (c->has_local) {
+				cl.has_dst = 1;
+				if (c->local.sa.sa_family == AF_INET)
+					cl.dst.v4.ipi_addr = c->local.sin.sin_addr;
+				else
+					cl.dst.v6.ipi6_addr = c->local.sin6.sin6_addr;
+			}
 			cl.t_start = ev_now(w->loop);
 			c->inflight++;
 			dlb_tcp_forward(w, &q, &cl);
@@ -591,6 +601,11 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 			continue;
 		}
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (l->wildcard) {
+			socklen_t llen = sizeof(c->local);
+
+			c->has_local = getsockname(fd, &c->local.sa, &llen) == 0;
+		}
 		c->w = w;
 		c->l = l;
 		c->fd = fd;
@@ -684,6 +699,7 @@ struct dlb_tcp_up {
 	int fd;
 	int state;
 	int attempts;
+	bool single;			/* useProxyProtocol: one query, then closed */
 	ev_io io;
 	ev_timer timer;
 	double last_use;
@@ -950,6 +966,10 @@ up_read_frames(struct dlb_tcp_up *u)
 			dlb_tcp_deliver(w, &s.client, pkt, alen);
 		else if (s.client.proto == DLB_CLIENT_UDP)
 			dlb_frontend_send_reply(w, &s.client, pkt, alen);
+		if (u->single && u->nreqs == 0) {
+			up_free(u);
+			return false;
+		}
 	}
 	memmove(u->rbuf, u->rbuf + pos, u->rlen - pos);
 	u->rlen -= pos;
@@ -1022,7 +1042,8 @@ up_get(struct dlb_worker *w, const struct dlb_backend *be)
 	uint32_t max = up_max_inflight(be);
 	struct dlb_tcp_up *u;
 
-	for (u = bl->tcp_conns; u != NULL; u = u->next)
+	/* a PROXY header names one client: such connections are never shared */
+	for (u = bl->tcp_conns; u != NULL && !be->use_proxy_protocol; u = u->next)
 		if (u->fd >= 0 && u->nreqs < max)
 			return u;
 	if (bl->tcp_count >= TCP_MAX_UP_PER_BACKEND)
@@ -1032,6 +1053,7 @@ up_get(struct dlb_worker *w, const struct dlb_backend *be)
 		return NULL;
 	u->w = w;
 	u->be_index = be->index;
+	u->single = be->use_proxy_protocol;
 	u->fd = -1;
 	u->last_use = ev_now(w->loop);
 	ev_init(&u->timer, up_timer_cb);
@@ -1053,6 +1075,7 @@ dlb_tcp_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_clie
 	struct dlb_tcp_up *u = up_get(w, be);
 	struct up_req *r;
 	double timeout = be->tcp_recv_timeout > 0 ? be->tcp_recv_timeout : 30;
+	size_t hl;
 	uint16_t id;
 	bool unique;
 	struct dlb_slot s;
@@ -1092,20 +1115,22 @@ dlb_tcp_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_clie
 	r->s.wire_id = id;
 	r->s.deadline = ev_now(w->loop) + timeout;
 	r->written = 0;
-	/* room for an ECS option or OPT RR added on the way (useClientSubnet) */
-	r->frame = malloc(q->len + 2 + (q->ecslen > 0 ? 11u + q->ecslen : 0));
+	/* room for a PROXY header and an ECS option or OPT RR added on the way */
+	r->frame = malloc(DLB_PP2_MAX + q->len + 2 + (q->ecslen > 0 ? 11u + q->ecslen : 0));
 	if (r->frame == NULL) {
 		w->stats.downstream_send_errors++;
 		if (c->proto == DLB_CLIENT_TCP)
 			client_fail(w, c, &s, true);
 		return;
 	}
-	memcpy(r->frame + 2, q->pkt, q->len);
-	r->flen = 2 + dlb_query_add_ecs(w, q, r->frame + 2, q->len,
-					q->len + (q->ecslen > 0 ? 11u + q->ecslen : 0),
-					&r->s.ecs_added);
-	dlb_wr16(r->frame, (uint16_t)(r->flen - 2));
-	dlb_wr16(r->frame + 2, id);
+	hl = be->use_proxy_protocol ? dlb_query_pp_header(w, c, c->proto != DLB_CLIENT_UDP,
+							   r->frame) : 0;
+	memcpy(r->frame + hl + 2, q->pkt, q->len);
+	r->flen = hl + 2 + dlb_query_add_ecs(w, q, r->frame + hl + 2, q->len,
+					     q->len + (q->ecslen > 0 ? 11u + q->ecslen : 0),
+					     &r->s.ecs_added);
+	dlb_wr16(r->frame + hl, (uint16_t)(r->flen - hl - 2));
+	dlb_wr16(r->frame + hl + 2, id);
 	u->nreqs++;
 	u->last_use = ev_now(w->loop);
 	w->be_stats[be->index].queries++;

@@ -852,7 +852,7 @@ static const char *const server_keys[] = {
 	"maxInFlight", "source", "lazyHealthCheckSampleSize", "lazyHealthCheckMinSampleCount",
 	"lazyHealthCheckThreshold", "lazyHealthCheckFailedInterval",
 	"lazyHealthCheckUseExponentialBackOff", "lazyHealthCheckMaxBackOff", "lazyHealthCheckMode",
-	"useClientSubnet", NULL,
+	"useClientSubnet", "useProxyProtocol", NULL,
 };
 
 static void
@@ -1098,6 +1098,7 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
 	}
 
 	opt_bool(L, 1, fn, "useClientSubnet", &be->use_ecs);
+	opt_bool(L, 1, fn, "useProxyProtocol", &be->use_proxy_protocol);
 	opt_int(L, 1, fn, "sockets", 1, DLB_MAX_SOCKETS_PER_BACKEND, &be->sockets);
 	opt_bool(L, 1, fn, "tcpOnly", &be->tcp_only);
 
