@@ -768,7 +768,9 @@ size_t
 dlb_wire_strip_ecs(uint8_t *pkt, size_t len, enum dlb_ecs_added added)
 {
 	unsigned counts[3];
-	size_t pos;
+	size_t pos, opt_rr = 0, opt_rdata = 0, opt_end = 0;
+	uint16_t opt_rdlen = 0;
+	bool found = false;
 	int r;
 
 	if (added == DLB_ECS_NONE || len < DLB_DNS_HDR || dlb_rd16(pkt + 4) > 1)
@@ -785,6 +787,7 @@ dlb_wire_strip_ecs(uint8_t *pkt, size_t len, enum dlb_ecs_added added)
 			return len;
 		pos = (size_t)r + 4;
 	}
+	/* walk every record first: an answer that cannot be walked is left alone */
 	for (int sec = 0; sec < 3; sec++) {
 		for (unsigned i = 0; i < counts[sec]; i++) {
 			size_t rr = pos, rdata;
@@ -800,28 +803,34 @@ dlb_wire_strip_ecs(uint8_t *pkt, size_t len, enum dlb_ecs_added added)
 			if (len - rdata < rdlen)
 				return len;
 			pos = rdata + rdlen;
-			if (sec != 2 || type != DLB_TYPE_OPT)
-				continue;
-			if (added == DLB_ECS_OPT_RR) {
-				memmove(pkt + rr, pkt + pos, len - pos);
-				dlb_wr16(pkt + 10, (uint16_t)(counts[2] - 1));
-				return len - (pos - rr);
+			if (sec == 2 && type == DLB_TYPE_OPT && !found) {
+				found = true;
+				opt_rr = rr;
+				opt_rdata = rdata;
+				opt_rdlen = rdlen;
+				opt_end = pos;
 			}
-			/* remove the ECS option from the OPT RDATA */
-			for (size_t o = rdata; o + 4 <= rdata + rdlen;) {
-				size_t olen = 4u + dlb_rd16(pkt + o + 2);
-
-				if (o + olen > rdata + rdlen)
-					return len;
-				if (dlb_rd16(pkt + o) == DLB_EDNS_OPT_ECS) {
-					memmove(pkt + o, pkt + o + olen, len - o - olen);
-					dlb_wr16(pkt + rdata - 2, (uint16_t)(rdlen - olen));
-					return len - olen;
-				}
-				o += olen;
-			}
-			return len;
 		}
+	}
+	if (!found)
+		return len;
+	if (added == DLB_ECS_OPT_RR) {
+		memmove(pkt + opt_rr, pkt + opt_end, len - opt_end);
+		dlb_wr16(pkt + 10, (uint16_t)(counts[2] - 1));
+		return len - (opt_end - opt_rr);
+	}
+	/* remove the ECS option from the OPT RDATA, if the options are well formed */
+	for (size_t o = opt_rdata; o + 4 <= opt_rdata + opt_rdlen;) {
+		size_t olen = 4u + dlb_rd16(pkt + o + 2);
+
+		if (o + olen > opt_rdata + opt_rdlen)
+			return len;
+		if (dlb_rd16(pkt + o) == DLB_EDNS_OPT_ECS) {
+			memmove(pkt + o, pkt + o + olen, len - o - olen);
+			dlb_wr16(pkt + opt_rdata - 2, (uint16_t)(opt_rdlen - olen));
+			return len - olen;
+		}
+		o += olen;
 	}
 	return len;
 }

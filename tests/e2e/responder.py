@@ -67,6 +67,14 @@ them.  `Responder(port=N)` binds a fixed port, and `restart()` after
 `stop()` serves again on the same port with the same records (a backend
 killed and restarted).
 
+`Responder(proxy_protocol=True)` expects a PROXY protocol v2 header (a
+backend with useProxyProtocol): at the start of each UDP datagram (stripped
+before the DNS message is parsed) and of each TCP connection. The parsed
+header is recorded in `Query.proxy` (see `parse_proxy_v2`; TCP: the
+connection's header, also listed in `.tcp_proxy_headers` as (peer, header));
+a datagram or connection without a valid header is recorded with
+`Query.proxy = None` / closed, and never answered.  Answers are plain DNS.
+
 Spoofed/forged answers always carry A 6.6.6.6 so a test can tell them
 apart from the real answer (192.0.2.1).  If the query has an OPT record the
 answer carries one too, echoing the query's payload size, DO bit and options.
@@ -99,7 +107,8 @@ class Query:
     """One query as the responder saw it."""
 
     __slots__ = ("transport", "src", "id", "flags", "qdcount", "qname",
-                 "qname_wire", "qtype", "qclass", "wire", "opt", "time", "check")
+                 "qname_wire", "qtype", "qclass", "wire", "opt", "time", "check",
+                 "proxy")
 
     def __repr__(self):
         return "<Query %s id=%d %s %s/%s len=%d>" % (
@@ -155,6 +164,48 @@ def parse_question(wire):
             q.opt = {"payload": payload, "ttl": ttl, "do": bool(ttl & 0x8000),
                      "options": opts, "rdata": rdata}
     return q
+
+
+PROXY_V2_SIG = b"\r\n\r\n\x00\r\nQUIT\n"
+
+
+def parse_proxy_v2(data):
+    """Parse a PROXY protocol v2 header at the start of @data.
+    Returns (header dict, its length), (None, 0) if @data is too short to
+    tell yet, or raises ValueError if it is not a valid v2 header.
+    The dict: version, command ("LOCAL"/"PROXY"), family (the raw octet, e.g.
+    0x11 TCP/IPv4, 0x12 UDP/IPv4, 0x21 TCP/IPv6, 0x22 UDP/IPv6, 0x00),
+    length (of the address block + TLVs), src/dst ((address, port) or None),
+    tlvs (bytes after the addresses), raw (the whole header)."""
+    if len(data) < 16:
+        if not PROXY_V2_SIG.startswith(bytes(data[:12])):
+            raise ValueError("no PROXY v2 signature")
+        return None, 0
+    if bytes(data[:12]) != PROXY_V2_SIG:
+        raise ValueError("no PROXY v2 signature")
+    vc, fam, ln = data[12], data[13], struct.unpack("!H", data[14:16])[0]
+    if vc >> 4 != 2 or (vc & 0xF) not in (0, 1):
+        raise ValueError("bad PROXY version/command 0x%02x" % vc)
+    if len(data) < 16 + ln:
+        return None, 0
+    body = bytes(data[16:16 + ln])
+    h = {"version": vc >> 4, "command": "PROXY" if vc & 0xF else "LOCAL", "family": fam,
+         "length": ln, "src": None, "dst": None, "tlvs": body,
+         "raw": bytes(data[:16 + ln])}
+    if h["command"] == "PROXY":
+        if fam >> 4 == 1:
+            alen, af = 4, socket.AF_INET
+        elif fam >> 4 == 2:
+            alen, af = 16, socket.AF_INET6
+        else:
+            raise ValueError("unsupported PROXY family 0x%02x" % fam)
+        if (fam & 0xF) not in (1, 2) or ln < 2 * alen + 4:
+            raise ValueError("bad PROXY family/length 0x%02x/%d" % (fam, ln))
+        sp, dp = struct.unpack("!HH", body[2 * alen:2 * alen + 4])
+        h["src"] = (socket.inet_ntop(af, body[:alen]), sp)
+        h["dst"] = (socket.inet_ntop(af, body[alen:2 * alen]), dp)
+        h["tlvs"] = body[2 * alen + 4:]
+    return h, 16 + ln
 
 
 def _rr(rtype, rdata, rclass=1, ttl=300, name=b"\xc0\x0c"):
@@ -235,13 +286,18 @@ class _TcpConn:
         self.rbuf = b""
         self.wbuf = b""
         self.closed = False
+        self.proxy = None           # the PROXY v2 header (proxy_protocol=True)
 
 
 class Responder:
     """Test backend. Use as a context manager or call start()/stop()."""
 
-    def __init__(self, host="127.0.0.1", late_ms=1500, udp=True, tcp=True, port=0):
+    def __init__(self, host="127.0.0.1", late_ms=1500, udp=True, tcp=True, port=0,
+                 proxy_protocol=False):
         self.host = host
+        self.proxy_protocol = proxy_protocol
+        self.tcp_proxy_headers = []     # (peer, header) per TCP connection (proxy_protocol)
+        self.proxy_errors = []          # (transport, peer, reason, data)
         self.fixed_port = port
         self.check_names = {"a.root-servers.net."}
         self.check_mode = "answer"
@@ -540,9 +596,10 @@ class Responder:
                 except OSError:
                     pass
 
-    def _record(self, q, transport, src):
+    def _record(self, q, transport, src, proxy=None):
         q.transport = transport
         q.src = src
+        q.proxy = proxy
         q.time = time.monotonic()
         with self._lock:
             # a health-check query: the check mode in force when it arrived
@@ -556,19 +613,40 @@ class Responder:
                 data, src = self.udp.recvfrom(65535)
             except BlockingIOError:
                 return
+            proxy = None
+            if self.proxy_protocol:
+                try:
+                    proxy, hlen = parse_proxy_v2(data)
+                    if proxy is None:
+                        raise ValueError("truncated PROXY v2 header")
+                except ValueError as e:
+                    with self._lock:
+                        self.proxy_errors.append(("udp", src, str(e), data))
+                    self._record_raw(parse_question(data), data, "udp", src)
+                    continue            # a PROXY backend drops it
+                data = data[hlen:]
             q = parse_question(data)
             if q is None:
                 q = Query()
                 q.wire, q.id, q.flags, q.qdcount = data, None, None, None
                 q.qname = q.qname_wire = q.qtype = q.qclass = q.opt = None
-                self._record(q, "udp", src)
+                self._record(q, "udp", src, proxy)
                 continue
-            self._record(q, "udp", src)
+            self._record(q, "udp", src, proxy)
             for delay, payload, kind in self.plan(q, "udp"):
                 if payload is None:
                     continue
                 sock = self.spoof if kind == "spoof-otherport" else self.udp
                 self._at(delay, self._udp_sender(sock, payload, src, kind))
+
+    def _record_raw(self, q, data, transport, src):
+        """Record a message that had no valid PROXY header (never answered)."""
+        if q is None:
+            q = Query()
+            q.wire, q.id, q.flags, q.qdcount = bytes(data), None, None, None
+            q.qname = q.qname_wire = q.qtype = q.qclass = q.opt = None
+        self._record(q, transport, src, None)
+        q.check = None
 
     def _udp_sender(self, sock, payload, dst, kind):
         def send():
@@ -600,6 +678,19 @@ class Responder:
             self._close(c)
             return
         c.rbuf += data
+        if self.proxy_protocol and c.proxy is None:
+            try:
+                h, hlen = parse_proxy_v2(c.rbuf)
+            except ValueError as e:
+                with self._lock:
+                    self.proxy_errors.append(("tcp", c.peer, str(e), c.rbuf))
+                self._close(c)
+                return
+            if h is None:
+                return
+            c.proxy, c.rbuf = h, c.rbuf[hlen:]
+            with self._lock:
+                self.tcp_proxy_headers.append((c.peer, h))
         while len(c.rbuf) >= 2:
             ln = struct.unpack("!H", c.rbuf[:2])[0]
             if len(c.rbuf) < 2 + ln:
@@ -609,7 +700,7 @@ class Responder:
             if q is None:
                 self._close(c)
                 return
-            self._record(q, "tcp", c.peer)
+            self._record(q, "tcp", c.peer, c.proxy)
             for delay, payload, kind in self.plan(q, "tcp"):
                 self._at(delay, self._tcp_sender(c, payload, kind))
 

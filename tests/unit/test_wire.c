@@ -10,6 +10,10 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "dnslb/wire.h"
 
 #define PB_MAX	4096
@@ -1279,6 +1283,439 @@ test_build_answer_in_place(void **state)
 	assert_memory_equal(inplace + 12, p.b + 12, p.n - 12);
 }
 
+/* ---- EDNS Client Subnet: dlb_wire_ecs_option / add_ecs / strip_ecs ---- */
+
+static size_t
+ecs_for(const char *addr, int prefix, uint8_t *out)
+{
+	struct sockaddr_storage ss;
+
+	memset(&ss, 0, sizeof(ss));
+	if (strchr(addr, ':') != NULL) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)(void *)&ss;
+
+		s6->sin6_family = AF_INET6;
+		assert_int_equal(inet_pton(AF_INET6, addr, &s6->sin6_addr), 1);
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)(void *)&ss;
+
+		s4->sin_family = AF_INET;
+		assert_int_equal(inet_pton(AF_INET, addr, &s4->sin_addr), 1);
+	}
+	return dlb_wire_ecs_option((const struct sockaddr *)(void *)&ss, prefix, out);
+}
+
+static void
+test_ecs_option(void **state)
+{
+	static const uint8_t v4_24[] = { 0, 8, 0, 7, 0, 1, 24, 0, 192, 0, 2 };
+	static const uint8_t v4_32[] = { 0, 8, 0, 8, 0, 1, 32, 0, 192, 0, 2, 129 };
+	static const uint8_t v4_0[] = { 0, 8, 0, 4, 0, 1, 0, 0 };
+	static const uint8_t v4_25[] = { 0, 8, 0, 8, 0, 1, 25, 0, 192, 0, 2, 0x80 };
+	static const uint8_t v4_20[] = { 0, 8, 0, 7, 0, 1, 20, 0, 10, 0xab, 0xc0 };
+	static const uint8_t v6_56[] = { 0, 8, 0, 11, 0, 2, 56, 0,
+					 0x20, 0x01, 0x0d, 0xb8, 0x12, 0x34, 0x56 };
+	static const uint8_t v6_60[] = { 0, 8, 0, 12, 0, 2, 60, 0,
+					 0x20, 0x01, 0x0d, 0xb8, 0x12, 0x34, 0x56, 0x70 };
+	static const uint8_t v6_0[] = { 0, 8, 0, 4, 0, 2, 0, 0 };
+	uint8_t out[4 + 4 + 16 + 8];
+
+	(void)state;
+	memset(out, 0xee, sizeof(out));
+	assert_int_equal(ecs_for("192.0.2.129", 24, out), sizeof(v4_24));
+	assert_memory_equal(out, v4_24, sizeof(v4_24));
+	assert_int_equal(out[sizeof(v4_24)], 0xee);	/* nothing written past it */
+	assert_int_equal(ecs_for("192.0.2.129", 32, out), sizeof(v4_32));
+	assert_memory_equal(out, v4_32, sizeof(v4_32));
+	assert_int_equal(ecs_for("192.0.2.129", 0, out), sizeof(v4_0));
+	assert_memory_equal(out, v4_0, sizeof(v4_0));
+	/* host bits zeroed inside the last octet */
+	assert_int_equal(ecs_for("192.0.2.255", 25, out), sizeof(v4_25));
+	assert_memory_equal(out, v4_25, sizeof(v4_25));
+	assert_int_equal(ecs_for("10.171.207.1", 20, out), sizeof(v4_20));
+	assert_memory_equal(out, v4_20, sizeof(v4_20));
+	assert_int_equal(ecs_for("2001:db8:1234:56ff:9abc::1", 56, out), sizeof(v6_56));
+	assert_memory_equal(out, v6_56, sizeof(v6_56));
+	assert_int_equal(ecs_for("2001:db8:1234:567f:9abc::1", 60, out), sizeof(v6_60));
+	assert_memory_equal(out, v6_60, sizeof(v6_60));
+	assert_int_equal(ecs_for("::1", 0, out), sizeof(v6_0));
+	assert_memory_equal(out, v6_0, sizeof(v6_0));
+	/* ::1/128: the whole address */
+	assert_int_equal(ecs_for("::1", 128, out), 8 + 16);
+	assert_int_equal(out[6], 128);
+	assert_int_equal(out[8 + 15], 1);
+}
+
+/* A query with an OPT (payload 4096, DO) whose RDATA is @rdata, and @extra
+ * (a record after the OPT in the additional section) if true. */
+static void
+ecs_query(struct pb *p, const void *rdata, uint16_t rdlen, bool extra)
+{
+	static const uint8_t a[4] = { 192, 0, 2, 7 };
+
+	pb_hdr(p, 0x4321, DLB_F_RD, 1, 0, 0, extra ? 2 : 1);
+	pb_question(p, "www.Example.COM", 1, 1);
+	pb_opt(p, 4096, 0x8000, rdata, rdlen);
+	if (extra) {
+		pb_name(p, "glue.example.net");
+		pb_rr_tail(p, 1, 1, 300, a, 4);
+	}
+}
+
+/*
+ * An answer to the query @q (@qlen bytes): question copied, two answer
+ * records and one authority record with compressed names, then the query's
+ * additional section (everything after its question) as is.
+ */
+static void
+ecs_answer(struct pb *p, const uint8_t *q, size_t qlen)
+{
+	static const uint8_t a[4] = { 192, 0, 2, 1 };
+	struct dlb_dnsmsg m;
+
+	assert_int_equal(dlb_wire_parse_query(q, qlen, &m), DLB_OK);
+	assert_int_equal(m.ancount + m.nscount, 0);
+	pb_hdr(p, m.id, (uint16_t)(m.flags | DLB_F_QR | DLB_F_RA), 1, 2, 1, m.arcount);
+	pb_bytes(p, q + DLB_DNS_HDR, m.question_end - DLB_DNS_HDR);
+	pb_ptr(p, 12);				/* www.example.com A */
+	pb_rr_tail(p, 1, 1, 300, a, 4);
+	pb_ptr(p, 12);				/* www.example.com CNAME foo.www... */
+	pb_rr_tail(p, 5, 1, 300, "\3foo\xc0\x0c", 6);
+	pb_ptr(p, 16);				/* example.com NS ns.example.com */
+	pb_rr_tail(p, 2, 1, 300, "\2ns\xc0\x10", 5);
+	pb_bytes(p, q + m.question_end, qlen - m.question_end);
+}
+
+static void
+test_add_ecs_no_opt(void **state)
+{
+	struct pb p, orig, ans, want;
+	struct dlb_dnsmsg m;
+	enum dlb_ecs_added added = DLB_ECS_OPTION;
+	uint8_t ecs[32];
+	size_t el, n;
+
+	(void)state;
+	el = ecs_for("127.0.0.1", 24, ecs);
+	pb_std_query(&p, false);
+	orig = p;
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	n = dlb_wire_add_ecs(p.b, p.n, PB_MAX, &m, ecs, el, false, &added);
+	assert_int_equal(added, DLB_ECS_OPT_RR);
+	assert_int_equal(n, orig.n + 11 + el);
+	assert_int_equal(dlb_rd16(p.b + 10), 1);		/* arcount + 1 */
+	assert_memory_equal(p.b, orig.b, 10);			/* rest of the header */
+	assert_memory_equal(p.b + 12, orig.b + 12, orig.n - 12);
+	assert_int_equal(p.b[orig.n], 0);			/* owner: root */
+	assert_int_equal(dlb_rd16(p.b + orig.n + 1), DLB_TYPE_OPT);
+	assert_int_equal(dlb_rd16(p.b + orig.n + 3), 1232);
+	assert_int_equal(dlb_rd32(p.b + orig.n + 5), 0);
+	assert_int_equal(dlb_rd16(p.b + orig.n + 9), el);
+	assert_memory_equal(p.b + orig.n + 11, ecs, el);
+	p.n = n;
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	assert_true(m.has_opt);
+	assert_false(m.trailing);
+	assert_int_equal(m.udp_size, 1232);
+	assert_false(m.do_bit);
+	assert_int_equal(m.ecs_off, orig.n + 11);
+
+	/* the answer loses the whole OPT RR again */
+	ecs_answer(&ans, p.b, p.n);
+	ecs_answer(&want, orig.b, orig.n);
+	n = dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPT_RR);
+	assert_int_equal(n, want.n);
+	assert_memory_equal(ans.b, want.b, want.n);
+
+	/* a backend that dropped the OPT: nothing to remove */
+	n = dlb_wire_strip_ecs(want.b, want.n, DLB_ECS_OPT_RR);
+	assert_int_equal(n, want.n);
+}
+
+static void
+test_add_ecs_with_opt(void **state)
+{
+	/* a client cookie (8 octets) already in the OPT */
+	static const uint8_t cookie[] = { 0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8 };
+	struct pb p, orig, ans, want;
+	struct dlb_dnsmsg m, m0;
+	enum dlb_ecs_added added = DLB_ECS_NONE;
+	uint8_t ecs[32];
+	size_t el, n, optend;
+
+	(void)state;
+	el = ecs_for("2001:db8::53", 56, ecs);
+	ecs_query(&p, cookie, sizeof(cookie), true);	/* OPT, then an A record */
+	orig = p;
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m0), DLB_OK);
+	m = m0;
+	n = dlb_wire_add_ecs(p.b, p.n, PB_MAX, &m, ecs, el, false, &added);
+	assert_int_equal(added, DLB_ECS_OPTION);
+	assert_int_equal(n, orig.n + el);
+	assert_int_equal(dlb_rd16(p.b + 10), 2);		/* arcount unchanged */
+	assert_int_equal(dlb_rd16(p.b + m0.opt_rdata_off - 2), sizeof(cookie) + el);
+	assert_int_equal(dlb_rd16(p.b + m0.opt_rdata_off - 8), 4096);	/* payload kept */
+	assert_int_equal(dlb_rd32(p.b + m0.opt_rdata_off - 6), 0x8000);	/* DO kept */
+	optend = m0.opt_rdata_off + sizeof(cookie);
+	assert_memory_equal(p.b, orig.b, optend - 2 - (optend - m0.opt_rdata_off));
+	assert_memory_equal(p.b + m0.opt_rdata_off, cookie, sizeof(cookie));
+	assert_memory_equal(p.b + optend, ecs, el);
+	/* the record after the OPT, shifted intact */
+	assert_memory_equal(p.b + optend + el, orig.b + optend, orig.n - optend);
+	p.n = n;
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	assert_int_equal(m.ecs_off, optend);
+	assert_int_equal(m.cookie_off, m0.cookie_off);
+	assert_int_equal(m.arcount, 2);
+
+	/* answer: only the ECS option goes, the cookie and the A record stay */
+	ecs_answer(&ans, p.b, p.n);
+	ecs_answer(&want, orig.b, orig.n);
+	n = dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION);
+	assert_int_equal(n, want.n);
+	assert_memory_equal(ans.b, want.b, want.n);
+
+	/* an empty OPT (no options): the ECS is its only option */
+	ecs_query(&p, NULL, 0, false);
+	orig = p;
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	n = dlb_wire_add_ecs(p.b, p.n, PB_MAX, &m, ecs, el, false, &added);
+	assert_int_equal(added, DLB_ECS_OPTION);
+	assert_int_equal(n, orig.n + el);
+	assert_int_equal(dlb_rd16(p.b + m.opt_rdata_off - 2), el);
+	assert_memory_equal(p.b + orig.n, ecs, el);
+	p.n = n;
+	ecs_answer(&ans, p.b, p.n);
+	ecs_answer(&want, orig.b, orig.n);
+	n = dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION);
+	assert_int_equal(n, want.n);
+	assert_memory_equal(ans.b, want.b, want.n);
+}
+
+static void
+test_add_ecs_client_ecs(void **state)
+{
+	/* the client's ECS 10.0.0.0/8, then a cookie */
+	static const uint8_t rd[] = { 0, 8, 0, 5, 0, 1, 8, 0, 10,
+				      0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8 };
+	static const uint8_t cookie_only[] = { 0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8 };
+	struct pb p, orig, ans, want;
+	struct dlb_dnsmsg m, m0;
+	enum dlb_ecs_added added = DLB_ECS_OPTION;
+	uint8_t ecs[32];
+	size_t el, n;
+
+	(void)state;
+	el = ecs_for("127.0.0.1", 24, ecs);
+	ecs_query(&p, rd, sizeof(rd), true);
+	orig = p;
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m0), DLB_OK);
+	assert_int_not_equal(m0.ecs_off, 0);
+
+	/* override false: the client's ECS goes through, nothing changes */
+	n = dlb_wire_add_ecs(p.b, p.n, PB_MAX, &m0, ecs, el, false, &added);
+	assert_int_equal(added, DLB_ECS_NONE);
+	assert_int_equal(n, orig.n);
+	assert_memory_equal(p.b, orig.b, orig.n);
+	/* and the answer keeps the client's ECS (nothing to undo) */
+	ecs_answer(&ans, p.b, p.n);
+	want = ans;
+	n = dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_NONE);
+	assert_int_equal(n, want.n);
+	assert_memory_equal(ans.b, want.b, want.n);
+
+	/* override true: replaced by ours */
+	m = m0;
+	n = dlb_wire_add_ecs(p.b, p.n, PB_MAX, &m, ecs, el, true, &added);
+	assert_int_equal(added, DLB_ECS_OPTION);
+	assert_int_equal(n, orig.n - 9 + el);
+	assert_int_equal(dlb_rd16(p.b + m0.opt_rdata_off - 2), sizeof(cookie_only) + el);
+	assert_memory_equal(p.b + m0.opt_rdata_off, cookie_only, sizeof(cookie_only));
+	assert_memory_equal(p.b + m0.opt_rdata_off + sizeof(cookie_only), ecs, el);
+	/* the A record after the OPT is intact */
+	assert_memory_equal(p.b + n - (orig.n - (m0.opt_rdata_off + sizeof(rd))),
+			    orig.b + m0.opt_rdata_off + sizeof(rd),
+			    orig.n - (m0.opt_rdata_off + sizeof(rd)));
+	p.n = n;
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	assert_int_equal(m.ecs_off, m0.opt_rdata_off + sizeof(cookie_only));
+	assert_int_equal(m.arcount, 2);
+
+	/* answer: our ECS removed (the cookie and the A record stay) */
+	ecs_answer(&ans, p.b, p.n);
+	ecs_query(&orig, cookie_only, sizeof(cookie_only), true);
+	ecs_answer(&want, orig.b, orig.n);
+	n = dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION);
+	assert_int_equal(n, want.n);
+	assert_memory_equal(ans.b, want.b, want.n);
+
+	/* override true with the client's ECS as the only option */
+	ecs_query(&p, rd, 9, false);
+	orig = p;
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	n = dlb_wire_add_ecs(p.b, p.n, PB_MAX, &m, ecs, el, true, &added);
+	assert_int_equal(added, DLB_ECS_OPTION);
+	assert_int_equal(n, orig.n - 9 + el);
+	assert_int_equal(dlb_rd16(p.b + m.opt_rdata_off - 2), el);
+	assert_memory_equal(p.b + m.opt_rdata_off, ecs, el);
+}
+
+static void
+test_add_ecs_untouched(void **state)
+{
+	struct pb p, orig;
+	struct dlb_dnsmsg m;
+	enum dlb_ecs_added added;
+	uint8_t ecs[32];
+	size_t el, n;
+
+	(void)state;
+	el = ecs_for("127.0.0.1", 24, ecs);
+
+	/* trailing bytes after the last record: never modified */
+	pb_std_query(&p, false);
+	pb_bytes(&p, "garbage", 7);
+	orig = p;
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	assert_true(m.trailing);
+	added = DLB_ECS_OPTION;
+	n = dlb_wire_add_ecs(p.b, p.n, PB_MAX, &m, ecs, el, false, &added);
+	assert_int_equal(added, DLB_ECS_NONE);
+	assert_int_equal(n, orig.n);
+	assert_memory_equal(p.b, orig.b, orig.n);
+
+	pb_std_query(&p, true);
+	pb_bytes(&p, "\0\0", 2);
+	orig = p;
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	assert_true(m.trailing);
+	added = DLB_ECS_OPTION;
+	n = dlb_wire_add_ecs(p.b, p.n, PB_MAX, &m, ecs, el, true, &added);
+	assert_int_equal(added, DLB_ECS_NONE);
+	assert_int_equal(n, orig.n);
+	assert_memory_equal(p.b, orig.b, orig.n);
+
+	/* no OPT, one octet too little room for the new OPT RR */
+	pb_std_query(&p, false);
+	orig = p;
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	added = DLB_ECS_OPTION;
+	n = dlb_wire_add_ecs(p.b, p.n, p.n + 11 + el - 1, &m, ecs, el, false, &added);
+	assert_int_equal(added, DLB_ECS_NONE);
+	assert_int_equal(n, orig.n);
+	assert_memory_equal(p.b, orig.b, orig.n);
+	/* exactly enough */
+	n = dlb_wire_add_ecs(p.b, p.n, p.n + 11 + el, &m, ecs, el, false, &added);
+	assert_int_equal(added, DLB_ECS_OPT_RR);
+	assert_int_equal(n, orig.n + 11 + el);
+
+	/* an OPT, one octet too little room for the option */
+	pb_std_query(&p, true);
+	orig = p;
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	added = DLB_ECS_OPTION;
+	n = dlb_wire_add_ecs(p.b, p.n, p.n + el - 1, &m, ecs, el, false, &added);
+	assert_int_equal(added, DLB_ECS_NONE);
+	assert_int_equal(n, orig.n);
+	assert_memory_equal(p.b, orig.b, orig.n);
+	n = dlb_wire_add_ecs(p.b, p.n, p.n + el, &m, ecs, el, false, &added);
+	assert_int_equal(added, DLB_ECS_OPTION);
+	assert_int_equal(n, orig.n + el);
+
+	/* cap == len: no room at all */
+	pb_std_query(&p, true);
+	orig = p;
+	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
+	n = dlb_wire_add_ecs(p.b, p.n, p.n, &m, ecs, el, false, &added);
+	assert_int_equal(added, DLB_ECS_NONE);
+	assert_memory_equal(p.b, orig.b, orig.n);
+}
+
+static void
+test_strip_ecs_malformed(void **state)
+{
+	static const uint8_t rd_ecs[] = { 0, 8, 0, 7, 0, 1, 24, 0, 127, 0, 0 };
+	/* an option that overruns the OPT RDATA, then our ECS */
+	static const uint8_t rd_bad[] = { 0, 10, 0, 4, 1, 2, 3, 4,
+					  0, 8, 0, 7, 0, 1, 24, 0, 127, 0, 0 };
+	struct pb q, ans, keep;
+	size_t n;
+
+	(void)state;
+	ecs_query(&q, rd_ecs, sizeof(rd_ecs), false);
+	ecs_answer(&ans, q.b, q.n);
+
+	/* truncated in the middle of the OPT RR */
+	keep = ans;
+	n = dlb_wire_strip_ecs(ans.b, ans.n - 3, DLB_ECS_OPTION);
+	assert_int_equal(n, ans.n - 3);
+	assert_memory_equal(ans.b, keep.b, keep.n);
+	n = dlb_wire_strip_ecs(ans.b, ans.n - 3, DLB_ECS_OPT_RR);
+	assert_int_equal(n, ans.n - 3);
+	assert_memory_equal(ans.b, keep.b, keep.n);
+
+	/* a name running off the end of an answer record: a label too long */
+	keep = ans;
+	{
+		size_t qend = 12 + 17 + 4;
+
+		ans.b[qend] = 0x3f;	/* the first answer's owner pointer -> label of 63 */
+		keep = ans;
+		assert_int_equal(dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION), ans.n);
+		assert_memory_equal(ans.b, keep.b, keep.n);
+		ans.b[qend] = 0xc0;
+	}
+
+	/* qdcount 2: not walked */
+	dlb_wr16(ans.b + 4, 2);
+	keep = ans;
+	assert_int_equal(dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION), ans.n);
+	assert_memory_equal(ans.b, keep.b, keep.n);
+	dlb_wr16(ans.b + 4, 1);
+
+	/* a header only, shorter than a header */
+	keep = ans;
+	assert_int_equal(dlb_wire_strip_ecs(ans.b, 11, DLB_ECS_OPTION), 11);
+	assert_memory_equal(ans.b, keep.b, keep.n);
+
+	/* an overrunning option before the ECS: the option walk stops, untouched */
+	ecs_query(&q, rd_bad, sizeof(rd_bad), false);
+	ecs_answer(&ans, q.b, q.n);
+	ans.b[ans.n - sizeof(rd_bad) + 3] = 40;	/* the first option's length */
+	keep = ans;
+	assert_int_equal(dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION), ans.n);
+	assert_memory_equal(ans.b, keep.b, keep.n);
+
+	/* the well-formed answer is stripped (the baseline of the cases above) */
+	ecs_query(&q, rd_ecs, sizeof(rd_ecs), false);
+	ecs_answer(&ans, q.b, q.n);
+	n = dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION);
+	assert_int_equal(n, ans.n - sizeof(rd_ecs));
+}
+
+
+/*
+ * A malformed answer whose defect lies after the OPT RR (arcount claims a
+ * record that is not there): "an answer that cannot be walked is left alone"
+ * (wire.h), so nothing may be removed.
+ */
+static void
+test_strip_ecs_malformed_after_opt(void **state)
+{
+	static const uint8_t rd_ecs[] = { 0, 8, 0, 7, 0, 1, 24, 0, 127, 0, 0 };
+	struct pb q, ans, keep;
+
+	(void)state;
+	ecs_query(&q, rd_ecs, sizeof(rd_ecs), false);
+	ecs_answer(&ans, q.b, q.n);
+	dlb_wr16(ans.b + 10, 2);
+	keep = ans;
+	assert_int_equal(dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION), keep.n);
+	assert_memory_equal(ans.b, keep.b, keep.n);
+	assert_int_equal(dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPT_RR), keep.n);
+	assert_memory_equal(ans.b, keep.b, keep.n);
+}
+
 int
 main(void)
 {
@@ -1312,6 +1749,13 @@ main(void)
 		cmocka_unit_test(test_build_answer_header_only),
 		cmocka_unit_test(test_build_answer_space),
 		cmocka_unit_test(test_build_answer_in_place),
+		cmocka_unit_test(test_ecs_option),
+		cmocka_unit_test(test_add_ecs_no_opt),
+		cmocka_unit_test(test_add_ecs_with_opt),
+		cmocka_unit_test(test_add_ecs_client_ecs),
+		cmocka_unit_test(test_add_ecs_untouched),
+		cmocka_unit_test(test_strip_ecs_malformed),
+		cmocka_unit_test(test_strip_ecs_malformed_after_opt),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
