@@ -724,6 +724,8 @@ dlb_wire_add_ecs(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *
 	*added = DLB_ECS_NONE;
 	if (m->trailing || m->parsed_end != len)
 		return len;	/* never write after bytes we did not parse */
+	if (m->qdcount != 1)
+		return len;	/* its answer could not be restored (strip walks one question) */
 	if (!m->has_opt) {
 		if (len + 11 + ecslen > cap || len + 11 + ecslen > WIRE_MAX_MSG)
 			return len;

@@ -196,7 +196,8 @@ size_t dlb_wire_ecs_option(const struct sockaddr *client, int prefix, uint8_t *o
  * parsed query @m in @pkt (@len bytes, room for @cap), in place: into its OPT
  * RR, or as a new OPT RR (payload 1232) when it has none. An ECS option the
  * client sent is kept, unless @override. A query with bytes after its last
- * record is never touched (bad-inputs §2, CVE-2018-14663).
+ * record is never touched (bad-inputs §2, CVE-2018-14663), nor one whose
+ * qdcount is not 1.
  * @return the new length; *@added tells what was done.
  */
 size_t dlb_wire_add_ecs(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m,

@@ -6,6 +6,8 @@
  *
  * Thread: single.  Ownership: borrows @data.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,6 +131,42 @@ check_text(const uint8_t *data, size_t size)
 	}
 }
 
+/*
+ * ECS added to a query and stripped from the same bytes seen as an answer:
+ * the result stays within bounds and, when something was added, stripping
+ * gives back the original length (the added ECS sits in the OPT RR).
+ */
+static void
+check_ecs(const uint8_t *data, size_t size)
+{
+	static uint8_t buf[65536 + 64];
+	struct dlb_dnsmsg m;
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	uint8_t ecs[32];
+	enum dlb_ecs_added added;
+	size_t elen, n, back;
+	int rc;
+
+	if (size > 65535)
+		return;
+	rc = dlb_wire_parse_query(data, size, &m);
+	if (rc != DLB_OK)
+		return;
+	sin.sin_addr.s_addr = htonl(0x7f000001);
+	elen = dlb_wire_ecs_option((const struct sockaddr *)&sin, 24, ecs);
+	memcpy(buf, data, size);
+	n = dlb_wire_add_ecs(buf, size, sizeof(buf), &m, ecs, elen, size % 2, &added);
+	CHECK(n <= sizeof(buf) && n <= 65535 + 64);
+	if (added == DLB_ECS_NONE) {
+		CHECK(n == size && memcmp(buf, data, size) == 0);
+		return;
+	}
+	back = dlb_wire_strip_ecs(buf, n, added);
+	CHECK(back <= n);
+	if (m.ecs_off == 0)
+		CHECK(back == size);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -139,6 +177,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	check_query(data, size);
 	check_text(data, size);
+	check_ecs(data, size);
 
 	rc = dlb_wire_parse_response_question(data, size, &m);
 	if (rc == DLB_OK) {
