@@ -457,18 +457,10 @@ be_read_cb(struct ev_loop *loop, ev_io *io, int revents)
 	struct dlb_worker *w = s->w;
 
 	for (int round = 0; round < 4; round++) {
-		int n;
+		int n = dlb_worker_recv_batch(w, s->fd, DLB_UDP_BATCH);
 
-		dlb_worker_prepare_recv(w);
-		n = dlb_recvmmsg(s->fd, w->rmsgs, DLB_UDP_BATCH, MSG_DONTWAIT);
-		if (n > 0)
-			w->rdirty = (unsigned)n;
-		if (n == -1) {
-			if (errno != EAGAIN && errno != EINTR)
-				dlb_log_ratelimited(DLB_LOG_WARN, "recvmmsg from backend: %s",
-						    strerror(errno));
+		if (n == 0)
 			break;
-		}
 		for (int i = 0; i < n; i++)
 			handle_answer(w, s, (unsigned)i);
 		dlb_frontend_flush(w);

@@ -306,17 +306,10 @@ udp_read_cb(struct ev_loop *loop, ev_io *io, int revents)
 		batch = DLB_UDP_BATCH;
 	/* a few batches per wakeup, then give the other sockets a turn */
 	for (int round = 0; round < 4; round++) {
-		int n;
+		int n = dlb_worker_recv_batch(w, l->udp_fd, batch);
 
-		dlb_worker_prepare_recv(w);
-		n = dlb_recvmmsg(l->udp_fd, w->rmsgs, batch, MSG_DONTWAIT);
-		if (n > 0)
-			w->rdirty = (unsigned)n;
-		if (n == -1) {
-			if (errno != EAGAIN && errno != EINTR)
-				dlb_log_ratelimited(DLB_LOG_WARN, "recvmmsg: %s", strerror(errno));
+		if (n == 0)
 			break;
-		}
 		for (int i = 0; i < n; i++)
 			handle_udp_query(w, l, (unsigned)i);
 		dlb_backend_flush(w);

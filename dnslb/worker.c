@@ -35,6 +35,22 @@ init_recv(struct dlb_worker *w)
 	w->rdirty = 0;
 }
 
+int
+dlb_worker_recv_batch(struct dlb_worker *w, int fd, unsigned batch)
+{
+	int n;
+
+	dlb_worker_prepare_recv(w);
+	n = dlb_recvmmsg(fd, w->rmsgs, batch, MSG_DONTWAIT);
+	if (n == -1) {
+		if (errno != EAGAIN && errno != EINTR)
+			dlb_log_ratelimited(DLB_LOG_WARN, "recvmmsg: %s", strerror(errno));
+		return 0;
+	}
+	w->rdirty = (unsigned)n;
+	return n;
+}
+
 static void
 stop_cb(struct ev_loop *loop, ev_async *a, int revents)
 {

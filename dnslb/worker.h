@@ -142,6 +142,13 @@ dlb_worker_prepare_recv(struct dlb_worker *w)
 	w->rdirty = 0;
 }
 
+/**
+ * Receive up to @batch datagrams from @fd into the worker's receive vector.
+ * @return how many (0 when nothing was waiting or on an error, logged at a
+ * limited rate).
+ */
+int dlb_worker_recv_batch(struct dlb_worker *w, int fd, unsigned batch);
+
 /*
  * recvmmsg/sendmmsg without glibc's cancellation-point wrappers (workers are
  * never cancelled): the wrappers' bookkeeping shows in per-query profiles.
