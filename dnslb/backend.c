@@ -302,6 +302,7 @@ dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_
 	idx = dlb_slot_alloc(&w->slots);
 	if (idx == DLB_SLOT_NONE) {
 		w->stats.inflight_full++;
+		w->be_stats[be->index].refused++;
 		answer_servfail(w, q, c);
 		return;
 	}
@@ -311,6 +312,7 @@ dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_
 		/* never overwrite a query in flight: refuse this one */
 		dlb_slot_free(&w->slots, idx);
 		w->stats.inflight_full++;
+		w->be_stats[be->index].refused++;
 		answer_servfail(w, q, c);
 		return;
 	}

@@ -121,7 +121,7 @@ struct dlb_ch_point {
 
 /** One backend's figures summed over the workers (for Lua and the console). */
 struct dlb_be_totals {
-	uint64_t queries, responses, drops, send_errors, outstanding, servfails;
+	uint64_t queries, responses, drops, send_errors, outstanding, servfails, refused;
 	double latency_us;		/* mean of the workers' EWMAs that saw answers */
 	double qps, drate;		/* over the last second */
 };

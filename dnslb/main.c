@@ -78,6 +78,7 @@ be_totals(int b, struct dlb_be_totals *t)
 		t->drops += __atomic_load_n(&bs->drops, __ATOMIC_RELAXED);
 		t->send_errors += __atomic_load_n(&bs->send_errors, __ATOMIC_RELAXED);
 		t->servfails += __atomic_load_n(&bs->servfails, __ATOMIC_RELAXED);
+		t->refused += __atomic_load_n(&bs->refused, __ATOMIC_RELAXED);
 		t->outstanding += __atomic_load_n(&bs->outstanding, __ATOMIC_RELAXED);
 		if (lat > 0) {
 			t->latency_us += lat;
@@ -331,19 +332,14 @@ print_stats(void)
 	dlb_stats_sum(v, nworkers, &sum);
 	dlb_stats_print(&sum, stdout);
 	for (int b = 0; b < cfg->nbackends; b++) {
-		uint64_t q = 0, r = 0, d = 0, o = 0;
+		struct dlb_be_totals t;
 
-		for (int i = 0; i < nworkers; i++) {
-			const struct dlb_be_stats *bs = &workers[i]->be_stats[b];
-
-			q += __atomic_load_n(&bs->queries, __ATOMIC_RELAXED);
-			r += __atomic_load_n(&bs->responses, __ATOMIC_RELAXED);
-			d += __atomic_load_n(&bs->drops, __ATOMIC_RELAXED);
-			o += __atomic_load_n(&bs->outstanding, __ATOMIC_RELAXED);
-		}
+		be_totals(b, &t);
 		printf("backend %s queries %" PRIu64 " responses %" PRIu64 " drops %" PRIu64
-		       " outstanding %" PRIu64 "\n",
-		       cfg->backends[b]->name, q, r, d, o);
+		       " outstanding %" PRIu64 " timeouts %" PRIu64 " senderrors %" PRIu64
+		       " servfails %" PRIu64 " refused %" PRIu64 " latency_us %" PRIu64 "\n",
+		       cfg->backends[b]->name, t.queries, t.responses, t.drops, t.outstanding, t.drops,
+		       t.send_errors, t.servfails, t.refused, (uint64_t)t.latency_us);
 	}
 	printf("stat-end\n");
 	fflush(stdout);

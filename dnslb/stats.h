@@ -59,6 +59,7 @@ struct dlb_be_stats {
 	uint64_t drops;				/* timeouts */
 	uint64_t send_errors;
 	uint64_t servfails;			/* SERVFAIL answers (lazy health checks) */
+	uint64_t refused;			/* not sent: the in-flight table was full */
 	uint32_t outstanding;			/* in flight now (UDP and TCP) */
 	double latency_us;			/* EWMA 127/128 */
 } __attribute__((aligned(64)));
