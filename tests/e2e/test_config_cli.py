@@ -411,7 +411,8 @@ def test_sigusr1_dump(dnslb, make_responder):
     backends = [l.split() for l in block if l.startswith("backend ")]
     assert [b[1] for b in backends] == ["first", "second"]
     for b in backends:
-        assert b[2::2] == ["queries", "responses", "drops", "outstanding"], b
+        assert b[2::2] == ["queries", "responses", "drops", "outstanding", "timeouts",
+                           "senderrors", "servfails", "refused", "latency_us"], b
         assert all(x.isdigit() for x in b[3::2])
     assert sum(int(b[3]) for b in backends) == 2
     # the dump does not disturb serving; a second dump works too
