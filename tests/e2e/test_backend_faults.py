@@ -158,3 +158,26 @@ def test_no_backend_configured_dropped(dnslb):
     d = dnslb("")
     assert exchange(d.port, build_query("nosrv.example.test.", qid=16), first=1.5) == []
     assert d.stat_at_least("no-policy", 1) == 1
+
+
+@pytest.mark.dnslb_only("dnsdist overwrites the oldest in-flight query instead of refusing")
+def test_full_inflight_table_refuses_and_counts(dnslb, responder):
+    """setMaxUDPOutstanding(2) with a backend that never answers: two
+    queries wait, the next three are refused with SERVFAIL at once and
+    counted (inflight-full, the backend's `refused`); the waiting ones are
+    never overwritten: they time out as themselves."""
+    d = dnslb(lua_server(responder, name="b1") + "setMaxUDPOutstanding(2)\n"
+              "setUDPTimeout(1)\nsetWorkerThreads(1)\n")
+    with UdpClient(d.port) as c:
+        for i in range(5):
+            c.send(build_query("drop.n%d.example.test." % i, qid=100 + i))
+        got = c.collect(0.7)
+    refused = [Header(g) for g in got]
+    assert len(refused) == 3, "expected 3 immediate refusals, got %r" % refused
+    assert all(h.rcode == 2 and h.qr for h in refused)
+    assert sorted(h.id for h in refused) == [102, 103, 104]
+    assert d.stat_at_least("downstream-timeouts", 2, timeout=5) == 2
+    s = d.stats()
+    assert s["inflight-full"] == 3
+    assert s["backends"]["b1"]["refused"] == 3
+    assert s["backends"]["b1"]["queries"] == 2 and s["backends"]["b1"]["outstanding"] == 0
