@@ -218,6 +218,17 @@ nmg_search(const struct dlb_nmg *g, const struct dlb_netmask *nm, bool *found)
 	return lo;
 }
 
+/* A copy of @nm that compares equal byte for byte to any equal netmask. */
+static void
+normalise(const struct dlb_netmask *nm, struct dlb_netmask *clean)
+{
+	memset(clean, 0, sizeof(*clean));
+	clean->family = nm->family;
+	clean->bits = nm->bits;
+	memcpy(clean->addr, nm->addr, nm->family == AF_INET ? 4 : 16);
+	zero_host_bits(clean->addr, sizeof(clean->addr), clean->bits);
+}
+
 int
 dlb_nmg_add(struct dlb_nmg *g, const struct dlb_netmask *nm)
 {
@@ -225,12 +236,7 @@ dlb_nmg_add(struct dlb_nmg *g, const struct dlb_netmask *nm)
 	bool found;
 	size_t pos;
 
-	/* Normalise so that equal netmasks compare equal byte for byte. */
-	memset(&clean, 0, sizeof(clean));
-	clean.family = nm->family;
-	clean.bits = nm->bits;
-	memcpy(clean.addr, nm->addr, nm->family == AF_INET ? 4 : 16);
-	zero_host_bits(clean.addr, sizeof(clean.addr), clean.bits);
+	normalise(nm, &clean);
 
 	pos = nmg_search(g, &clean, &found);
 	if (found)
@@ -257,11 +263,7 @@ dlb_nmg_remove(struct dlb_nmg *g, const struct dlb_netmask *nm)
 	bool found;
 	size_t pos;
 
-	memset(&clean, 0, sizeof(clean));
-	clean.family = nm->family;
-	clean.bits = nm->bits;
-	memcpy(clean.addr, nm->addr, nm->family == AF_INET ? 4 : 16);
-	zero_host_bits(clean.addr, sizeof(clean.addr), clean.bits);
+	normalise(nm, &clean);
 
 	pos = nmg_search(g, &clean, &found);
 	if (!found)

@@ -14,14 +14,13 @@ UDP datagram and at the start of each TCP connection (Query.proxy).
 import os
 import socket
 import struct
-import subprocess
 import time
 
 import dns.edns
 import dns.message
 import pytest
 
-from dnslbtest import (DNSDIST, IMPL, a_addrs, build_query, dnslb_bin, lua_server,
+from dnslbtest import (DNSDIST, IMPL, a_addrs, build_query, lua_server,
                        lua_value, make_query, parse, tcp_query, udp_query, udp_raw,
                        wait_until)
 
@@ -401,35 +400,8 @@ def test_ecs_same_as_dnsdist(dnslb, make_responder):
 # ---------------------------------------------------------------------------
 # (B) PROXY protocol v2
 
-PP_ERR = None
-
-
-def _proxy_supported(tmpdir):
-    """None if this dnslb accepts useProxyProtocol without complaint, else why not."""
-    conf = os.path.join(tmpdir, "pp-check.conf")
-    with open(conf, "w") as f:
-        f.write(lua_server("127.0.0.1:53", useProxyProtocol=True))
-    try:
-        r = subprocess.run([dnslb_bin(), "--check-config", "-C", conf],
-                           capture_output=True, text=True, timeout=10)
-    except Exception as e:          # noqa: BLE001
-        return "--check-config failed: %s" % e
-    out = r.stdout + r.stderr
-    if r.returncode != 0:
-        return "--check-config rejects useProxyProtocol: %s" % out.strip()[-300:]
-    low = out.lower()
-    for w in ("not supported", "unsupported", "ignored", "not implemented", "warning"):
-        if w in low and "proxy" in low:
-            return "--check-config warns about useProxyProtocol: %s" % out.strip()[-300:]
-    return None
-
-
 @pytest.fixture
-def pp(tmp_path, make_responder):
-    if IMPL == "dnslb":
-        why = _proxy_supported(str(tmp_path))
-        if why:
-            pytest.skip("useProxyProtocol not in this build: " + why)
+def pp(make_responder):
     return make_responder(proxy_protocol=True)
 
 
@@ -515,10 +487,7 @@ def test_proxy_tcp(dnslb, pp):
         assert h["command"] in ("PROXY", "LOCAL")
 
 
-def test_proxy_ipv6(dnslb, make_responder, tmp_path, v6_only):
-    why = _proxy_supported(str(tmp_path)) if IMPL == "dnslb" else None
-    if why:
-        pytest.skip("useProxyProtocol not in this build: " + why)
+def test_proxy_ipv6(dnslb, make_responder, v6_only):
     r6 = make_responder(host="::1", proxy_protocol=True)
     d = dnslb(_pp_conf(r6), host="::1")
     q = make_query("pp6udp.example.test.")
