@@ -20,7 +20,6 @@
 #include "dnslb/tcp.h"
 #include "dnslb/worker.h"
 
-#define container_of(p, T, m) ((T *)(void *)((char *)(p) - offsetof(T, m)))
 
 static int
 open_be_socket(const struct dlb_backend *be)
@@ -372,7 +371,7 @@ dlb_backend_prefetch(struct dlb_worker *w, const struct dlb_query *q)
 	memset(&c, 0, sizeof(c));
 	c.proto = DLB_CLIENT_INTERNAL;
 	c.orig_id = q->m.id;
-	c.orig_flags = q->m.flags;
+	c.orig_flags = q->orig_flags;
 	c.t_start = dlb_worker_now(w);
 	if (q->tcp || be->tcp_only) {
 		struct dlb_query copy = *q;
@@ -418,7 +417,7 @@ handle_answer(struct dlb_worker *w, struct dlb_be_sock *s, unsigned i)
 	uint8_t *pkt = w->rbuf[i];
 	size_t len = w->rmsgs[i].msg_len;
 	struct dlb_slot *slot;
-	uint32_t idx;
+	uint32_t idx, delay_ms;
 
 	if (len < DLB_DNS_HDR || (w->rmsgs[i].msg_hdr.msg_flags & MSG_TRUNC)) {
 		w->stats.noncompliant_responses++;
@@ -444,11 +443,17 @@ handle_answer(struct dlb_worker *w, struct dlb_be_sock *s, unsigned i)
 		release_slot(w, s, idx);
 		return;
 	}
-	len = dlb_query_finish_response(w, pkt, len, slot);
-	if (slot->client.proto == DLB_CLIENT_UDP)
-		dlb_frontend_queue_reply(w, &slot->client, pkt, len);
+	len = dlb_query_finish_response(w, &pkt, len, slot, &delay_ms);
+	if (len == 0)
+		;	/* dropped by a response rule, or a prefetch */
 	else if (slot->client.proto == DLB_CLIENT_TCP)
 		dlb_tcp_deliver(w, &slot->client, pkt, len);
+	else if (delay_ms > 0)
+		dlb_worker_delay_reply(w, &slot->client, pkt, len, delay_ms);
+	else if (pkt != w->rbuf[i])
+		dlb_frontend_send_reply(w, &slot->client, pkt, len);	/* scratch: now */
+	else
+		dlb_frontend_queue_reply(w, &slot->client, pkt, len);
 	release_slot(w, s, idx);
 }
 

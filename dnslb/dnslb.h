@@ -44,6 +44,9 @@ enum dlb_err {
 
 const char *dlb_strerror(int err);
 
+/** The structure of type @T whose member @m is at @p. */
+#define container_of(p, T, m) ((T *)(void *)((char *)(p) - offsetof(T, m)))
+
 struct dlb_config;
 struct dlb_worker;
 struct dlb_backend;

@@ -19,7 +19,6 @@
 #include "dnslb/tcp.h"
 #include "dnslb/worker.h"
 
-#define container_of(p, T, m) ((T *)(void *)((char *)(p) - offsetof(T, m)))
 
 static int
 set_sockopt_int(int fd, int level, int opt, int v)
@@ -251,6 +250,7 @@ handle_udp_query(struct dlb_worker *w, struct dlb_listener *l, unsigned i)
 	struct msghdr *mh = &w->rmsgs[i].msg_hdr;
 	struct dlb_client c;
 	struct dlb_query q;
+	union dlb_sockaddr local;
 
 	if (!dlb_nmg_match(&w->cfg->acl, &w->raddr[i].sa)) {
 		w->stats.acl_drops++;
@@ -268,26 +268,29 @@ handle_udp_query(struct dlb_worker *w, struct dlb_listener *l, unsigned i)
 	q.cap = DLB_RBUF_SIZE;
 	q.tcp = false;
 	q.client = &w->raddr[i].sa;
+	c.proto = DLB_CLIENT_UDP;
+	c.listener = (uint16_t)l->index;
+	c.peer = w->raddr[i];
+	if (l->wildcard)
+		get_pktinfo(mh, &c);
+	else
+		c.has_dst = 0;
+	q.local = dlb_query_client_local(w, &c, &local);
 
 	switch (dlb_query_process(w, &q)) {
 	case DLB_V_DROP:
 	case DLB_V_CLOSE:
 		return;
 	case DLB_V_ANSWER:
-		c.proto = DLB_CLIENT_UDP;
-		c.listener = (uint16_t)l->index;
-		c.peer = w->raddr[i];
-		get_pktinfo(mh, &c);
 		dlb_query_account_answer(w, q.pkt, q.len, dlb_worker_now(w));
-		dlb_frontend_queue_reply(w, &c, q.pkt, q.len);
+		if (q.delay_ms > 0)
+			dlb_worker_delay_reply(w, &c, q.pkt, q.len, q.delay_ms);
+		else
+			dlb_frontend_queue_reply(w, &c, q.pkt, q.len);
 		return;
 	case DLB_V_FORWARD:
-		c.proto = DLB_CLIENT_UDP;
-		c.listener = (uint16_t)l->index;
-		c.peer = w->raddr[i];
-		get_pktinfo(mh, &c);
 		c.orig_id = q.m.id;
-		c.orig_flags = q.m.flags;
+		c.orig_flags = q.orig_flags;
 		c.conn_id = c.conn_gen = 0;
 		c.t_start = dlb_worker_now(w);
 		dlb_backend_forward(w, &q, &c);

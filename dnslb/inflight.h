@@ -23,6 +23,7 @@
 
 #include "dnslb/cache.h"
 #include "dnslb/dnslb.h"
+#include "rules/rules.h"
 
 struct dlb_rng;
 
@@ -76,6 +77,11 @@ struct dlb_slot {
 	uint8_t retried;
 	uint8_t ecs_added;		/* enum dlb_ecs_added: what to strip from the answer */
 	uint16_t qlen;			/* 0: not kept (failover off, or too big) */
+	/* what the query rules decided that the answer needs */
+	int32_t tempfail_ttl;		/* -1: the cache's */
+	uint32_t delay_ms;
+	uint32_t max_returned_ttl;
+	struct dlb_tags tags;		/* n == 0: none */
 	uint8_t query[DLB_SLOT_QUERY_MAX];
 };
 

@@ -26,6 +26,8 @@
 #include "dnslb/wire.h"
 #include "dnslb/worker.h"
 #include "lua/conf.h"
+#include "lua/worker.h"
+#include "rules/rules.h"
 
 #define DEFAULT_CONFIG	"/etc/dnslb/dnslb.conf"
 #define FALLBACK_CONFIG	"conf/dnslb.conf"
@@ -49,6 +51,7 @@ struct cli {
 static struct dlb_worker *workers[DLB_MAX_WORKERS];
 static int nworkers;
 static struct dlb_config *cfg;
+static struct dlb_lua_conf *main_lc;	/* the config state: maintenance(), console */
 static struct dlb_rcu_thread main_rcu;	/* cache expunges from Lua and cleaning */
 static struct dlb_health *health;
 
@@ -385,6 +388,9 @@ maintenance_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	}
 	if (health != NULL)
 		dlb_health_lazy_tick(health);
+	dlb_rules_maintenance(now);
+	if (main_lc != NULL)
+		dlb_lua_conf_maintenance(main_lc);
 	if (last_clean == 0)
 		last_clean = now;	/* the first cleaning comes one delay after start */
 	if (now - last_clean >= cfg->cache_cleaning_delay) {
@@ -486,6 +492,13 @@ main(int argc, char **argv)
 			goto out_workers;
 		}
 		nworkers++;
+		/* its own Lua state for LuaRule/LuaAction/LuaResponseAction (lua/worker.h) */
+		workers[i]->lua = dlb_luaw_new(lc, cfg, i, err, sizeof(err));
+		if (workers[i]->lua == NULL) {
+			dlb_err("Fatal error while building the Lua state of worker %d from '%s': %s",
+				i, c.config, err);
+			goto out_workers;
+		}
 	}
 	if (drop_privileges(c.uid, c.gid) != 0)
 		goto out_workers;
@@ -529,10 +542,12 @@ main(int argc, char **argv)
 	ev_timer_init(&maintenance, maintenance_cb, 1., 1.);
 	ev_timer_start(loop, &maintenance);
 	dlb_lua_conf_set_phase(lc, DLB_LUA_PHASE_RUNNING);
+	main_lc = lc;
 	dlb_info("dnslb %s running with %d worker%s", DLB_VERSION, nworkers,
 		 nworkers == 1 ? "" : "s");
 	ev_run(loop, 0);
 	ev_timer_stop(loop, &maintenance);
+	main_lc = NULL;
 
 	for (int i = 0; i < nworkers; i++)
 		dlb_worker_stop_join(workers[i]);
@@ -549,6 +564,7 @@ out_workers:
 	for (int i = 0; i < nworkers; i++)
 		dlb_worker_free(workers[i]);
 out:
+	dlb_rules_shutdown();
 	dlb_lua_conf_free(lc);
 	dlb_rcu_unregister(&main_rcu);	/* everything retired is freed before the caches go */
 	dlb_config_free(cfg);

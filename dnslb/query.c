@@ -26,13 +26,111 @@ answer_locally(struct dlb_worker *w, struct dlb_query *q, uint8_t rcode, bool se
 	return DLB_V_ANSWER;
 }
 
+/* Cap every TTL of the answer at @max (SetMaxReturnedTTL*): the copy sent only. */
+static void
+cap_ttl_visit(void *ud, uint8_t *pkt, int section, uint16_t type, uint16_t cls, size_t off)
+{
+	uint32_t max = *(const uint32_t *)ud;
+
+	(void)section;
+	(void)type;
+	(void)cls;
+	if (dlb_rd32(pkt + off) > max)
+		dlb_wr32(pkt + off, max);
+}
+
+static void
+cap_ttls(uint8_t *pkt, size_t len, uint32_t max)
+{
+	if (max > 0)
+		(void)dlb_wire_walk_rrs(pkt, len, cap_ttl_visit, &max);
+}
+
+/* Header and question of an answer, for the response rules. */
+static bool
+parse_answer(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m)
+{
+	int rc = dlb_wire_parse_response_question(pkt, len, m);
+
+	return rc == DLB_OK || rc == DLB_EEMPTY;
+}
+
+/* The response view of an answer about to go to the client of @q. */
+static void
+dr_from_query(struct dlb_worker *w, const struct dlb_query *q, struct dlb_dq *dr,
+	      struct dlb_dnsmsg *rm)
+{
+	memset(dr, 0, offsetof(struct dlb_dq, tags));
+	dlb_dq_reset_decisions(dr);
+	dr->pkt = q->pkt;
+	dr->len = q->len;
+	dr->cap = q->len;
+	dr->m = rm;
+	dr->remote = q->client;
+	dr->local = q->local;
+	dr->tcp = q->tcp;
+	dr->worker = w->id;
+	dr->lua = w->lua;
+	dr->cfg = w->cfg;
+	dr->now = dlb_worker_now(w);
+	dr->t_start = dr->now;
+	dr->rng = &w->rng;
+	dr->response = true;
+	dr->be_index = -1;
+	dlb_tags_clear(&dr->tags);
+	if (q->tags != NULL)
+		dr->tags = *q->tags;
+}
+
+/*
+ * Run response chain @kind over the local answer in q->pkt. @return the
+ * verdict for the caller: DLB_V_ANSWER (possibly edited, possibly SERVFAIL
+ * now), or DLB_V_DROP.
+ */
+static enum dlb_verdict
+answer_rules(struct dlb_worker *w, struct dlb_query *q, enum dlb_chain_kind kind)
+{
+	const struct dlb_chain *c = dlb_rules_chain(kind);
+	struct dlb_dnsmsg rm;
+	struct dlb_dq dr;
+	enum dlb_verdict_r v;
+	int n;
+
+	if (c->n == 0)
+		return DLB_V_ANSWER;
+	if (!parse_answer(q->pkt, q->len, &rm))
+		return DLB_V_ANSWER;
+	dr_from_query(w, q, &dr, &rm);
+	dr.cache_hit = kind == DLB_CHAIN_CACHE_HIT;
+	v = dlb_rules_run_response(c, &dr, &w->stats);
+	if (v == DLB_R_DROP)
+		return DLB_V_DROP;
+	q->len = dr.len;
+	if (dr.delay_ms > q->delay_ms)
+		q->delay_ms = dr.delay_ms;
+	if (dr.max_returned_ttl > 0 &&
+	    (q->max_returned_ttl == 0 || dr.max_returned_ttl < q->max_returned_ttl))
+		q->max_returned_ttl = dr.max_returned_ttl;
+	if (v == DLB_R_SERVFAIL) {
+		/* the header and question are still the client's: answer from them */
+		n = dlb_wire_build_answer(q->pkt, &q->m, DLB_RCODE_SERVFAIL, &w->cfg->selfans,
+					  q->pkt, q->cap);
+		if (n < 0)
+			return DLB_V_DROP;
+		q->len = (size_t)n;
+	}
+	return DLB_V_ANSWER;
+}
+
 /*
  * Answer @q from its pool's cache if it can: a fresh entry, or an expired one
  * within setStaleCacheEntriesTTL when no backend is available (dnsdist). A
  * hit late in an entry's life also sends the query to the backend in the
  * background (prefetch), before the query bytes are overwritten.
+ * @return DLB_V_FORWARD on a miss, else DLB_V_ANSWER or DLB_V_DROP (a
+ * cache-hit rule dropped it).
  */
-static bool
+static enum dlb_verdict
 cache_answer(struct dlb_worker *w, struct dlb_query *q)
 {
 	double now = dlb_worker_now(w);
@@ -40,32 +138,163 @@ cache_answer(struct dlb_worker *w, struct dlb_query *q)
 	enum dlb_cache_result res;
 	const struct dlb_cache_entry *e;
 	uint8_t *out = q->pkt;
+	const uint8_t *qname = q->pkt + q->m.qname_off;
+	uint8_t qname_copy[DLB_MAX_NAME];
 	size_t cap = q->cap, n;
 	bool prefetch;
 
 	e = dlb_cache_lookup(q->cache, &q->key, now, stale, &res, &prefetch, w->id);
 	if (e == NULL)
-		return false;
+		return DLB_V_FORWARD;
 	if (prefetch && q->be != NULL)
 		dlb_backend_prefetch(w, q);
 	if (q->tcp) {
 		/* the TCP frame is only as big as the query: answer from scratch */
+		if (q->pkt == w->scratch) {
+			/* (the query itself moved there for the rules) */
+			memcpy(qname_copy, qname, q->m.qname_len);
+			qname = qname_copy;
+		}
 		out = w->scratch;
 		cap = DLB_RBUF_SIZE;
 	}
-	n = dlb_cache_copy_out(q->cache, e, res, q->m.id, q->pkt + q->m.qname_off, now, out, cap);
+	n = dlb_cache_copy_out(q->cache, e, res, q->m.id, qname, now, out, cap);
 	if (n == 0)
-		return false;
+		return DLB_V_FORWARD;
 	q->pkt = out;
+	q->cap = cap;
 	q->len = n;
-	return true;
+	w->stats.cache_hits++;
+	return answer_rules(w, q, DLB_CHAIN_CACHE_HIT);
+}
+
+/*
+ * Run the query rules. @return DLB_V_FORWARD to go on (with q->pool and the
+ * per-query decisions set), or the final verdict of a rule that answered or
+ * dropped.
+ */
+static enum dlb_verdict
+query_rules(struct dlb_worker *w, struct dlb_query *q, const struct dlb_chain *c,
+	    struct dlb_dq *dq)
+{
+	enum dlb_verdict_r v;
+
+	int n;
+
+	if (q->tcp && q->pkt != w->scratch) {
+		/* TCP frames are only as big as the query: let answers grow */
+		memcpy(w->scratch, q->pkt, q->len);
+		q->pkt = w->scratch;
+		q->cap = DLB_RBUF_SIZE;
+	}
+	q->has_dq = true;
+	memset(dq, 0, offsetof(struct dlb_dq, tags));
+	dq->pkt = q->pkt;
+	dq->len = q->len;
+	dq->cap = q->cap;
+	dq->m = &q->m;
+	dq->remote = q->client;
+	dq->local = q->local;
+	dq->tcp = q->tcp;
+	dq->worker = w->id;
+	dq->lua = w->lua;
+	dq->cfg = w->cfg;
+	dq->now = dlb_worker_now(w);
+	dq->t_start = dq->now;
+	dq->rng = &w->rng;
+	dq->be_index = -1;
+	dlb_dq_reset_decisions(dq);
+	dlb_tags_clear(&dq->tags);
+
+	v = dlb_rules_run_query(c, dq, &w->stats);
+	q->len = dq->len;
+	q->delay_ms = q->tcp ? 0 : dq->delay_ms;
+	q->max_returned_ttl = dq->max_returned_ttl;
+	if (dq->tags.n > 0)
+		q->tags = &dq->tags;
+	switch (v) {
+	case DLB_R_DROP:
+		return DLB_V_DROP;
+	case DLB_R_SERVFAIL:
+		n = dlb_wire_build_answer(q->pkt, &q->m, DLB_RCODE_SERVFAIL, &w->cfg->selfans,
+					  q->pkt, q->cap);
+		if (n < 0)
+			return q->tcp ? DLB_V_CLOSE : DLB_V_DROP;
+		q->len = (size_t)n;
+		/* fall through */
+	case DLB_R_ANSWER:
+		return answer_rules(w, q, DLB_CHAIN_SELF_ANSWERED);
+	case DLB_R_CONTINUE:
+	case DLB_R_FORWARD:
+	default:
+		break;
+	}
+	if (dq->pool_set)
+		q->pool = dq->pool;
+	q->skip_cache = dq->skip_cache;
+	q->tempfail_ttl = dq->tempfail_ttl;
+	return DLB_V_FORWARD;
+}
+
+/* setECSOverride, or SetECSOverrideAction for this query. */
+static bool
+ecs_override(const struct dlb_config *cfg, const struct dlb_query *q)
+{
+	if (q->has_dq && q->dq.ecs_override >= 0)
+		return q->dq.ecs_override != 0;
+	return cfg->ecs_override;
+}
+
+/* Does @q get an ECS option: the backend's useClientSubnet, or the rules'. */
+static bool
+want_ecs(const struct dlb_config *cfg, const struct dlb_query *q)
+{
+	bool use = q->be->use_ecs;
+
+	if (q->has_dq) {
+		if (q->dq.use_ecs >= 0)
+			use = q->dq.use_ecs != 0;
+		else if (q->dq.ecs_fixed.ss_family != 0)
+			use = true;	/* SetECSAction asks for it */
+	}
+	return use && (q->m.ecs_off == 0 || ecs_override(cfg, q));
+}
+
+/* The ECS option for @q into q->ecs: SetECSAction's fixed subnet, or the client's. */
+static size_t
+ecs_option(const struct dlb_config *cfg, struct dlb_query *q)
+{
+	const struct sockaddr *src = q->client;
+	int bits;
+
+	if (q->has_dq && q->dq.ecs_fixed.ss_family != 0) {
+		src = (const struct sockaddr *)&q->dq.ecs_fixed;
+		bits = q->dq.ecs_fixed_bits;
+	} else if (src->sa_family == AF_INET) {
+		bits = q->has_dq && q->dq.ecs_prefix_v4 >= 0 ? q->dq.ecs_prefix_v4
+							     : cfg->ecs_prefix_v4;
+	} else {
+		bits = q->has_dq && q->dq.ecs_prefix_v6 >= 0 ? q->dq.ecs_prefix_v6
+							     : cfg->ecs_prefix_v6;
+	}
+	return dlb_wire_ecs_option(src, bits, q->ecs);
 }
 
 enum dlb_verdict
 dlb_query_process(struct dlb_worker *w, struct dlb_query *q)
 {
 	const struct dlb_config *cfg = w->cfg;
-	int rc = dlb_wire_parse_query(q->pkt, q->len, &q->m);
+	const struct dlb_chain *qc;
+	int rc;
+
+	q->pool = w->default_pool;
+	q->skip_cache = false;
+	q->tempfail_ttl = -1;
+	q->delay_ms = 0;
+	q->max_returned_ttl = 0;
+	q->tags = NULL;
+	q->has_dq = false;
+	rc = dlb_wire_parse_query(q->pkt, q->len, &q->m);
 
 	switch (rc) {
 	case DLB_OK:
@@ -85,32 +314,38 @@ dlb_query_process(struct dlb_worker *w, struct dlb_query *q)
 	if (q->m.flags & DLB_F_RD)
 		w->stats.rdqueries++;
 
-	/* rules come here (rules issue); for now every query goes to the default pool */
-	q->pool = w->default_pool;
+	q->orig_flags = q->m.flags;
+	qc = dlb_rules_chain(DLB_CHAIN_QUERY);
+	if (qc->n > 0) {
+		enum dlb_verdict v = query_rules(w, q, qc, &q->dq);
+
+		if (v != DLB_V_FORWARD)
+			return v;
+	}
 	q->be = q->pool != NULL ? dlb_pool_select(w, q->pool, &q->m) : NULL;
 	q->key.qtype = q->m.qtype;
 	q->key.qclass = q->m.qclass;
 	q->key.qname_len = q->m.qname_len;
 	memcpy(q->key.qname_lc, q->m.qname_lc, q->m.qname_len);
 	q->key.opts_len = 0;
-	q->cache = q->pool != NULL ? q->pool->cache : NULL;
+	q->cache = q->pool != NULL && !q->skip_cache ? q->pool->cache : NULL;
 	q->ecslen = 0;
-	if (q->be != NULL && q->be->use_ecs && q->client != NULL &&
-	    (q->m.ecs_off == 0 || cfg->ecs_override))
-		q->ecslen = (uint8_t)dlb_wire_ecs_option(q->client,
-						 q->client->sa_family == AF_INET ? cfg->ecs_prefix_v4
-										 : cfg->ecs_prefix_v6,
-						 q->ecs);
+	if (q->be != NULL && q->client != NULL && want_ecs(cfg, q))
+		q->ecslen = (uint8_t)ecs_option(cfg, q);
 	if (q->cache != NULL) {
 		if (dlb_cache_key_make(q->cache, q->pkt, &q->m, q->tcp, &q->key) != 0 ||
 		    (q->ecslen > 0 &&
 		     dlb_cache_key_add_option(q->cache, &q->key, q->ecs, q->ecslen) != 0)) {
 			/* not cacheable (AXFR, qdcount != 1, options too long for a key, ...) */
 			q->cache = NULL;
-		} else if (cache_answer(w, q)) {
-			w->stats.cache_hits++;
-			return DLB_V_ANSWER;
 		} else {
+			enum dlb_verdict v = cache_answer(w, q);
+
+			if (v != DLB_V_FORWARD) {
+				if (v == DLB_V_ANSWER)
+					cap_ttls(q->pkt, q->len, q->max_returned_ttl);
+				return v;
+			}
 			w->stats.cache_misses++;
 		}
 	}
@@ -152,29 +387,39 @@ dlb_query_add_ecs(const struct dlb_worker *w, const struct dlb_query *q, uint8_t
 	enum dlb_ecs_added a = DLB_ECS_NONE;
 
 	if (q->ecslen > 0)
-		len = dlb_wire_add_ecs(pkt, len, cap, &q->m, q->ecs, q->ecslen, w->cfg->ecs_override,
+		len = dlb_wire_add_ecs(pkt, len, cap, &q->m, q->ecs, q->ecslen, ecs_override(w->cfg, q),
 				       &a);
 	*added = (uint8_t)a;
 	return len;
+}
+
+const struct sockaddr *
+dlb_query_client_local(const struct dlb_worker *w, const struct dlb_client *c,
+		       union dlb_sockaddr *out)
+{
+	const struct dlb_frontend_cfg *fe;
+
+	if (c->proto == DLB_CLIENT_INTERNAL || c->listener >= w->cfg->nfrontends)
+		return NULL;
+	fe = &w->cfg->frontends[c->listener];
+	memcpy(out, &fe->addr, fe->addrlen < sizeof(*out) ? fe->addrlen : sizeof(*out));
+	if (c->has_dst) {
+		/* a wildcard listener: the address the client actually asked */
+		if (out->sa.sa_family == AF_INET)
+			out->sin.sin_addr = c->dst.v4.ipi_addr;
+		else
+			out->sin6.sin6_addr = c->dst.v6.ipi6_addr;
+	}
+	return &out->sa;
 }
 
 size_t
 dlb_query_pp_header(const struct dlb_worker *w, const struct dlb_client *c, bool tcp, uint8_t *out)
 {
 	union dlb_sockaddr local;
-	const struct dlb_frontend_cfg *fe;
 
-	if (c->proto == DLB_CLIENT_INTERNAL || c->listener >= w->cfg->nfrontends)
+	if (dlb_query_client_local(w, c, &local) == NULL)
 		return dlb_pp2_local(out);
-	fe = &w->cfg->frontends[c->listener];
-	memcpy(&local, &fe->addr, fe->addrlen < sizeof(local) ? fe->addrlen : sizeof(local));
-	if (c->has_dst) {
-		/* a wildcard listener: the address the client actually asked */
-		if (local.sa.sa_family == AF_INET)
-			local.sin.sin_addr = c->dst.v4.ipi_addr;
-		else
-			local.sin6.sin6_addr = c->dst.v6.ipi6_addr;
-	}
 	return dlb_pp2_build(out, tcp, &c->peer.sa, &local.sa);
 }
 
@@ -188,6 +433,16 @@ dlb_query_fill_slot(struct dlb_slot *s, const struct dlb_query *q, const struct 
 	s->retried = 0;
 	s->qlen = 0;
 	s->ecs_added = DLB_ECS_NONE;
+	s->tempfail_ttl = q->tempfail_ttl;
+	s->delay_ms = q->delay_ms;
+	s->max_returned_ttl = q->max_returned_ttl;
+	if (q->tags != NULL) {
+		s->tags.n = q->tags->n;
+		s->tags.used = q->tags->used;
+		memcpy(s->tags.buf, q->tags->buf, q->tags->used);
+	} else {
+		dlb_tags_clear(&s->tags);
+	}
 	dlb_cache_key_copy(&s->key, &q->key);
 	memcpy(s->qname_wire, q->pkt + q->m.qname_off, q->m.qname_len);
 }
@@ -233,14 +488,53 @@ dlb_query_account_answer(struct dlb_worker *w, const uint8_t *pkt, size_t len, d
 	dlb_stats_latency(&w->stats, (dlb_worker_now(w) - t_start) * 1e6);
 }
 
+/* The response view of backend answer @pkt for slot @s. */
+static void
+dr_from_slot(struct dlb_worker *w, const struct dlb_slot *s, uint8_t *pkt, size_t len,
+	     struct dlb_dnsmsg *rm, union dlb_sockaddr *local, struct dlb_dq *dr)
+{
+	const struct dlb_client *c = &s->client;
+
+	memset(dr, 0, offsetof(struct dlb_dq, tags));
+	dlb_dq_reset_decisions(dr);
+	dr->pkt = pkt;
+	dr->len = len;
+	dr->cap = len;		/* response actions never grow the answer */
+	dr->m = rm;
+	dr->remote = &c->peer.sa;
+	dr->local = dlb_query_client_local(w, c, local);
+	dr->tcp = c->proto == DLB_CLIENT_TCP;
+	dr->worker = w->id;
+	dr->lua = w->lua;
+	dr->cfg = w->cfg;
+	dr->now = dlb_worker_now(w);
+	dr->t_start = c->t_start;
+	dr->rng = &w->rng;
+	dr->response = true;
+	dr->be_index = s->be_index;
+	dr->tempfail_ttl = s->tempfail_ttl;
+	dr->tags = s->tags;
+}
+
 size_t
-dlb_query_finish_response(struct dlb_worker *w, uint8_t *pkt, size_t len, const struct dlb_slot *s)
+dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
+			  const struct dlb_slot *s, uint32_t *delay_ms)
 {
 	struct dlb_be_stats *bs = &w->be_stats[s->be_index];
 	double usec = (dlb_worker_now(w) - s->client.t_start) * 1e6;
+	uint8_t *pkt = *pktp;
 	uint16_t flags = dlb_rd16(pkt + 2);
 	const uint16_t keep = DLB_F_RD | DLB_F_CD;
+	const struct dlb_chain *rc = dlb_rules_chain(DLB_CHAIN_RESPONSE);
+	const struct dlb_chain *ic = dlb_rules_chain(DLB_CHAIN_CACHE_INSERTED);
+	struct dlb_cache *cache = s->cache;
+	uint32_t max_ttl = s->max_returned_ttl;
+	int32_t tempfail = s->tempfail_ttl;
+	struct dlb_dnsmsg rm;
+	union dlb_sockaddr local;
+	struct dlb_dq dr;
 
+	*delay_ms = s->client.proto == DLB_CLIENT_UDP ? s->delay_ms : 0;
 	if (s->ecs_added != DLB_ECS_NONE)
 		len = dlb_wire_strip_ecs(pkt, len, (enum dlb_ecs_added)s->ecs_added);
 	dlb_wr16(pkt, s->client.orig_id);
@@ -251,10 +545,77 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t *pkt, size_t len, const 
 	if (DLB_RCODE(flags) == DLB_RCODE_SERVFAIL)
 		bs->servfails++;
 	bs->latency_us = bs->latency_us == 0 ? usec : (127.0 * bs->latency_us + usec) / 128.0;
-	if (s->cache != NULL)
-		dlb_cache_insert(s->cache, &w->rcu, &s->key, pkt, len, dlb_worker_now(w), -1);
+
+	if ((rc->n > 0 || ic->n > 0) && s->client.proto != DLB_CLIENT_INTERNAL &&
+	    parse_answer(pkt, len, &rm)) {
+		dr_from_slot(w, s, pkt, len, &rm, &local, &dr);
+		if (rc->n > 0) {
+			enum dlb_verdict_r v = dlb_rules_run_response(rc, &dr, &w->stats);
+
+			if (v == DLB_R_DROP) {
+				w->stats.responses++;
+				return 0;
+			}
+			len = dr.len;
+			if (dr.skip_cache)
+				cache = NULL;
+			tempfail = dr.tempfail_ttl;
+			if (v == DLB_R_SERVFAIL) {
+				struct dlb_dnsmsg qm;
+				int n;
+
+				/* answer from the question the slot kept */
+				memset(&qm, 0, sizeof(qm));
+				qm.id = s->client.orig_id;
+				qm.flags = s->client.orig_flags;
+				qm.qdcount = rm.qdcount > 0 ? 1 : 0;
+				qm.qname_off = DLB_DNS_HDR;
+				qm.qname_len = s->key.qname_len;
+				qm.qtype = s->key.qtype;
+				qm.qclass = s->key.qclass;
+				memcpy(w->scratch, pkt, DLB_DNS_HDR);
+				memcpy(w->scratch + DLB_DNS_HDR, s->qname_wire, s->key.qname_len);
+				n = dlb_wire_build_answer(w->scratch, &qm, DLB_RCODE_SERVFAIL,
+							  &w->cfg->selfans, w->scratch,
+							  DLB_RBUF_SIZE);
+				if (n < 0)
+					return 0;
+				pkt = w->scratch;
+				*pktp = pkt;
+				len = (size_t)n;
+				cache = NULL;
+			}
+			if (dr.delay_ms > 0 && s->client.proto == DLB_CLIENT_UDP)
+				*delay_ms = dr.delay_ms;
+			if (dr.max_returned_ttl > 0 && (max_ttl == 0 || dr.max_returned_ttl < max_ttl))
+				max_ttl = dr.max_returned_ttl;
+		}
+	} else {
+		rc = NULL;
+	}
+	if (cache != NULL) {
+		bool inserted = dlb_cache_insert(cache, &w->rcu, &s->key, pkt, len,
+						 dlb_worker_now(w), tempfail);
+
+		if (inserted && ic->n > 0 && rc != NULL) {
+			enum dlb_verdict_r v;
+
+			dr.pkt = pkt;
+			dr.len = len;
+			dr.cap = len;
+			v = dlb_rules_run_response(ic, &dr, &w->stats);
+			if (v == DLB_R_DROP) {
+				w->stats.responses++;
+				return 0;
+			}
+			len = dr.len;
+			if (dr.max_returned_ttl > 0 && (max_ttl == 0 || dr.max_returned_ttl < max_ttl))
+				max_ttl = dr.max_returned_ttl;
+		}
+	}
 	if (s->client.proto == DLB_CLIENT_INTERNAL)
-		return len;	/* a prefetch is not a client query */
+		return 0;	/* a prefetch is not a client query */
+	cap_ttls(pkt, len, max_ttl);
 	w->stats.responses++;
 	if (DLB_RCODE(flags) == DLB_RCODE_SERVFAIL)
 		w->stats.servfail_responses++;

@@ -15,12 +15,14 @@
 
 #include "dnslb/cache.h"
 #include "dnslb/wire.h"
+#include "rules/rules.h"
 
 struct dlb_worker;
 struct dlb_client;
 struct dlb_backend;
 struct dlb_pool;
 struct dlb_slot;
+union dlb_sockaddr;
 
 enum dlb_verdict {
 	DLB_V_DROP = 0,		/* say nothing (UDP) */
@@ -36,11 +38,22 @@ struct dlb_query {
 	size_t cap;		/* bytes available at pkt */
 	bool tcp;
 	struct dlb_dnsmsg m;
+	uint16_t orig_flags;		/* the client's flags, before rules changed m.flags
+					 * (SetNoRecurse): restored in the answer */
 	const struct dlb_pool *pool;
 	struct dlb_backend *be;
 	struct dlb_cache *cache;	/* the pool's cache if the query is cacheable */
 	struct dlb_cache_key key;	/* question fields always; the whole key with a cache */
-	const struct sockaddr *client;	/* the client's address (ECS) */
+	const struct sockaddr *client;	/* the client's address (ECS, rules) */
+	const struct sockaddr *local;	/* the address it asked (rules); NULL: unknown */
+	/* decided by the query rules (rules/rules.h), carried into the slot */
+	bool skip_cache;
+	int32_t tempfail_ttl;		/* -1: the cache's temporaryFailureTTL */
+	uint32_t delay_ms;		/* delay the answer (UDP) */
+	uint32_t max_returned_ttl;	/* 0: none */
+	const struct dlb_tags *tags;	/* NULL: no tags */
+	bool has_dq;			/* the query rules ran: dq is valid */
+	struct dlb_dq dq;		/* their view (ECS choices, tags) */
 	uint8_t ecs[32];		/* the ECS option to add when q->be uses ECS */
 	uint8_t ecslen;			/* 0: none */
 };
@@ -77,19 +90,34 @@ bool dlb_query_response_matches(const struct dlb_worker *w, const uint8_t *pkt, 
 size_t dlb_query_pp_header(const struct dlb_worker *w, const struct dlb_client *c, bool tcp,
 			   uint8_t *out);
 
+/**
+ * The local address client @c asked (its listener's, with the destination
+ * of a wildcard listener filled in) into @out. @return @out, or NULL for
+ * internal queries.
+ */
+const struct sockaddr *dlb_query_client_local(const struct dlb_worker *w,
+					      const struct dlb_client *c, union dlb_sockaddr *out);
+
 /** Fill slot @s for query @q of client @c (question, cache key, client). */
 void dlb_query_fill_slot(struct dlb_slot *s, const struct dlb_query *q, const struct dlb_client *c);
 
 /**
  * Turn a matched backend answer into the client's answer in place: the
- * client's ID, and its RD and CD bits restored. Then account it: responses,
- * rcode counters, latency, the backend's counters; and insert it into the
- * cache when the query was cacheable. Internal (prefetch) queries only
- * refresh the cache. An ECS option or OPT RR dnslb added is removed first.
- * @return the answer's length (shorter when ECS was stripped).
+ * client's ID, and its RD and CD bits restored. Then the response rules run
+ * (they may edit TTLs, remove records, drop it or turn it into SERVFAIL);
+ * then it is accounted (responses, rcode counters, latency, the backend's
+ * counters) and inserted into the cache when the query was cacheable, and
+ * the cache-inserted rules and SetMaxReturnedTTL apply to the copy sent.
+ * Internal (prefetch) queries only refresh the cache. An ECS option or OPT
+ * RR dnslb added is removed first.
+ * *@pkt may be redirected to the worker's scratch buffer (a SERVFAIL built
+ * by a rule): send that at once, do not batch it. *@delay_ms: delay the
+ * answer to a UDP client by that much (0: none).
+ * @return the answer's length, 0 to send nothing (dropped by a rule, or an
+ * internal query).
  */
-size_t dlb_query_finish_response(struct dlb_worker *w, uint8_t *pkt, size_t len,
-			       const struct dlb_slot *s);
+size_t dlb_query_finish_response(struct dlb_worker *w, uint8_t **pkt, size_t len,
+				 const struct dlb_slot *s, uint32_t *delay_ms);
 
 /**
  * A query of slot @s timed out: with setServeStaleOnTimeout, answer it from

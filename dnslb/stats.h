@@ -23,6 +23,12 @@
 	X("cache-hits", cache_hits)					\
 	X("cache-misses", cache_misses)					\
 	X("self-answered", self_answered)				\
+	X("rule-drop", rule_drop)					\
+	X("rule-nxdomain", rule_nxdomain)				\
+	X("rule-refused", rule_refused)					\
+	X("rule-servfail", rule_servfail)				\
+	X("rule-truncated", rule_truncated)				\
+	X("lua-errors", lua_errors)					\
 	X("downstream-timeouts", downstream_timeouts)			\
 	X("downstream-send-errors", downstream_send_errors)		\
 	X("no-policy", no_policy)					\

@@ -35,7 +35,6 @@
 #include "dnslb/query.h"
 #include "dnslb/worker.h"
 
-#define container_of(p, T, m) ((T *)(void *)((char *)(p) - offsetof(T, m)))
 
 #define TCP_RBUF_INITIAL	4096
 #define TCP_MAX_OUT_BYTES	(1u << 20)	/* queued answers per client before we give up */
@@ -495,6 +494,8 @@ client_process(struct dlb_tcp_client *c)
 		q.cap = flen;	/* local answers are never longer than the query */
 		q.tcp = true;
 		q.client = &c->peer.sa;
+		q.local = c->has_local ? &c->local.sa
+				       : (const struct sockaddr *)&cfg->frontends[c->l->index].addr;
 		c->rpos += (size_t)flen + 2;
 		if (cfg->max_tcp_queries_per_conn > 0 &&
 		    c->queries >= (uint32_t)cfg->max_tcp_queries_per_conn)
@@ -517,7 +518,7 @@ client_process(struct dlb_tcp_client *c)
 			cl.listener = (uint16_t)c->l->index;
 			cl.peer = c->peer;
 			cl.orig_id = q.m.id;
-			cl.orig_flags = q.m.flags;
+			cl.orig_flags = q.orig_flags;
 			cl.conn_id = c->idx;
 			cl.conn_gen = c->gen;
 			if (c->has_local) {
@@ -943,7 +944,7 @@ up_read_frames(struct dlb_tcp_up *u)
 		uint8_t *pkt = u->rbuf + pos + 2;
 		struct dlb_slot s;
 		size_t alen;
-		uint32_t i;
+		uint32_t i, delay_ms;
 
 		if (u->rlen - pos < (size_t)flen + 2)
 			break;
@@ -961,10 +962,14 @@ up_read_frames(struct dlb_tcp_up *u)
 		up_remove_req(u, i);
 		w->be_stats[s.be_index].outstanding--;
 		u->last_use = ev_now(w->loop);
-		alen = dlb_query_finish_response(w, pkt, flen, &s);
-		if (s.client.proto == DLB_CLIENT_TCP)
+		alen = dlb_query_finish_response(w, &pkt, flen, &s, &delay_ms);
+		if (alen == 0)
+			;	/* dropped by a rule, or a prefetch */
+		else if (s.client.proto == DLB_CLIENT_TCP)
 			dlb_tcp_deliver(w, &s.client, pkt, alen);
-		else if (s.client.proto == DLB_CLIENT_UDP)
+		else if (delay_ms > 0)
+			dlb_worker_delay_reply(w, &s.client, pkt, alen, delay_ms);
+		else
 			dlb_frontend_send_reply(w, &s.client, pkt, alen);
 		if (u->single && u->nreqs == 0) {
 			up_free(u);

@@ -1,11 +1,14 @@
 /*
- * util.c - random numbers and time.
+ * util.c - random numbers, time and error strings.
  */
 #include "dnslb/util.h"
 
 #include <sodium.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
+
+#include "dnslb/dnslb.h"
 
 void
 dlb_rng_init(struct dlb_rng *r)
@@ -82,4 +85,27 @@ dlb_now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+const char *
+dlb_strerror(int err)
+{
+	switch (err) {
+	case DLB_OK:
+		return "success";
+	case DLB_EMALF:
+		return "malformed DNS message";
+	case DLB_ETRUNC:
+		return "truncated DNS message";
+	case DLB_ESPACE:
+		return "no space left in the output buffer";
+	case DLB_EEMPTY:
+		return "no question";
+	case DLB_EFULL:
+		return "table full";
+	case DLB_ENOTQUERY:
+		return "not a query";
+	default:
+		return err < 0 && err > -1000 ? strerror(-err) : "unknown error";
+	}
 }

@@ -14,6 +14,7 @@
 #include "dnslb/frontend.h"
 #include "dnslb/log.h"
 #include "dnslb/tcp.h"
+#include "lua/worker.h"
 
 /* Point every receive entry at its buffer once; recvmmsg() only changes lengths. */
 static void
@@ -77,6 +78,88 @@ rcu_exit_cb(struct ev_loop *loop, ev_prepare *p, int revents)
 	dlb_rcu_poll(&w->rcu);
 }
 
+static void
+delay_arm(struct dlb_worker *w)
+{
+	double after;
+
+	ev_timer_stop(w->loop, &w->delay_timer);
+	if (w->delayed_head == NULL)
+		return;
+	after = w->delayed_head->when - ev_now(w->loop);
+	ev_timer_set(&w->delay_timer, after > 0 ? after : 0, 0);
+	ev_timer_start(w->loop, &w->delay_timer);
+}
+
+static void
+delay_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct dlb_worker *w = container_of(t, struct dlb_worker, delay_timer);
+	double now = ev_now(loop);
+
+	(void)revents;
+	while (w->delayed_head != NULL && w->delayed_head->when <= now + 0.0005) {
+		struct dlb_delayed *d = w->delayed_head;
+
+		w->delayed_head = d->next;
+		if (w->delayed_head == NULL)
+			w->delayed_tail = NULL;
+		w->ndelayed--;
+		dlb_frontend_send_reply(w, &d->client, d->pkt, d->len);
+		free(d);
+	}
+	delay_arm(w);
+}
+
+void
+dlb_worker_delay_reply(struct dlb_worker *w, const struct dlb_client *c, const uint8_t *pkt,
+		       size_t len, uint32_t ms)
+{
+	struct dlb_delayed *d = NULL, **pp;
+
+	if (w->ndelayed < DLB_MAX_DELAYED)
+		d = malloc(sizeof(*d) + len);
+	if (d == NULL) {
+		dlb_frontend_send_reply(w, c, pkt, len);
+		return;
+	}
+	d->when = ev_now(w->loop) + ms / 1000.0;
+	d->client = *c;
+	d->len = len;
+	memcpy(d->pkt, pkt, len);
+	d->next = NULL;
+	w->ndelayed++;
+	if (w->delayed_tail == NULL || w->delayed_tail->when <= d->when) {
+		if (w->delayed_tail != NULL)
+			w->delayed_tail->next = d;
+		else
+			w->delayed_head = d;
+		w->delayed_tail = d;
+	} else {
+		for (pp = &w->delayed_head; *pp != NULL && (*pp)->when <= d->when; pp = &(*pp)->next)
+			;
+		d->next = *pp;
+		*pp = d;
+	}
+	if (w->delayed_head == d)
+		delay_arm(w);
+	else if (!ev_is_active(&w->delay_timer))
+		delay_arm(w);
+}
+
+static void
+delay_free_all(struct dlb_worker *w)
+{
+	while (w->delayed_head != NULL) {
+		struct dlb_delayed *d = w->delayed_head;
+
+		w->delayed_head = d->next;
+		free(d);
+	}
+	w->delayed_tail = NULL;
+	w->ndelayed = 0;
+}
+
 struct dlb_worker *
 dlb_worker_new(int id, const struct dlb_config *cfg)
 {
@@ -124,6 +207,7 @@ dlb_worker_new(int id, const struct dlb_config *cfg)
 		}
 	}
 	ev_init(&w->timeout_timer, dlb_backend_timeout_cb);
+	ev_init(&w->delay_timer, delay_cb);
 	ev_async_init(&w->stop, stop_cb);
 	ev_async_start(w->loop, &w->stop);
 	ev_check_init(&w->rcu_enter, rcu_enter_cb);
@@ -197,7 +281,10 @@ dlb_worker_free(struct dlb_worker *w)
 	if (w->loop != NULL) {
 		dlb_tcp_worker_close_all(w);
 		ev_timer_stop(w->loop, &w->timeout_timer);
+		ev_timer_stop(w->loop, &w->delay_timer);
 	}
+	delay_free_all(w);
+	dlb_luaw_free(w->lua);
 	for (int i = 0; i < w->nlisteners; i++)
 		dlb_listener_close(&w->listeners[i]);
 	if (w->be != NULL)

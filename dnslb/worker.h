@@ -26,6 +26,7 @@ struct dlb_backend;
 struct dlb_pool;
 struct dlb_tcp_client;
 struct dlb_tcp_up;
+struct dlb_lua_worker;
 
 /* An outgoing sendmmsg batch on one socket. Buffers are borrowed (they point
  * into receive buffers that stay valid until the batch is flushed). */
@@ -76,6 +77,17 @@ struct dlb_be_local {
 	uint32_t tcp_count;
 };
 
+/* An answer held back by DelayAction / DelayResponseAction. */
+struct dlb_delayed {
+	struct dlb_delayed *next;
+	double when;			/* loop clock */
+	struct dlb_client client;
+	size_t len;
+	uint8_t pkt[];
+};
+
+#define DLB_MAX_DELAYED 65536		/* per worker; beyond, answers go out at once */
+
 struct dlb_worker {
 	int id;
 	struct ev_loop *loop;
@@ -113,6 +125,13 @@ struct dlb_worker {
 
 	struct dlb_stats stats;
 	struct dlb_be_stats *be_stats;	/* [cfg->nbackends] */
+
+	struct dlb_lua_worker *lua;	/* own Lua state for Lua rules (lua/worker.h); NULL
+					 * when the config has no Lua rule functions */
+	/* delayed answers, in deadline order (delays differ rarely: insert from the tail) */
+	struct dlb_delayed *delayed_head, *delayed_tail;
+	uint32_t ndelayed;
+	ev_timer delay_timer;
 };
 
 /**
@@ -121,6 +140,13 @@ struct dlb_worker {
  * @return NULL with a logged error.
  */
 struct dlb_worker *dlb_worker_new(int id, const struct dlb_config *cfg);
+/**
+ * Send @pkt to UDP client @c after @ms milliseconds (a copy is kept). Over
+ * the DLB_MAX_DELAYED bound, or out of memory, it is sent at once.
+ */
+void dlb_worker_delay_reply(struct dlb_worker *w, const struct dlb_client *c, const uint8_t *pkt,
+			    size_t len, uint32_t ms);
+
 /** Start the thread. */
 int dlb_worker_start(struct dlb_worker *w);
 /** Ask the worker to stop (thread-safe) and wait for it. */

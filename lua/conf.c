@@ -14,6 +14,10 @@
  *
  * Phases: during DLB_LUA_PHASE_RUNNING (the console) the settings dnsdist
  * calls config-time only raise "<name> cannot be altered at runtime".
+ * Worker states (lua/worker.c) replay the recorded config chunks in
+ * DLB_LUA_PHASE_WORKER (silent, against a throwaway config), then run rules
+ * in DLB_LUA_PHASE_RULES; what differs for them is marked "worker states"
+ * below and gathered at the end of this file.
  *
  * Thread: main only. Ownership: struct dlb_lua_conf borrows the config; Lua
  * userdata for servers hold {pointer, index, uuid} and are re-validated
@@ -48,6 +52,8 @@
 #include "dnslb/netmask.h"
 #include "dnslb/rcu.h"
 #include "dnslb/wire.h"
+#include "lua/objects.h"
+#include "lua/rules_lua.h"
 
 #ifndef DLB_VERSION
 #define DLB_VERSION "unknown"
@@ -67,6 +73,20 @@ struct dlb_lua_conf {
 	struct dlb_rcu_thread *rt;	/* borrowed: main thread's record, for cache methods */
 	char *files[256];		/* every file evaluated, to undo Lua's shortening of names */
 	int nfiles;
+	/* worker states (lua/worker.c) */
+	struct conf_chunk *chunks;	/* CONFIG/CHECK: what was evaluated, for replays */
+	int nchunks;
+	unsigned long serial;		/* unique per dlb_lua_conf of the process */
+	unsigned long origin;		/* serial of the config state this one evaluates */
+	size_t lua_mem_limit;		/* setLuaMemoryLimit, bytes; 0 = none */
+	uint64_t lua_insn_limit;	/* setLuaInstructionLimit, per call; 0 = none */
+};
+
+/* One evaluated chunk: a file, or a string with its chunk name. */
+struct conf_chunk {
+	char *path;			/* NULL for a string */
+	char *code;
+	char *chunkname;
 };
 
 static void
@@ -109,6 +129,10 @@ struct named_value {
 static const char conf_key = 'c';
 /* the registry key of the table {lightuserdata cache -> its PacketCache object} */
 static const char caches_key = 'p';
+/* worker states: the registry keys of the weak set of the Server objects a
+ * replay made, and of the real print() while a replay runs */
+static const char servers_key = 's';
+static const char print_key = 'r';
 
 /* ---- constants ---------------------------------------------------------- */
 
@@ -218,6 +242,20 @@ conf_get(lua_State *L)
 	lc = lua_touserdata(L, -1);
 	lua_pop(L, 1);
 	return lc;
+}
+
+/* A replay in a worker state logs nothing: the config state did already. */
+#define conf_log(L, lvl, ...) do {					\
+	if (conf_get(L)->phase != DLB_LUA_PHASE_WORKER)			\
+		dlb_log((lvl), __VA_ARGS__);				\
+} while (0)
+
+/* Worker states: a method that would change the configuration, from a rule. */
+static void
+not_from_rules(lua_State *L, const char *fn)
+{
+	if (conf_get(L)->phase == DLB_LUA_PHASE_RULES)
+		luaL_error(L, "%s cannot be called from a rule", fn);
 }
 
 /* Raise dnsdist's error for a config-time-only setting called from the console. */
@@ -356,9 +394,11 @@ warn_unknown_keys(lua_State *L, int t, const char *fn, const char *what,
 	while (lua_next(L, t) != 0) {
 		lua_pop(L, 1);
 		if (lua_type(L, -1) != LUA_TSTRING)
-			dlb_warn("%s: unknown %s of type %s", fn, what, luaL_typename(L, -1));
+			conf_log(L, DLB_LOG_WARN, "%s: unknown %s of type %s", fn, what,
+				 luaL_typename(L, -1));
 		else if (!name_in(lua_tostring(L, -1), known))
-			dlb_warn("%s: unknown %s '%s'", fn, what, lua_tostring(L, -1));
+			conf_log(L, DLB_LOG_WARN, "%s: unknown %s '%s'", fn, what,
+				 lua_tostring(L, -1));
 	}
 }
 
@@ -591,6 +631,14 @@ push_server(lua_State *L, struct dlb_backend *be)
 	r->index = be->index;
 	memcpy(r->uuid, be->uuid, sizeof(r->uuid));
 	luaL_setmetatable(L, MT_SERVER);
+	/* worker states: dlb_lua_conf_rebind moves it to the real config's server */
+	if (conf_get(L)->phase == DLB_LUA_PHASE_WORKER) {
+		lua_rawgetp(L, LUA_REGISTRYINDEX, &servers_key);
+		lua_pushvalue(L, -2);
+		lua_pushboolean(L, 1);
+		lua_rawset(L, -3);
+		lua_pop(L, 1);
+	}
 }
 
 /* The live backend a Server object refers to, or a Lua error if it was removed. */
@@ -695,6 +743,7 @@ l_server_add_pool(lua_State *L)
 	struct dlb_backend *be = check_server(L, 1);
 	const char *pool = arg_string(L, 2, "addPool");
 
+	not_from_rules(L, "addPool");
 	if (dlb_config_pool_add(conf_get(L)->cfg, pool, be) != 0)
 		return luaL_error(L, "addPool: cannot add %s to pool '%s' (too many pools or name "
 				  "too long)", be->name, pool);
@@ -706,6 +755,7 @@ l_server_rm_pool(lua_State *L)
 {
 	struct dlb_backend *be = check_server(L, 1);
 
+	not_from_rules(L, "rmPool");
 	dlb_config_pool_remove(conf_get(L)->cfg, arg_string(L, 2, "rmPool"), be);
 	return 0;
 }
@@ -813,6 +863,8 @@ l_server_newindex(lua_State *L)
 	if (strcmp(key, "order") == 0) {
 		int order = (int)arg_int(L, 3, "order", 0, INT_MAX);
 
+		if (conf_get(L)->phase == DLB_LUA_PHASE_RULES)
+			return luaL_error(L, "a server's order cannot be changed from a rule");
 		__atomic_store_n(&be->order, order, __ATOMIC_RELAXED);
 		dlb_config_resort_pools(conf_get(L)->cfg);
 	} else if (strcmp(key, "weight") == 0) {
@@ -1160,7 +1212,7 @@ l_new_server(lua_State *L)
 	/* pool={"", "x"}: the default pool as well as the named ones */
 	if (want_default && be->npools > 0)
 		dlb_config_pool_add(lc->cfg, "", be);
-	dlb_info("Added downstream server %s", be->addr_text);
+	conf_log(L, DLB_LOG_INFO, "Added downstream server %s", be->addr_text);
 	push_server(L, be);
 	return 1;
 }
@@ -1500,8 +1552,8 @@ parse_cache_positional(lua_State *L, const char *fn, struct dlb_cache_opts *o)
 
 	if (top > (int)n + 1)
 		luaL_error(L, "%s: at most %d arguments", fn, (int)n + 1);
-	dlb_warn("%s: the positional form is deprecated, use newPacketCache(maxEntries, "
-		 "{options})", fn);
+	conf_log(L, DLB_LOG_WARN, "%s: the positional form is deprecated, use "
+		 "newPacketCache(maxEntries, {options})", fn);
 	for (int arg = 2; arg <= top; arg++) {
 		const struct cache_opt_field *f = cache_opt_field(cache_positional[arg - 2]);
 		char what[64];
@@ -1534,7 +1586,12 @@ push_cache(lua_State *L, struct dlb_cache *c)
 static struct dlb_cache *
 check_cache(lua_State *L, int idx)
 {
-	return ((struct cache_ref *)luaL_checkudata(L, idx, MT_CACHE))->c;
+	struct dlb_cache *c = ((struct cache_ref *)luaL_checkudata(L, idx, MT_CACHE))->c;
+
+	/* worker states: a cache of the replay that the real config does not have */
+	if (c == NULL)
+		luaL_error(L, "this packet cache does not exist in the running configuration");
+	return c;
 }
 
 /* The main thread's RCU record, which the operations that remove entries need. */
@@ -1546,6 +1603,20 @@ conf_rcu(lua_State *L, const char *fn)
 	if (rt == NULL)
 		luaL_error(L, "%s: not available (no RCU record for the configuration thread)", fn);
 	return rt;
+}
+
+/*
+ * A worker state replaying the config (lua/worker.h): the cache methods that
+ * remove or dump entries already ran in the config state, on the real
+ * caches; here they return 0 and do nothing. @return true then, with 0 pushed.
+ */
+static bool
+replaying(lua_State *L)
+{
+	if (conf_get(L)->phase != DLB_LUA_PHASE_WORKER)
+		return false;
+	lua_pushinteger(L, 0);
+	return true;
 }
 
 /* Free what the last operation retired, if no reader section is open here. */
@@ -1578,10 +1649,16 @@ l_new_packet_cache(lua_State *L)
 	if (o.max_entries < o.shards) {
 		/* dnsdist's warning, but only when the shards were asked for */
 		if (o.shards != def.shards)
-			dlb_warn("The number of entries (%u) in the packet cache is smaller than "
-				 "the number of shards (%u), decreasing the number of shards to %u",
-				 o.max_entries, o.shards, o.max_entries);
+			conf_log(L, DLB_LOG_WARN, "The number of entries (%u) in the packet cache "
+				 "is smaller than the number of shards (%u), decreasing the number "
+				 "of shards to %u", o.max_entries, o.shards, o.max_entries);
 		o.shards = o.max_entries;
+	}
+	/* worker states: never used, so the smallest cache there is, not N copies */
+	if (conf_get(L)->phase == DLB_LUA_PHASE_WORKER) {
+		o.max_entries = 1;
+		o.shards = 1;
+		o.max_bytes = 0;
 	}
 	if (cfg->ncaches >= (int)(sizeof(cfg->caches) / sizeof(cfg->caches[0])))
 		return luaL_error(L, "%s: too many packet caches (at most %d)", fn,
@@ -1695,9 +1772,12 @@ l_cache_expunge(lua_State *L)
 {
 	struct dlb_cache *c = check_cache(L, 1);
 	size_t keep = (size_t)check_int_at(L, 2, "expunge", "argument #1", 0, LUA_MAXINTEGER);
-	struct dlb_rcu_thread *rt = conf_rcu(L, "expunge");
+	struct dlb_rcu_thread *rt;
 	size_t removed;
 
+	if (replaying(L))
+		return 1;
+	rt = conf_rcu(L, "expunge");
 	removed = dlb_cache_expunge(c, rt, keep);
 	conf_rcu_poll(rt);
 	lua_pushinteger(L, (lua_Integer)removed);
@@ -1711,9 +1791,12 @@ l_cache_purge_expired(lua_State *L)
 	struct dlb_cache *c = check_cache(L, 1);
 	size_t keep = (size_t)check_int_at(L, 2, "purgeExpired", "argument #1", 0,
 					   LUA_MAXINTEGER);
-	struct dlb_rcu_thread *rt = conf_rcu(L, "purgeExpired");
+	struct dlb_rcu_thread *rt;
 	size_t removed;
 
+	if (replaying(L))
+		return 1;
+	rt = conf_rcu(L, "purgeExpired");
 	removed = dlb_cache_purge_expired(c, rt, keep, (double)time(NULL));
 	conf_rcu_poll(rt);
 	lua_pushinteger(L, (lua_Integer)removed);
@@ -1750,6 +1833,8 @@ l_cache_expunge_by_name(lua_State *L)
 		qtype = (uint16_t)check_rrtype(L, 3, fn, "qtype", qtypes);
 	if (!lua_isnoneornil(L, 4))
 		suffix = check_bool_at(L, 4, fn, "suffixMatch");
+	if (replaying(L))
+		return 1;
 	rt = conf_rcu(L, fn);
 
 	removed = dlb_cache_expunge_by_name(c, rt, name, (size_t)len, qtype, suffix);
@@ -1777,6 +1862,8 @@ l_cache_dump(lua_State *L)
 	if (lua_type(L, 2) != LUA_TSTRING)
 		return luaL_error(L, "dump: the file name must be a string");
 	path = lua_tostring(L, 2);
+	if (replaying(L))
+		return 1;
 	rt = conf_rcu(L, "dump");
 
 	n = dlb_cache_dump(c, rt, path, (double)time(NULL));
@@ -1844,8 +1931,17 @@ l_set_cache_cleaning_percentage(lua_State *L)
 static struct dlb_pool *
 get_pool(lua_State *L, const char *fn, const char *name)
 {
-	struct dlb_pool *p = dlb_config_get_pool(conf_get(L)->cfg, name);
+	struct dlb_lua_conf *lc = conf_get(L);
+	struct dlb_pool *p;
 
+	/* worker states: a rule reads the real config, it never adds to it */
+	if (lc->phase == DLB_LUA_PHASE_RULES) {
+		p = dlb_config_find_pool(lc->cfg, name);
+		if (p == NULL)
+			luaL_error(L, "%s: no pool '%s' (a rule cannot create one)", fn, name);
+		return p;
+	}
+	p = dlb_config_get_pool(lc->cfg, name);
 	if (p == NULL)
 		luaL_error(L, "%s: cannot create pool '%s' (at most %d pools of names up to 63 "
 			   "characters)", fn, name, DLB_MAX_POOLS);
@@ -1896,6 +1992,7 @@ l_pool_set_cache(lua_State *L)
 	struct dlb_pool *p = check_pool(L, 1, "setCache");
 	struct dlb_cache *c = check_cache(L, 2);
 
+	not_from_rules(L, "setCache");
 	__atomic_store_n(&p->cache, c, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -1918,6 +2015,7 @@ l_pool_unset_cache(lua_State *L)
 {
 	struct dlb_pool *p = check_pool(L, 1, "unsetCache");
 
+	not_from_rules(L, "unsetCache");
 	__atomic_store_n(&p->cache, NULL, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -2104,8 +2202,8 @@ l_set_failover(lua_State *L)
 		for (int i = 0; keys[i] != NULL; i++)
 			known |= lua_type(L, -2) == LUA_TSTRING && strcmp(lua_tostring(L, -2), keys[i]) == 0;
 		if (!known)
-			dlb_warn("setFailover: unknown key '%s'", lua_type(L, -2) == LUA_TSTRING ?
-				 lua_tostring(L, -2) : "?");
+			conf_log(L, DLB_LOG_WARN, "setFailover: unknown key '%s'",
+				 lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?");
 		lua_pop(L, 1);
 	}
 	opt_bool(L, 1, "setFailover", "onTimeout", &on_timeout);
@@ -2284,10 +2382,10 @@ l_set_payload_size_on_self_generated_answers(lua_State *L)
 	lua_Integer n = arg_int(L, 1, fn, 0, INT_MAX);
 
 	if (n < 512) {
-		dlb_warn("%s() is set too low, using 512 instead!", fn);
+		conf_log(L, DLB_LOG_WARN, "%s() is set too low, using 512 instead!", fn);
 		n = 512;
 	} else if (n > 65535) {
-		dlb_warn("%s() is set too high, using 65535 instead!", fn);
+		conf_log(L, DLB_LOG_WARN, "%s() is set too high, using 65535 instead!", fn);
 		n = 65535;
 	}
 	conf_get(L)->cfg->selfans.payload_size = (uint16_t)n;
@@ -2380,7 +2478,8 @@ l_set_verbose(lua_State *L)
 	bool v = arg_bool(L, 1, "setVerbose");
 
 	conf_get(L)->cfg->verbose = v;
-	dlb_log_set_verbose(v);
+	if (conf_get(L)->phase != DLB_LUA_PHASE_WORKER)
+		dlb_log_set_verbose(v);
 	return 0;
 }
 
@@ -2437,21 +2536,21 @@ l_set_syslog_facility(lua_State *L)
 static int
 l_infolog(lua_State *L)
 {
-	dlb_info("%s", luaL_checkstring(L, 1));
+	conf_log(L, DLB_LOG_INFO, "%s", luaL_checkstring(L, 1));
 	return 0;
 }
 
 static int
 l_warnlog(lua_State *L)
 {
-	dlb_warn("%s", luaL_checkstring(L, 1));
+	conf_log(L, DLB_LOG_WARN, "%s", luaL_checkstring(L, 1));
 	return 0;
 }
 
 static int
 l_errlog(lua_State *L)
 {
-	dlb_err("%s", luaL_checkstring(L, 1));
+	conf_log(L, DLB_LOG_ERR, "%s", luaL_checkstring(L, 1));
 	return 0;
 }
 
@@ -2545,7 +2644,7 @@ l_include_directory(lua_State *L)
 			lc->including = false;
 			return lua_error(L);	/* the message already reads "file:line:" */
 		}
-		dlb_debug("Read configuration from '%s'", names[i]);
+		conf_log(L, DLB_LOG_DEBUG, "Read configuration from '%s'", names[i]);
 	}
 	lc->including = false;
 	return 0;
@@ -2563,7 +2662,8 @@ l_get_resolvers(lua_State *L)
 
 	f = fopen(path, "r");
 	if (f == NULL) {
-		dlb_warn("getResolvers: cannot open '%s': %s", path, strerror(errno));
+		conf_log(L, DLB_LOG_WARN, "getResolvers: cannot open '%s': %s", path,
+			 strerror(errno));
 		lua_newtable(L);
 		return 1;
 	}
@@ -2591,6 +2691,44 @@ l_get_resolvers(lua_State *L)
 		lua_rawseti(L, -2, i + 1);
 	}
 	return 1;
+}
+
+/* ---- worker state limits (lua/worker.c) --------------------------------- */
+
+/* setLuaMemoryLimit(bytes | "64M"): each worker state's allocations; 0 = none. */
+static int
+l_set_lua_memory_limit(lua_State *L)
+{
+	const char *fn = "setLuaMemoryLimit";
+	uint64_t bytes = 0;
+	lua_Integer v = 0;
+
+	config_time_only(L, fn);
+	if (lua_type(L, 1) == LUA_TSTRING && parse_byte_size(lua_tostring(L, 1), &bytes))
+		v = (lua_Integer)bytes;
+	else if (!to_integer(L, 1, &v) || v < 0)
+		return luaL_error(L, "%s: expected a number of bytes or a size like \"64M\"", fn);
+	if (v != 0 && v < 1024 * 1024)
+		return luaL_error(L, "%s: at least 1M (or 0: no limit)", fn);
+	if ((uint64_t)v > SIZE_MAX)
+		return luaL_error(L, "%s: too large", fn);
+	conf_get(L)->lua_mem_limit = (size_t)v;
+	return 0;
+}
+
+/* setLuaInstructionLimit(n): Lua VM instructions per rule call; 0 = none. */
+static int
+l_set_lua_instruction_limit(lua_State *L)
+{
+	const char *fn = "setLuaInstructionLimit";
+	lua_Integer n;
+
+	config_time_only(L, fn);
+	n = arg_int(L, 1, fn, 0, LUA_MAXINTEGER);
+	if (n != 0 && n < 1000)
+		return luaL_error(L, "%s: at least 1000 (or 0: no limit)", fn);
+	conf_get(L)->lua_insn_limit = (uint64_t)n;
+	return 0;
 }
 
 /* ---- registration ------------------------------------------------------- */
@@ -2662,6 +2800,9 @@ static const luaL_Reg conf_funcs[] = {
 	{ "showVersion", l_show_version },
 	{ "includeDirectory", l_include_directory },
 	{ "getResolvers", l_get_resolvers },
+	/* worker states */
+	{ "setLuaMemoryLimit", l_set_lua_memory_limit },
+	{ "setLuaInstructionLimit", l_set_lua_instruction_limit },
 	{ NULL, NULL },
 };
 
@@ -2763,6 +2904,44 @@ register_globals(lua_State *L)
 	}
 }
 
+/* Worker states, while replaying: print() is silent. */
+static int
+l_quiet_print(lua_State *L)
+{
+	(void)L;
+	return 0;
+}
+
+/*
+ * Worker states: keep the real print() for dlb_lua_conf_rebind, silence it,
+ * and start the weak set of the Server objects the replay makes.
+ */
+static void
+worker_setup(lua_State *L)
+{
+	lua_getglobal(L, "print");
+	lua_rawsetp(L, LUA_REGISTRYINDEX, &print_key);
+	lua_pushcfunction(L, l_quiet_print);
+	lua_setglobal(L, "print");
+
+	lua_newtable(L);
+	lua_createtable(L, 0, 1);
+	lua_pushliteral(L, "k");
+	lua_setfield(L, -2, "__mode");
+	lua_setmetatable(L, -2);
+	lua_rawsetp(L, LUA_REGISTRYINDEX, &servers_key);
+}
+
+/* States made with a custom allocator have no lauxlib panic handler: log, then Lua aborts. */
+static int
+conf_panic(lua_State *L)
+{
+	const char *msg = lua_tostring(L, -1);
+
+	dlb_err("Lua panic: %s", msg != NULL ? msg : "(error object is not a string)");
+	return 0;
+}
+
 /* Runs under lua_pcall so that an allocation failure cannot escape. */
 static int
 conf_setup(lua_State *L)
@@ -2770,19 +2949,40 @@ conf_setup(lua_State *L)
 	open_libs(L);
 	register_metatables(L);
 	register_globals(L);
+	dlb_lua_objects_register(L);
+	dlb_lua_rules_register(L);
+	if (conf_get(L)->phase == DLB_LUA_PHASE_WORKER)
+		worker_setup(L);
 	return 0;
 }
 
 struct dlb_lua_conf *
 dlb_lua_conf_new(struct dlb_config *cfg, enum dlb_lua_phase phase)
 {
+	return dlb_lua_conf_new_alloc(cfg, phase, NULL, NULL);
+}
+
+struct dlb_lua_conf *
+dlb_lua_conf_new_alloc(struct dlb_config *cfg, enum dlb_lua_phase phase,
+		       void *(*alloc)(void *ud, void *ptr, size_t osize, size_t nsize), void *ud)
+{
+	static unsigned long serials;
 	struct dlb_lua_conf *lc = calloc(1, sizeof(*lc));
 
 	if (lc == NULL)
 		return NULL;
 	lc->cfg = cfg;
 	lc->phase = phase;
-	lc->L = luaL_newstate();
+	lc->serial = lc->origin = ++serials;
+	lc->lua_mem_limit = (size_t)64 << 20;
+	lc->lua_insn_limit = 10000000;
+	if (alloc != NULL) {
+		lc->L = lua_newstate(alloc, ud);
+		if (lc->L != NULL)
+			lua_atpanic(lc->L, conf_panic);
+	} else {
+		lc->L = luaL_newstate();
+	}
 	if (lc->L == NULL) {
 		free(lc);
 		return NULL;
@@ -2807,6 +3007,12 @@ dlb_lua_conf_free(struct dlb_lua_conf *lc)
 		lua_close(lc->L);
 	for (int i = 0; i < lc->nfiles; i++)
 		free(lc->files[i]);
+	for (int i = 0; i < lc->nchunks; i++) {
+		free(lc->chunks[i].path);
+		free(lc->chunks[i].code);
+		free(lc->chunks[i].chunkname);
+	}
+	free(lc->chunks);
 	free(lc);
 }
 
@@ -2861,17 +3067,240 @@ conf_run(struct dlb_lua_conf *lc, int loadstatus, char *err, size_t errlen)
 	return -1;
 }
 
+/* Worker states: remember a chunk the config state evaluated (CONFIG/CHECK only). */
+static int
+record_chunk(struct dlb_lua_conf *lc, const char *path, const char *code, const char *chunkname,
+	     char *err, size_t errlen)
+{
+	struct conf_chunk *v, *c;
+
+	if (lc->phase != DLB_LUA_PHASE_CONFIG && lc->phase != DLB_LUA_PHASE_CHECK)
+		return 0;
+	v = realloc(lc->chunks, sizeof(*v) * (size_t)(lc->nchunks + 1));
+	if (v == NULL)
+		goto out_nomem;
+	lc->chunks = v;
+	c = &v[lc->nchunks];
+	c->path = path != NULL ? strdup(path) : NULL;
+	c->code = code != NULL ? strdup(code) : NULL;
+	c->chunkname = chunkname != NULL ? strdup(chunkname) : NULL;
+	if ((path != NULL && c->path == NULL) || (code != NULL && c->code == NULL) ||
+	    (chunkname != NULL && c->chunkname == NULL)) {
+		free(c->path);
+		free(c->code);
+		free(c->chunkname);
+		goto out_nomem;
+	}
+	lc->nchunks++;
+	return 0;
+
+out_nomem:
+	if (err != NULL && errlen > 0)
+		snprintf(err, errlen, "out of memory recording the configuration");
+	return -1;
+}
+
 int
 dlb_lua_conf_load_file(struct dlb_lua_conf *lc, const char *path, char *err, size_t errlen)
 {
 	remember_file(lc, path);
-	return conf_run(lc, luaL_loadfile(lc->L, path), err, errlen);
+	if (conf_run(lc, luaL_loadfile(lc->L, path), err, errlen) != 0)
+		return -1;
+	return record_chunk(lc, path, NULL, NULL, err, errlen);
 }
 
 int
 dlb_lua_conf_load_string(struct dlb_lua_conf *lc, const char *code, const char *chunkname,
 			 char *err, size_t errlen)
 {
-	return conf_run(lc, luaL_loadbuffer(lc->L, code, strlen(code),
-					    chunkname ? chunkname : "=config"), err, errlen);
+	if (chunkname == NULL)
+		chunkname = "=config";
+	if (conf_run(lc, luaL_loadbuffer(lc->L, code, strlen(code), chunkname), err, errlen) != 0)
+		return -1;
+	return record_chunk(lc, NULL, code, chunkname, err, errlen);
+}
+
+struct dlb_lua_conf *
+dlb_lua_conf_of(lua_State *L)
+{
+	struct dlb_lua_conf *lc;
+
+	lua_rawgetp(L, LUA_REGISTRYINDEX, &conf_key);
+	lc = lua_touserdata(L, -1);
+	lua_pop(L, 1);
+	return lc;
+}
+
+enum dlb_lua_phase
+dlb_lua_conf_phase(const struct dlb_lua_conf *lc)
+{
+	return lc->phase;
+}
+
+struct dlb_config *
+dlb_lua_conf_cfg(const struct dlb_lua_conf *lc)
+{
+	return lc->cfg;
+}
+
+struct dlb_rcu_thread *
+dlb_lua_conf_rcu(const struct dlb_lua_conf *lc)
+{
+	return lc->rt;
+}
+
+/* ---- worker states (lua/worker.c) --------------------------------------- */
+
+lua_State *
+dlb_lua_conf_state(const struct dlb_lua_conf *lc)
+{
+	return lc->L;
+}
+
+unsigned long
+dlb_lua_conf_origin(const struct dlb_lua_conf *lc)
+{
+	return lc->origin;
+}
+
+void
+dlb_lua_conf_limits(const struct dlb_lua_conf *lc, size_t *mem_bytes, uint64_t *insns)
+{
+	*mem_bytes = lc->lua_mem_limit;
+	*insns = lc->lua_insn_limit;
+}
+
+int
+dlb_lua_conf_replay(const struct dlb_lua_conf *src, struct dlb_lua_conf *dst, char *err,
+		    size_t errlen)
+{
+	dst->origin = src->origin;
+	for (int i = 0; i < src->nchunks; i++) {
+		const struct conf_chunk *c = &src->chunks[i];
+		int st;
+
+		if (c->path != NULL) {
+			remember_file(dst, c->path);
+			st = luaL_loadfile(dst->L, c->path);
+		} else {
+			st = luaL_loadbuffer(dst->L, c->code, strlen(c->code), c->chunkname);
+		}
+		if (conf_run(dst, st, err, errlen) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int
+backend_position(const struct dlb_config *cfg, const struct dlb_backend *be)
+{
+	for (int i = 0; i < cfg->nbackends; i++)
+		if (cfg->backends[i] == be)
+			return i;
+	return -1;
+}
+
+static int
+cache_position(const struct dlb_config *cfg, const struct dlb_cache *c)
+{
+	for (int i = 0; i < cfg->ncaches; i++)
+		if (cfg->caches[i] == c)
+			return i;
+	return -1;
+}
+
+/*
+ * Under lua_pcall: move the replay's Server and PacketCache objects from the
+ * throwaway config (still lc->cfg) to the same positions in @cfg (argument 1),
+ * and give print() back.
+ */
+static int
+conf_rebind_cb(lua_State *L)
+{
+	struct dlb_lua_conf *lc = conf_get(L);
+	const struct dlb_config *old = lc->cfg;
+	struct dlb_config *cfg = lua_touserdata(L, 1);
+
+	lua_rawgetp(L, LUA_REGISTRYINDEX, &servers_key);
+	if (lua_istable(L, -1)) {
+		lua_pushnil(L);
+		while (lua_next(L, -2) != 0) {
+			struct server_ref *r = lua_touserdata(L, -2);
+			int i = backend_position(old, r->be);
+
+			lua_pop(L, 1);
+			if (i >= 0 && i < cfg->nbackends) {
+				r->be = cfg->backends[i];
+				r->index = i;
+				memcpy(r->uuid, r->be->uuid, sizeof(r->uuid));
+			} else {
+				r->be = NULL;	/* check_server: "removed" */
+				r->index = -1;
+			}
+		}
+	}
+	lua_pop(L, 1);
+	lua_pushnil(L);
+	lua_rawsetp(L, LUA_REGISTRYINDEX, &servers_key);
+
+	lua_rawgetp(L, LUA_REGISTRYINDEX, &caches_key);
+	lua_newtable(L);
+	lua_pushnil(L);
+	while (lua_next(L, -3) != 0) {
+		struct cache_ref *r = lua_touserdata(L, -1);
+		int i = cache_position(old, r->c);
+
+		r->c = i >= 0 && i < cfg->ncaches ? cfg->caches[i] : NULL;
+		if (r->c != NULL)
+			lua_rawsetp(L, -3, r->c);
+		else
+			lua_pop(L, 1);
+	}
+	lua_rawsetp(L, LUA_REGISTRYINDEX, &caches_key);
+	lua_pop(L, 1);
+
+	if (lua_rawgetp(L, LUA_REGISTRYINDEX, &print_key) != LUA_TNIL &&
+	    lua_getglobal(L, "print") == LUA_TFUNCTION && lua_tocfunction(L, -1) == l_quiet_print) {
+		lua_pop(L, 1);
+		lua_setglobal(L, "print");
+	}
+	return 0;
+}
+
+int
+dlb_lua_conf_rebind(struct dlb_lua_conf *lc, struct dlb_config *cfg, char *err, size_t errlen)
+{
+	lua_pushcfunction(lc->L, conf_rebind_cb);
+	lua_pushlightuserdata(lc->L, cfg);
+	if (lua_pcall(lc->L, 1, 0, 0) != LUA_OK) {
+		if (err != NULL && errlen > 0)
+			snprintf(err, errlen, "%s", lua_tostring(lc->L, -1));
+		lua_pop(lc->L, 1);
+		return -1;
+	}
+	lc->cfg = cfg;
+	lc->phase = DLB_LUA_PHASE_RULES;
+	return 0;
+}
+
+void
+dlb_lua_conf_maintenance(struct dlb_lua_conf *lc)
+{
+	static time_t last_error;
+	lua_State *L = lc->L;
+
+	if (lua_getglobal(L, "maintenance") != LUA_TFUNCTION) {
+		lua_pop(L, 1);
+		return;
+	}
+	if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
+		time_t now = time(NULL);
+
+		if (now - last_error >= 60) {
+			last_error = now;
+			dlb_err("maintenance() failed: %s",
+				lua_tostring(L, -1) != NULL ? lua_tostring(L, -1) : "(not a string)");
+		}
+		lua_pop(L, 1);
+	}
 }

@@ -635,3 +635,43 @@ def wait_until(pred, timeout=5.0, interval=0.05):
         if time.monotonic() >= end:
             return v
         time.sleep(interval)
+
+# ---------------------------------------------------------------------------
+# comparing answers field by field (dnslb next to dnsdist)
+
+
+def msg_fields(wire):
+    """A comparable summary of a DNS message: every header bit, the
+    question (case kept), each section's records as sorted (owner, ttl,
+    class, type, rdata) tuples, and the EDNS fields and options."""
+    import dns.rdataclass
+    h = Header(wire)
+    m = parse(wire)
+
+    def section(sec):
+        out = []
+        for rrset in sec:
+            for rd in rrset:
+                out.append((rrset.name.to_text(), rrset.ttl, dns.rdataclass.to_text(rrset.rdclass),
+                            dns.rdatatype.to_text(rrset.rdtype), rd.to_text()))
+        return sorted(out)
+    f = {"id": h.id, "qr": h.qr, "opcode": h.opcode, "aa": h.aa, "tc": h.tc, "rd": h.rd,
+         "ra": h.ra, "z": bool(h.flags & 0x0040), "ad": bool(h.flags & 0x0020),
+         "cd": bool(h.flags & 0x0010), "rcode": m.rcode(), "qdcount": h.qdcount,
+         "ancount": h.ancount, "nscount": h.nscount, "arcount": h.arcount,
+         "question": [(q.name.to_text(), dns.rdataclass.to_text(q.rdclass),
+                       dns.rdatatype.to_text(q.rdtype)) for q in m.question],
+         "answer": section(m.answer), "authority": section(m.authority),
+         "additional": section(m.additional), "edns": m.edns}
+    if m.edns >= 0:
+        f["payload"] = m.payload
+        f["do"] = bool(m.ednsflags & dns.flags.DO)
+        f["ednsflags"] = m.ednsflags
+        f["options"] = sorted((o.otype, o.to_wire() if hasattr(o, "to_wire") else b"")
+                              for o in m.options)
+    return f
+
+
+def fields_diff(a, b):
+    """{field: (a's, b's)} for the fields of two msg_fields() that differ."""
+    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}

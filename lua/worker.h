@@ -1,0 +1,47 @@
+/*
+ * worker.h - per-worker Lua states (ARCHITECTURE.md §6).
+ *
+ * Each worker owns one Lua state, built on the main thread before the
+ * workers start, by evaluating the same config chunks as the config state
+ * with every configuration directive applied to a throwaway configuration
+ * (DLB_LUA_PHASE_WORKER): top-level helper functions, tables and upvalues
+ * exist in every state exactly as the config defines them. LuaRule,
+ * LuaAction and LuaResponseAction functions are numbered in creation order
+ * (dlb_lua_register_fn) in every state; a rule stores the number, and the
+ * worker runs its own state's function of that number. Then the state is
+ * bound to the real configuration, read-only: only an allow-list of
+ * functions stays callable from rules (getServer, getPool, logging, the
+ * helper objects, ...).
+ *
+ * Limits: an instruction-count hook stops a call after
+ * setLuaInstructionLimit() instructions (default 10,000,000); an allocator
+ * caps each worker state at setLuaMemoryLimit() bytes (default 64 MiB).
+ *
+ * Thread: a struct dlb_lua_worker is used by its worker only, once built.
+ */
+#ifndef DNSLB_LUA_WORKER_H
+#define DNSLB_LUA_WORKER_H
+
+#include <lua.h>
+#include <stddef.h>
+
+struct dlb_lua_conf;
+struct dlb_config;
+struct dlb_lua_worker;
+
+/**
+ * Store the function at @idx as the next Lua rule function of this state.
+ * @src gets "file:line" of its definition. @return its number (>= 1).
+ */
+int dlb_lua_register_fn(lua_State *L, int idx, char *src, size_t srcsz);
+
+/**
+ * Build worker @id's state from the chunks @lc evaluated, then bind it to
+ * @cfg. @return NULL with a message in @err (file:line when the replay
+ * failed).
+ */
+struct dlb_lua_worker *dlb_luaw_new(const struct dlb_lua_conf *lc, const struct dlb_config *cfg,
+				    int id, char *err, size_t errlen);
+void dlb_luaw_free(struct dlb_lua_worker *lw);
+
+#endif

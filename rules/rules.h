@@ -1,0 +1,599 @@
+/*
+ * rules.h - the rule engine (ARCHITECTURE.md §6): selectors and actions
+ * built from Lua into C objects, ordered chains of {selector, action,
+ * counters} published as immutable snapshots, and their evaluation on the
+ * query path.
+ *
+ * Objects and ownership
+ *  - struct dlb_sel and struct dlb_act are built by the config Lua state
+ *    (lua/rules_lua.c) on the main thread and are immutable afterwards, except
+ *    for their own internal rate-limiter state (atomics or sharded locks).
+ *    They are reference counted (main thread only): the Lua userdata holds
+ *    one reference, every rule that uses them holds one.
+ *  - struct dlb_rule = {sel, act, name, uuid, per-worker match counters}; a
+ *    rule object survives mvRule (the counter moves with it).
+ *  - struct dlb_chain is an immutable array of rule pointers. The main thread
+ *    publishes a new chain with one atomic store (dlb_rules_publish) and the
+ *    old one is released through the epoch (dlb_rcu_defer), dropping its
+ *    references to rules once no worker can still be walking it.
+ *
+ * Threads: workers call dlb_rules_run_* on the chains they load with
+ * dlb_rules_chain() inside their epoch section. Everything else is main
+ * thread only.
+ */
+#ifndef DNSLB_RULES_RULES_H
+#define DNSLB_RULES_RULES_H
+
+#include <ck_epoch.h>
+#include <regex.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "dnslb/dnslb.h"
+#include "dnslb/netmask.h"
+#include "dnslb/wire.h"
+
+struct dlb_pool;
+struct dlb_config;
+struct dlb_rcu_thread;
+struct dlb_lua_worker;
+struct dlb_suffix_set;
+struct dlb_name_set;
+struct dlb_qps_ip;
+
+/* ---- per-query tags (SetTagAction, dq:setTag) ---------------------------- */
+
+#define DLB_TAGS_BYTES 240	/* key\0value\0 pairs; a set that does not fit is refused */
+
+struct dlb_tags {
+	uint16_t used;		/* bytes of buf in use */
+	uint8_t n;		/* pairs */
+	char buf[DLB_TAGS_BYTES];
+};
+
+static inline void
+dlb_tags_clear(struct dlb_tags *t)
+{
+	t->used = 0;
+	t->n = 0;
+}
+/** Set (replace) @key to @value. @return 0, or -1 when it does not fit. */
+int dlb_tags_set(struct dlb_tags *t, const char *key, const char *value);
+/** @return the value, or NULL. */
+const char *dlb_tags_get(const struct dlb_tags *t, const char *key);
+/** Iterate: @pos starts at 0; @return false at the end. */
+bool dlb_tags_next(const struct dlb_tags *t, size_t *pos, const char **key, const char **value);
+
+/* ---- the query (dq) / response (dr) view -------------------------------- */
+
+/*
+ * What rules see and change. Built on the worker's stack for each query by
+ * the pipeline (dnslb/query.c) and for each response; never allocated.
+ */
+struct dlb_dq {
+	/* --- the packet --- */
+	uint8_t *pkt;			/* query, or response for response chains */
+	size_t len;
+	size_t cap;			/* bytes writable at pkt (answers are built in place) */
+	struct dlb_dnsmsg *m;		/* parsed query (response chains: the response's
+					 * header and question, parsed by dlb_wire_parse_response_question) */
+	/* --- who and how --- */
+	const struct sockaddr *remote;	/* client */
+	const struct sockaddr *local;	/* the address it asked (listener, or pktinfo) */
+	bool tcp;
+	int worker;			/* worker id: counter slot, Lua state */
+	struct dlb_lua_worker *lua;	/* this worker's Lua state; NULL: Lua rules don't match,
+					 * Lua actions answer SERVFAIL (counted) */
+	const struct dlb_config *cfg;	/* pools by name, backends' states */
+	double now;			/* loop clock, s */
+	double t_start;			/* when the query arrived (dr: latency) */
+	struct dlb_rng *rng;		/* ProbaRule */
+	/* --- decided by actions, read by the pipeline --- */
+	const struct dlb_pool *pool;	/* with pool_set: the chosen pool (NULL: it does
+					 * not exist, so no server: no-policy) */
+	bool pool_set;			/* false: the default pool */
+	bool skip_cache;
+	int32_t tempfail_ttl;		/* -1: the cache's temporaryFailureTTL */
+	uint32_t delay_ms;		/* delay the answer to the client (UDP only) */
+	int8_t use_ecs;			/* -1: the backend's useClientSubnet; 0 off; 1 on */
+	int8_t ecs_override;		/* -1: setECSOverride; 0/1 */
+	int16_t ecs_prefix_v4;		/* -1: setECSSourcePrefixV4 */
+	int16_t ecs_prefix_v6;		/* -1: setECSSourcePrefixV6 */
+	struct sockaddr_storage ecs_fixed;	/* SetECSAction: family 0 = none */
+	uint8_t ecs_fixed_bits;
+	uint32_t max_returned_ttl;	/* SetMaxReturnedTTLAction: 0 = none */
+	struct dlb_tags tags;
+	/* --- response chains only --- */
+	bool response;
+	bool cache_hit;			/* cache-hit chain */
+	int be_index;			/* the backend that answered, -1 */
+};
+
+/** Defaults for every decided field (pool NULL, ttl -1, ...); keeps the packet fields. */
+void dlb_dq_reset_decisions(struct dlb_dq *dq);
+
+/* ---- selectors ------------------------------------------------------------ */
+
+enum dlb_sel_type {
+	DLB_SEL_ALL = 0,
+	DLB_SEL_AND,		/* u.list */
+	DLB_SEL_OR,		/* u.list */
+	DLB_SEL_NOT,		/* u.sub */
+	DLB_SEL_QNAME,		/* u.name: exact, case-insensitive */
+	DLB_SEL_QNAME_SET,	/* u.nameset */
+	DLB_SEL_SUFFIX,		/* u.suffixes (SuffixMatchNodeRule, QNameSuffixRule, makeRule) */
+	DLB_SEL_REGEX,		/* u.re */
+	DLB_SEL_QTYPE,		/* u.num */
+	DLB_SEL_QCLASS,		/* u.num */
+	DLB_SEL_OPCODE,		/* u.num */
+	DLB_SEL_RD,
+	DLB_SEL_DNSSEC,		/* DO bit */
+	DLB_SEL_NMG,		/* u.nmg: src (remote) or dst (local) */
+	DLB_SEL_DSTPORT,	/* u.num */
+	DLB_SEL_TCP,		/* u.flag */
+	DLB_SEL_MAXQPSIP,	/* u.qpsip */
+	DLB_SEL_MAXQPS,		/* u.bucket: matches while NOT over the rate */
+	DLB_SEL_PROBA,		/* u.proba */
+	DLB_SEL_RCODE,		/* u.num: low 4 bits */
+	DLB_SEL_ERCODE,		/* u.num: 12-bit extended rcode */
+	DLB_SEL_EDNS_OPTION,	/* u.num: option code present */
+	DLB_SEL_EDNS_VERSION,	/* u.num: EDNS version greater than */
+	DLB_SEL_PAYLOAD_SIZE,	/* u.cmp: packet length comparison */
+	DLB_SEL_RECORDS_COUNT,	/* u.count: section, min, max */
+	DLB_SEL_RECORDS_TYPE_COUNT,	/* u.count with type */
+	DLB_SEL_LABELS_COUNT,	/* u.range: matches OUTSIDE [min, max] */
+	DLB_SEL_WIRE_LENGTH,	/* u.range: matches OUTSIDE [min, max] */
+	DLB_SEL_TRAILING_DATA,
+	DLB_SEL_TAG,		/* u.tag */
+	DLB_SEL_POOL_AVAILABLE,	/* u.pool */
+	DLB_SEL_POOL_OUTSTANDING,	/* u.pool + limit */
+	DLB_SEL_LUA,		/* u.lua */
+	DLB_SEL__COUNT
+};
+
+enum dlb_cmp { DLB_CMP_EQ, DLB_CMP_NE, DLB_CMP_GT, DLB_CMP_GE, DLB_CMP_LT, DLB_CMP_LE };
+
+/* A token bucket shared by all workers (MaxQPSRule, QPSAction, newQPSLimiter):
+ * lock-free, one CAS per check. */
+struct dlb_bucket {
+	double rate, burst;
+	uint64_t state;		/* atomic: packed tokens and last refill time */
+};
+void dlb_bucket_init(struct dlb_bucket *b, double rate, double burst);
+/** Take one token at time @now (s, monotonic). @return true if there was one. */
+bool dlb_bucket_take(struct dlb_bucket *b, double now);
+
+struct dlb_sel {
+	uint16_t type;			/* enum dlb_sel_type */
+	bool quiet;			/* QNameSuffixRule/SuffixMatchNodeRule quiet: short description */
+	int refs;			/* main thread */
+	char *desc;			/* showRules' "Rule" column, malloc'ed */
+	union {
+		struct { struct dlb_sel **v; int n; } list;
+		struct dlb_sel *sub;
+		struct { uint8_t lc[DLB_MAX_NAME]; uint16_t len; } name;
+		struct dlb_name_set *nameset;
+		struct dlb_suffix_set *suffixes;
+		regex_t *re;
+		uint32_t num;
+		bool flag;
+		struct { struct dlb_nmg g; bool src; } nmg;
+		struct dlb_qps_ip *qpsip;
+		struct dlb_bucket *bucket;
+		double proba;
+		struct { int op; uint32_t size; } cmp;		/* enum dlb_cmp */
+		struct { uint8_t section; uint16_t type; uint16_t min, max; } count;
+		struct { uint32_t min, max; } range;
+		struct { char *name; char *value; } tag;		/* value NULL: present */
+		struct { char *name; uint64_t limit; } pool;
+		struct { int fn; char src[96]; } lua;		/* see dlb_lua_worker */
+	} u;
+};
+
+/** Allocate a selector of @type with one reference; zeroed payload. NULL on ENOMEM. */
+struct dlb_sel *dlb_sel_new(enum dlb_sel_type type);
+void dlb_sel_ref(struct dlb_sel *s);
+/** Drop a reference; frees (sub-selectors too) at zero. Main thread. */
+void dlb_sel_unref(struct dlb_sel *s);
+/**
+ * RegexRule: compile @re (POSIX ERE, REG_ICASE|REG_NOSUB) into @s->u.re.
+ * @return 0, or -1 with regerror's message in @err.
+ */
+int dlb_sel_set_regex(struct dlb_sel *s, const char *re, char *err, size_t errlen);
+/** Does @s match @dq? Thread: any worker. */
+bool dlb_sel_match(const struct dlb_sel *s, struct dlb_dq *dq);
+
+/* ---- actions -------------------------------------------------------------- */
+
+enum dlb_act_type {
+	/* query actions */
+	DLB_ACT_POOL = 0,	/* u.pool: name and stop */
+	DLB_ACT_DROP,
+	DLB_ACT_ALLOW,
+	DLB_ACT_NONE,
+	DLB_ACT_CONTINUE,	/* u.sub: run it, then continue */
+	DLB_ACT_RCODE,		/* u.rcode */
+	DLB_ACT_ERCODE,		/* u.rcode (extended) */
+	DLB_ACT_TC,
+	DLB_ACT_SPOOF,		/* u.spoof: addresses */
+	DLB_ACT_SPOOF_CNAME,	/* u.spoof: one name */
+	DLB_ACT_SPOOF_RAW,	/* u.spoof: raw rdatas */
+	DLB_ACT_NEGATIVE_SOA,	/* u.soa */
+	DLB_ACT_QPS,		/* u.bucket: over the rate: drop; under: continue */
+	DLB_ACT_QPS_POOL,	/* u.qpspool: under the rate: to the pool (stop); over: continue */
+	DLB_ACT_DELAY,		/* u.num: ms */
+	DLB_ACT_NO_RECURSE,
+	DLB_ACT_DISABLE_VALIDATION,
+	DLB_ACT_SKIP_CACHE,
+	DLB_ACT_TEMPFAIL_TTL,	/* u.num */
+	DLB_ACT_ECS,		/* u.ecs */
+	DLB_ACT_ECS_PREFIX,	/* u.ecsprefix */
+	DLB_ACT_ECS_OVERRIDE,	/* u.flag */
+	DLB_ACT_DISABLE_ECS,
+	DLB_ACT_TAG,		/* u.tag */
+	DLB_ACT_MAX_RETURNED_TTL,	/* u.num */
+	DLB_ACT_LOG,		/* u.log */
+	DLB_ACT_LUA,		/* u.lua */
+	/* response actions */
+	DLB_RACT_ALLOW,
+	DLB_RACT_DROP,
+	DLB_RACT_DELAY,		/* u.num: ms */
+	DLB_RACT_LOG,		/* u.log */
+	DLB_RACT_SKIP_CACHE,
+	DLB_RACT_TAG,		/* u.tag */
+	DLB_RACT_LIMIT_TTL,	/* u.ttl: min, max, types */
+	DLB_RACT_REDUCED_TTL,	/* u.num: percent */
+	DLB_RACT_MAX_RETURNED_TTL,	/* u.num */
+	DLB_RACT_CLEAR_RECORD_TYPES,	/* u.types */
+	DLB_RACT_LUA,		/* u.lua */
+	DLB_ACT__COUNT
+};
+
+/** Options shared by the answering actions ({aa=, ad=, ra=, ttl=}). */
+struct dlb_answer_opts {
+	bool aa, ad, ra;	/* RA default: copied from RD (dnsdist); ra_set overrides */
+	bool ra_set;
+	bool aa_set;		/* aa= given; else AA stays as the query had it (dnsdist) */
+	uint32_t ttl;		/* default 60 */
+};
+
+struct dlb_log;		/* LogAction / LogResponseAction file state (rules/log.c) */
+
+struct dlb_act {
+	uint16_t type;			/* enum dlb_act_type */
+	bool response;			/* a response action */
+	int refs;			/* main thread */
+	char *desc;			/* showRules' "Action" column, malloc'ed */
+	union {
+		struct { char *name; bool stop; } pool;
+		struct dlb_act *sub;
+		struct { uint16_t rcode; struct dlb_answer_opts o; } rcode;
+		struct {
+			struct dlb_answer_opts o;
+			/* SPOOF: addresses; SPOOF_CNAME: one wire name; SPOOF_RAW: rdatas */
+			struct sockaddr_storage *addrs;
+			int naddrs;
+			uint8_t cname[DLB_MAX_NAME];
+			uint16_t cname_len;
+			uint8_t **raw;
+			uint16_t *raw_len;
+			int nraw;
+		} spoof;
+		struct {
+			bool nxd;
+			uint8_t zone[DLB_MAX_NAME], mname[DLB_MAX_NAME], rname[DLB_MAX_NAME];
+			uint16_t zone_len, mname_len, rname_len;
+			uint32_t ttl, serial, refresh, retry, expire, minimum;
+			struct dlb_answer_opts o;
+			bool soa_in_authority;	/* default false: dnsdist 1.7.3 puts the SOA in the
+						 * additional section (observed); true: authority
+						 * (1.8's soaInAuthoritySection) */
+		} soa;
+		struct dlb_bucket *bucket;
+		struct { struct dlb_bucket *bucket; char *pool; bool stop; } qpspool;
+		uint32_t num;
+		bool flag;
+		struct { struct sockaddr_storage v4, v6; uint8_t bits4, bits6; } ecs;
+		struct { uint16_t v4, v6; } ecsprefix;
+		struct { char *name; char *value; } tag;
+		struct { uint32_t min, max; uint16_t *types; int ntypes; } ttl;
+		struct { uint16_t *types; int ntypes; } types;
+		struct dlb_log *log;
+		struct { int fn; char src[96]; } lua;
+	} u;
+};
+
+struct dlb_act *dlb_act_new(enum dlb_act_type type);
+void dlb_act_ref(struct dlb_act *a);
+void dlb_act_unref(struct dlb_act *a);
+
+/** What an action (or a whole chain) decided. */
+enum dlb_verdict_r {
+	DLB_R_CONTINUE = 0,	/* next rule */
+	DLB_R_FORWARD,		/* stop: forward (Allow, Pool, NoRecurse) */
+	DLB_R_DROP,		/* stop: drop */
+	DLB_R_ANSWER,		/* stop: dq->pkt/len hold the answer (self-answered) */
+	DLB_R_SERVFAIL,		/* stop: answer SERVFAIL (a Lua action failed) */
+};
+
+/**
+ * Run one action. Query actions that answer build the answer in place in
+ * dq->pkt (never beyond dq->cap). Response actions edit dq->pkt in place and
+ * may shorten it (ClearRecordTypes); they never grow it.
+ * Counters (rule-drop, rule-nxdomain, ...) are the caller's: see
+ * dlb_rules_run_query.
+ */
+enum dlb_verdict_r dlb_act_run(const struct dlb_act *a, struct dlb_dq *dq);
+
+/* ---- record-walking helpers used by response actions (rules/answer.c) ---- */
+
+/**
+ * Walk every resource record of @pkt (answer, authority, additional; the OPT
+ * RR excluded), calling @fn with its section (1..3), type, class, and the
+ * offset of its TTL field. Linear in the packet, bounded name decoding.
+ * @return 0, or a negative dlb_err for a packet that cannot be walked (then
+ * nothing was called after the error point).
+ */
+typedef void dlb_rr_visit_fn(void *ud, uint8_t *pkt, int section, uint16_t type, uint16_t cls,
+			     size_t ttl_off);
+int dlb_wire_walk_rrs(uint8_t *pkt, size_t len, dlb_rr_visit_fn *fn, void *ud);
+
+/**
+ * Remove every record of the listed types from the answer, authority and
+ * additional sections (never the OPT RR), re-pointing compression pointers
+ * and decompressing the names whose pointers led into a removed record; the
+ * result is never longer than @len for a message that follows RFC 3597 §4.
+ * Nothing to remove: @len, packet untouched. Thread: any (a per-thread
+ * scratch buffer). @return the new length, or a negative dlb_err (the packet
+ * is then unchanged).
+ */
+int dlb_wire_clear_types(uint8_t *pkt, size_t len, size_t cap, const uint16_t *types, int ntypes);
+
+/* ---- name sets (rules/names.c) ------------------------------------------ */
+
+/*
+ * A suffix set (SuffixMatchNode): lowercased wire names in a label tree,
+ * lookup O(labels of the qname). A name set (DNSNameSet): exact names in an
+ * open-addressing hash table. Both are built on the main thread and then
+ * only read (any thread).
+ */
+struct dlb_suffix_set *dlb_suffix_set_new(void);
+void dlb_suffix_set_free(struct dlb_suffix_set *s);
+/** Add a lowercased wire name (the root "\0" matches everything). @return 0 or DLB_ENOMEM. */
+int dlb_suffix_set_add(struct dlb_suffix_set *s, const uint8_t *lc, size_t len);
+/** @return true when it was present. */
+bool dlb_suffix_set_remove(struct dlb_suffix_set *s, const uint8_t *lc, size_t len);
+/** Is the lowercased wire name @lc at or below one of the suffixes? */
+bool dlb_suffix_set_match(const struct dlb_suffix_set *s, const uint8_t *lc, size_t len);
+size_t dlb_suffix_set_count(const struct dlb_suffix_set *s);
+/** Bytes allocated (docs: memory per name). */
+size_t dlb_suffix_set_memory(const struct dlb_suffix_set *s);
+struct dlb_suffix_set *dlb_suffix_set_copy(const struct dlb_suffix_set *s);
+/** "a.example., b.example." (sorted, at most @outsz-1 bytes, "..." when cut). */
+void dlb_suffix_set_format(const struct dlb_suffix_set *s, char *out, size_t outsz);
+
+struct dlb_name_set *dlb_name_set_new(void);
+void dlb_name_set_free(struct dlb_name_set *s);
+int dlb_name_set_add(struct dlb_name_set *s, const uint8_t *lc, size_t len);
+bool dlb_name_set_remove(struct dlb_name_set *s, const uint8_t *lc, size_t len);
+bool dlb_name_set_match(const struct dlb_name_set *s, const uint8_t *lc, size_t len);
+size_t dlb_name_set_count(const struct dlb_name_set *s);
+void dlb_name_set_clear(struct dlb_name_set *s);
+struct dlb_name_set *dlb_name_set_copy(const struct dlb_name_set *s);
+void dlb_name_set_format(const struct dlb_name_set *s, char *out, size_t outsz);
+
+/* ---- per-subnet rate limits (rules/qps.c) ---------------------------------- */
+
+/**
+ * MaxQPSIPRule(qps, v4Mask, v6Mask, burst, expiration, cleanupDelay,
+ * scanFraction): a token bucket per client subnet in a sharded hash table
+ * (a spinlock per shard, never one lock for all workers); entries idle for
+ * @expiration s are reclaimed by dlb_qps_ip_cleanup (main thread, every
+ * @cleanup_delay s, 1/@scan_fraction of the table each time).
+ */
+struct dlb_qps_ip *dlb_qps_ip_new(double qps, int v4mask, int v6mask, double burst,
+				  int expiration, int cleanup_delay, int scan_fraction);
+void dlb_qps_ip_free(struct dlb_qps_ip *q);
+/** Take a token for @sa's subnet at @now. @return true when the subnet is OVER its rate. */
+bool dlb_qps_ip_over(struct dlb_qps_ip *q, const struct sockaddr *sa, double now);
+/** Reclaim idle entries; @return how many were removed. */
+size_t dlb_qps_ip_cleanup(struct dlb_qps_ip *q, double now);
+size_t dlb_qps_ip_count(const struct dlb_qps_ip *q);
+
+/* ---- locally built answers (rules/answer.c) -------------------------------- */
+
+/*
+ * Each builds the answer to the parsed query @m (packet @pkt, @len bytes)
+ * in place, as dnsdist 1.7.3 does (rules/answer.c lists what was observed):
+ * the query's ID, QR=1, opcode, RD, CD and Z copied, RA as @o says
+ * (default: copied from RD), AA from @o when aa_set (else the query's AA,
+ * or set when @o->aa), AD only when @o->ad, the question echoed in the
+ * client's case, then the records (owner: a pointer to the question; class
+ * IN), then an OPT RR as dlb_wire_build_answer does (@so; NULL: defaults).
+ * @o NULL: the defaults (ttl 60). Never writes beyond @cap; on an error the
+ * packet is unchanged.
+ * @return the new length, or DLB_ESPACE (DLB_EINVAL: no question to answer).
+ */
+int dlb_answer_rcode(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m,
+		     uint16_t rcode, const struct dlb_answer_opts *o,
+		     const struct dlb_selfanswer_opts *so);
+/** TC=1, no records (TCAction; AA and AD clear, RA copied from RD). */
+int dlb_answer_tc(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m,
+		  const struct dlb_selfanswer_opts *so);
+/**
+ * SpoofAction: A records for the IPv4 addresses when qtype is A, AAAA for
+ * IPv6 when AAAA, both for ANY, in a random order (dnsdist shuffles them);
+ * owner = the qname (compression pointer to the question).
+ * @return 0 when no address matches the qtype (MX, TXT, ...; also n == 0):
+ * the packet is untouched and, as in dnsdist, the action does nothing (the
+ * next rule runs).
+ */
+int dlb_answer_spoof_addrs(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m,
+			   const struct sockaddr_storage *addrs, int n,
+			   const struct dlb_answer_opts *o, const struct dlb_selfanswer_opts *so);
+/** SpoofCNAMEAction: one CNAME to the wire name @target. */
+int dlb_answer_spoof_cname(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m,
+			   const uint8_t *target, size_t target_len,
+			   const struct dlb_answer_opts *o, const struct dlb_selfanswer_opts *so);
+/**
+ * SpoofRawAction: one record per rdata, in a random order (dnsdist
+ * shuffles them), of the query's type and class (dnsdist 1.7.3 writes class
+ * IN), and no OPT RR even when the query had EDNS (dnsdist 1.7.3; @so is
+ * unused).
+ */
+int dlb_answer_spoof_raw(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m,
+			 uint8_t *const *rdata, const uint16_t *rdlen, int n,
+			 const struct dlb_answer_opts *o, const struct dlb_selfanswer_opts *so);
+/**
+ * NegativeAndSOAAction: NXDOMAIN (@nxd) or NODATA with the SOA of @a->u.soa
+ * (owner the zone, TTL u.soa.ttl, names uncompressed), in the additional
+ * section before the OPT RR unless u.soa.soa_in_authority; flags from u.soa.o.
+ */
+int dlb_answer_negative_soa(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m,
+			    const struct dlb_act *a, const struct dlb_selfanswer_opts *so);
+
+/* ---- query/response logging (rules/log.c) ---------------------------------- */
+
+/**
+ * LogAction(file, binary, append, buffered, verboseOnly, includeTimestamp) /
+ * LogResponseAction(file, append, buffered, verboseOnly, includeTimestamp).
+ * An empty @path logs to the daemon's log (only with setVerbose when
+ * @verbose_only). Each record is written with one write(2) on an O_APPEND
+ * descriptor, so workers never lock; dlb_log_reload reopens the file (after
+ * rotation) and swaps the descriptor atomically with dup2.
+ * @return NULL with a message in @err.
+ */
+struct dlb_log *dlb_log_open(const char *path, bool binary, bool append, bool buffered,
+			     bool verbose_only, bool timestamp, char *err, size_t errlen);
+void dlb_log_free(struct dlb_log *l);
+int dlb_log_reload(struct dlb_log *l);
+/** Log the query (or, @dq->response, the response) of @dq. Thread: any. */
+void dlb_log_write(struct dlb_log *l, const struct dlb_dq *dq, bool verbose);
+
+/* ---- rules and chains ------------------------------------------------------ */
+
+enum dlb_chain_kind {
+	DLB_CHAIN_QUERY = 0,
+	DLB_CHAIN_RESPONSE,
+	DLB_CHAIN_CACHE_HIT,
+	DLB_CHAIN_SELF_ANSWERED,
+	DLB_CHAIN_CACHE_INSERTED,
+	DLB_CHAIN__COUNT
+};
+
+/** One worker's match counter, alone on its cache line. */
+struct dlb_rule_ctr {
+	uint64_t hits;
+	char pad[56];
+};
+
+struct dlb_rule {
+	struct dlb_sel *sel;		/* one reference each */
+	struct dlb_act *act;
+	char name[64];			/* name=, "" if none */
+	char uuid[40];			/* uuid=, else random (v4 text) */
+	uint64_t creation;		/* creation order (showRules' #) */
+	int refs;			/* main thread: Lua objects + chains */
+	struct dlb_rule_ctr *ctr;	/* [DLB_MAX_WORKERS + 1]: one per worker, the last for
+					 * any other thread (explainQuery, tests) */
+};
+
+/** New rule; takes a reference on @sel and @act. NULL on ENOMEM. */
+struct dlb_rule *dlb_rule_new(struct dlb_sel *sel, struct dlb_act *act, const char *name,
+			      const char *uuid);
+void dlb_rule_ref(struct dlb_rule *r);
+void dlb_rule_unref(struct dlb_rule *r);
+/** Sum of the workers' match counters. Thread: any (relaxed loads). */
+uint64_t dlb_rule_hits(const struct dlb_rule *r);
+
+struct dlb_chain {
+	ck_epoch_entry_t epoch;		/* retirement (first member: the callback casts) */
+	int n;
+	struct dlb_rule *v[];		/* each holds one reference */
+};
+
+/**
+ * The chain of @kind now in force (never NULL: an empty chain at least).
+ * Thread: any; workers inside their epoch section.
+ */
+const struct dlb_chain *dlb_rules_chain(enum dlb_chain_kind kind);
+
+/**
+ * Publish @v[0..n) as the chain of @kind (references are taken; the caller
+ * keeps its own). The old chain is retired through @rt (NULL: before any
+ * worker runs, freed at once). Main thread. @return 0 or DLB_ENOMEM.
+ */
+int dlb_rules_publish(enum dlb_chain_kind kind, struct dlb_rule *const *v, int n,
+		      struct dlb_rcu_thread *rt);
+
+/**
+ * Housekeeping of the published rules, every second (main thread): idle
+ * subnets of the MaxQPSIPRule tables are reclaimed (each table throttles
+ * itself to its cleanupDelay). @now: the workers' loop clock.
+ */
+void dlb_rules_maintenance(double now);
+
+/** Drop every chain (shutdown; no worker may run). */
+void dlb_rules_shutdown(void);
+
+struct dlb_stats;
+
+/**
+ * Walk the query chain: each matching rule's counter is bumped and its action
+ * run; the first stopping action decides. Counters: rule-drop, rule-nxdomain,
+ * rule-refused, rule-servfail, rule-truncated, self-answered, lua-errors.
+ * @return DLB_R_FORWARD (no rule stopped it, or Allow/Pool/NoRecurse: forward
+ * to dq->pool), DLB_R_DROP, DLB_R_ANSWER (dq->pkt/len hold the answer) or
+ * DLB_R_SERVFAIL (the caller answers SERVFAIL).
+ */
+enum dlb_verdict_r dlb_rules_run_query(const struct dlb_chain *c, struct dlb_dq *dq,
+				       struct dlb_stats *st);
+
+/**
+ * Walk a response chain over dq->pkt (a response): @return DLB_R_FORWARD
+ * (send it; TTLs or records may have been edited and dq->len shortened),
+ * DLB_R_DROP (do not send), DLB_R_SERVFAIL (send SERVFAIL instead).
+ */
+enum dlb_verdict_r dlb_rules_run_response(const struct dlb_chain *c, struct dlb_dq *dq,
+					  struct dlb_stats *st);
+
+/* ---- the Lua leaf interface (implemented by lua/worker.c) ------------------ */
+
+/*
+ * LuaRule, LuaAction and LuaResponseAction keep the number of their Lua
+ * function (u.lua.fn, in creation order; see docs/lua.md) and where it was
+ * defined (u.lua.src, "file:line"), and run it in the calling worker's own
+ * state dq->lua. These return -1 on a Lua error (counted by the caller).
+ */
+
+/** LuaRule: 1 match, 0 no match, -1 error. */
+int dlb_luaw_rule(struct dlb_lua_worker *lw, int fn, const char *src, struct dlb_dq *dq);
+
+/**
+ * LuaAction / LuaResponseAction: the DNSAction (or DNSResponseAction) value
+ * the function returned, its optional string in @arg (NUL-terminated,
+ * truncated to @argsz-1, its length in *@arglen: SpoofPacket's may hold
+ * NULs), or -1 on error. Changes the function made through dq
+ * methods (tags, header bits, skipCache, pool, dq:spoof, setContent) are
+ * already applied to @dq.
+ */
+int dlb_luaw_action(struct dlb_lua_worker *lw, int fn, const char *src, struct dlb_dq *dq,
+		    bool response, char *arg, size_t argsz, size_t *arglen);
+
+/* dnsdist 1.7's DNSAction::Action values (lua/conf.c exports the same table) */
+enum dlb_dnsaction {
+	DLB_DA_DROP = 0, DLB_DA_NXDOMAIN, DLB_DA_REFUSED, DLB_DA_SPOOF, DLB_DA_ALLOW,
+	DLB_DA_HEADER_MODIFY, DLB_DA_POOL, DLB_DA_DELAY, DLB_DA_TRUNCATE, DLB_DA_SERVFAIL,
+	DLB_DA_NONE, DLB_DA_NOOP, DLB_DA_NO_RECURSE, DLB_DA_SPOOF_RAW, DLB_DA_SPOOF_PACKET,
+	DLB_DA_SET_TAG,
+};
+
+/* dnsdist 1.7's DNSResponseAction::Action values */
+enum dlb_dnsresponseaction {
+	DLB_DRA_ALLOW = 0, DLB_DRA_DELAY, DLB_DRA_DROP, DLB_DRA_HEADER_MODIFY, DLB_DRA_SERVFAIL,
+	DLB_DRA_NONE,
+};
+
+#endif
