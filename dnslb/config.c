@@ -33,6 +33,14 @@ static const char *const default_acl[] = {
 };
 
 const char *
+dlb_config_policy_name(const struct dlb_config *cfg, int p)
+{
+	if (p >= DLB_POLICY_LUA && p < DLB_POLICY_LUA + cfg->nlua_policies)
+		return cfg->lua_policies[p - DLB_POLICY_LUA].name;
+	return dlb_policy_name((enum dlb_policy)p);
+}
+
+const char *
 dlb_policy_name(enum dlb_policy p)
 {
 	switch (p) {
@@ -48,8 +56,10 @@ dlb_policy_name(enum dlb_policy p)
 		return "whashed";
 	case DLB_POLICY_CHASHED:
 		return "chashed";
+	case DLB_POLICY_LUA:
+		return "lua";
 	}
-	return "unknown";
+	return p > DLB_POLICY_LUA ? "lua" : "unknown";
 }
 
 void

@@ -49,8 +49,20 @@ enum dlb_policy {
 	DLB_POLICY_WRANDOM,
 	DLB_POLICY_WHASHED,
 	DLB_POLICY_CHASHED,
+	/* DLB_POLICY_LUA + k: cfg->lua_policies[k] (newServerPolicy, setServerPolicyLua) */
+	DLB_POLICY_LUA = 100,
 };
 
+#define DLB_MAX_LUA_POLICIES 32
+
+/** A Lua policy: its function's number in every Lua state (lua/worker.h). */
+struct dlb_lua_policy {
+	char name[64];
+	int fn;
+	char src[96];			/* "file:line" of the function */
+};
+
+/** Name of a built-in policy ("leastOutstanding", ...); "lua" for Lua ones. */
 const char *dlb_policy_name(enum dlb_policy p);
 
 /** One newServer(). Lives until process exit. */
@@ -165,7 +177,9 @@ struct dlb_config {
 	int cache_cleaning_pct;			/* setCacheCleaningPercentage, default 100 */
 
 	int workers;				/* 0 = number of CPUs */
-	int policy;				/* enum dlb_policy, global */
+	int policy;				/* enum dlb_policy, global (atomic) */
+	struct dlb_lua_policy lua_policies[DLB_MAX_LUA_POLICIES];	/* append-only */
+	int nlua_policies;
 	int udp_timeout_ms;			/* setUDPTimeout, default 2000 */
 	int max_udp_outstanding;		/* setMaxUDPOutstanding, per backend and worker, default 65535 */
 	bool servfail_when_no_server;
@@ -194,6 +208,9 @@ struct dlb_config {
 	bool verbose;
 	bool verbose_health_checks;
 };
+
+/** Name of policy @p: a built-in's, or the Lua policy's own name. */
+const char *dlb_config_policy_name(const struct dlb_config *cfg, int p);
 
 /** Defaults as dnsdist 1.7.3 has them. Ownership: caller frees with dlb_config_free. */
 struct dlb_config *dlb_config_new(void);

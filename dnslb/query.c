@@ -11,6 +11,7 @@
 #include "dnslb/proxyproto.h"
 #include "dnslb/tcp.h"
 #include "dnslb/worker.h"
+#include "lua/worker.h"
 
 /* @self: count in self-answered (not for no-policy SERVFAILs, counted there). */
 static enum dlb_verdict
@@ -168,6 +169,39 @@ cache_answer(struct dlb_worker *w, struct dlb_query *q)
 	return answer_rules(w, q, DLB_CHAIN_CACHE_HIT);
 }
 
+/* The policy of @pool: its own, else the global one (both may change at runtime). */
+static int
+pool_policy(const struct dlb_worker *w, const struct dlb_pool *pool)
+{
+	int p = __atomic_load_n(&pool->policy, __ATOMIC_RELAXED);
+
+	return p >= 0 ? p : __atomic_load_n(&w->cfg->policy, __ATOMIC_RELAXED);
+}
+
+/* The rules' view of query @q (q->dq), with no decision taken yet. */
+static void
+dq_init(struct dlb_worker *w, struct dlb_query *q, struct dlb_dq *dq)
+{
+	q->has_dq = true;
+	memset(dq, 0, offsetof(struct dlb_dq, tags));
+	dq->pkt = q->pkt;
+	dq->len = q->len;
+	dq->cap = q->cap;
+	dq->m = &q->m;
+	dq->remote = q->client;
+	dq->local = q->local;
+	dq->tcp = q->tcp;
+	dq->worker = w->id;
+	dq->lua = w->lua;
+	dq->cfg = w->cfg;
+	dq->now = dlb_worker_now(w);
+	dq->t_start = dq->now;
+	dq->rng = &w->rng;
+	dq->be_index = -1;
+	dlb_dq_reset_decisions(dq);
+	dlb_tags_clear(&dq->tags);
+}
+
 /*
  * Run the query rules. @return DLB_V_FORWARD to go on (with q->pool and the
  * per-query decisions set), or the final verdict of a rule that answered or
@@ -187,24 +221,7 @@ query_rules(struct dlb_worker *w, struct dlb_query *q, const struct dlb_chain *c
 		q->pkt = w->scratch;
 		q->cap = DLB_RBUF_SIZE;
 	}
-	q->has_dq = true;
-	memset(dq, 0, offsetof(struct dlb_dq, tags));
-	dq->pkt = q->pkt;
-	dq->len = q->len;
-	dq->cap = q->cap;
-	dq->m = &q->m;
-	dq->remote = q->client;
-	dq->local = q->local;
-	dq->tcp = q->tcp;
-	dq->worker = w->id;
-	dq->lua = w->lua;
-	dq->cfg = w->cfg;
-	dq->now = dlb_worker_now(w);
-	dq->t_start = dq->now;
-	dq->rng = &w->rng;
-	dq->be_index = -1;
-	dlb_dq_reset_decisions(dq);
-	dlb_tags_clear(&dq->tags);
+	dq_init(w, q, dq);
 
 	v = dlb_rules_run_query(c, dq, &w->stats);
 	q->len = dq->len;
@@ -322,7 +339,10 @@ dlb_query_process(struct dlb_worker *w, struct dlb_query *q)
 		if (v != DLB_V_FORWARD)
 			return v;
 	}
-	q->be = q->pool != NULL ? dlb_pool_select(w, q->pool, &q->m) : NULL;
+	if (q->pool != NULL && pool_policy(w, q->pool) >= DLB_POLICY_LUA && !q->has_dq)
+		dq_init(w, q, &q->dq);	/* a Lua policy gets the dq */
+	q->be = q->pool != NULL ? dlb_pool_select(w, q->pool, &q->m, q->has_dq ? &q->dq : NULL)
+				: NULL;
 	q->key.qtype = q->m.qtype;
 	q->key.qclass = q->m.qclass;
 	q->key.qname_len = q->m.qname_len;
@@ -625,6 +645,7 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 
 /* ---- policies ---------------------------------------------------------- */
 
+
 static bool
 under_qps(struct dlb_worker *w, const struct dlb_backend *be)
 {
@@ -790,13 +811,39 @@ consistent_hashed(struct dlb_worker *w, const struct dlb_pool *pool, uint32_t h)
 	return NULL;
 }
 
-struct dlb_backend *
-dlb_pool_select(struct dlb_worker *w, const struct dlb_pool *pool, const struct dlb_dnsmsg *m)
+/*
+ * A Lua policy (newServerPolicy, setServerPolicyLua) in this worker's own
+ * state. Without a dq (no query at hand) or on a Lua error (counted in
+ * lua-errors), leastOutstanding decides.
+ */
+static struct dlb_backend *
+lua_policy(struct dlb_worker *w, const struct dlb_pool *pool, int policy, struct dlb_dq *dq)
 {
-	int policy = pool->policy >= 0 ? pool->policy : w->cfg->policy;
+	const struct dlb_config *cfg = w->cfg;
+	int k = policy - DLB_POLICY_LUA;
+	int nlp = __atomic_load_n(&cfg->nlua_policies, __ATOMIC_ACQUIRE);
+	int idx;
+
+	if (dq == NULL || k >= nlp)
+		return least_outstanding(w, pool);
+	idx = dlb_luaw_policy(w->lua, cfg->lua_policies[k].fn, cfg->lua_policies[k].src, pool, dq);
+	if (idx == -1) {
+		w->stats.lua_errors++;
+		return least_outstanding(w, pool);
+	}
+	return idx >= 0 && idx < cfg->nbackends ? cfg->backends[idx] : NULL;
+}
+
+struct dlb_backend *
+dlb_pool_select(struct dlb_worker *w, const struct dlb_pool *pool, const struct dlb_dnsmsg *m,
+		struct dlb_dq *dq)
+{
+	int policy = pool_policy(w, pool);
 
 	if (pool->n == 0)
 		return NULL;
+	if (policy >= DLB_POLICY_LUA)
+		return lua_policy(w, pool, policy, dq);
 	switch (policy) {
 	case DLB_POLICY_FIRST_AVAILABLE:
 		for (int i = 0; i < pool->n; i++) {

@@ -130,8 +130,12 @@ bool dlb_query_answer_stale(struct dlb_worker *w, const struct dlb_slot *s);
 void dlb_query_account_answer(struct dlb_worker *w, const uint8_t *pkt, size_t len,
 			      double t_start);
 
-/** Choose a backend from @pool by its (or the global) policy. NULL if none. */
+/**
+ * Choose a backend from @pool by its (or the global) policy. NULL if none.
+ * @dq: the query's view, for a Lua policy (NULL: a Lua policy falls back to
+ * leastOutstanding).
+ */
 struct dlb_backend *dlb_pool_select(struct dlb_worker *w, const struct dlb_pool *pool,
-				    const struct dlb_dnsmsg *m);
+				    const struct dlb_dnsmsg *m, struct dlb_dq *dq);
 
 #endif

@@ -54,6 +54,7 @@
 #include "dnslb/wire.h"
 #include "lua/objects.h"
 #include "lua/rules_lua.h"
+#include "lua/worker.h"
 
 #ifndef DLB_VERSION
 #define DLB_VERSION "unknown"
@@ -639,6 +640,26 @@ push_server(lua_State *L, struct dlb_backend *be)
 		lua_rawset(L, -3);
 		lua_pop(L, 1);
 	}
+}
+
+void
+dlb_lua_push_server(lua_State *L, struct dlb_backend *be)
+{
+	push_server(L, be);
+}
+
+struct dlb_backend *
+dlb_lua_to_server(lua_State *L, int idx)
+{
+	struct server_ref *r = luaL_testudata(L, idx, MT_SERVER);
+	struct dlb_config *cfg = conf_get(L)->cfg;
+
+	if (r == NULL)
+		return NULL;
+	for (int i = 0; i < cfg->nbackends; i++)
+		if (cfg->backends[i] == r->be && strcmp(cfg->backends[i]->uuid, r->uuid) == 0)
+			return r->be;
+	return NULL;
 }
 
 /* The live backend a Server object refers to, or a Lua error if it was removed. */
@@ -2085,7 +2106,7 @@ l_show_pools(lua_State *L)
 		}
 		luaL_pushresult(&b);
 		print_pool_row(L, p->name, lua_tostring(L, -2),
-			       dlb_policy_name(policy >= 0 ? policy : cfg->policy),
+			       dlb_config_policy_name(cfg, policy >= 0 ? policy : cfg->policy),
 			       lua_tostring(L, -1));
 		lua_pop(L, 2);
 	}
@@ -2117,9 +2138,12 @@ static int
 l_policy_index(lua_State *L)
 {
 	int p = check_policy(L, 1);
+	const char *k = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : "";
 
-	if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "name") == 0)
-		lua_pushstring(L, dlb_policy_name(p));
+	if (strcmp(k, "name") == 0)
+		lua_pushstring(L, dlb_config_policy_name(conf_get(L)->cfg, p));
+	else if (strcmp(k, "policy") == 0 && p >= DLB_POLICY_LUA)
+		lua_getiuservalue(L, 1, 1);	/* a Lua policy's function */
 	else
 		lua_pushnil(L);
 	return 1;
@@ -2128,7 +2152,7 @@ l_policy_index(lua_State *L)
 static int
 l_policy_tostring(lua_State *L)
 {
-	lua_pushstring(L, dlb_policy_name(check_policy(L, 1)));
+	lua_pushstring(L, dlb_config_policy_name(conf_get(L)->cfg, check_policy(L, 1)));
 	return 1;
 }
 
@@ -2144,7 +2168,7 @@ l_set_server_policy(lua_State *L)
 static int
 l_show_server_policy(lua_State *L)
 {
-	conf_print(L, dlb_policy_name(conf_get(L)->cfg->policy));
+	conf_print(L, dlb_config_policy_name(conf_get(L)->cfg, conf_get(L)->cfg->policy));
 	return 0;
 }
 
@@ -2166,7 +2190,65 @@ l_show_pool_server_policy(lua_State *L)
 	struct dlb_pool *pool = dlb_config_find_pool(cfg, arg_string(L, 1, "showPoolServerPolicy"));
 
 	/* a pool without its own policy uses the global one, and dnsdist prints that */
-	conf_print(L, dlb_policy_name(pool && pool->policy >= 0 ? pool->policy : cfg->policy));
+	conf_print(L, dlb_config_policy_name(cfg, pool && pool->policy >= 0 ? pool->policy
+								       : cfg->policy));
+	return 0;
+}
+
+/*
+ * newServerPolicy(name, function(servers, dq) ... end): a Lua policy. The
+ * function is numbered like LuaAction functions (lua/worker.h), so each
+ * worker runs its own state's copy; it returns a Server of `servers` (or its
+ * 1-based position), or nil for "no server".
+ */
+static int
+new_lua_policy(lua_State *L, const char *fn, int name_idx, int fn_idx)
+{
+	struct dlb_config *cfg = conf_get(L)->cfg;
+	const char *name = arg_string(L, name_idx, fn);
+	struct dlb_lua_policy *lp;
+	struct policy_ref *r;
+
+	luaL_checktype(L, fn_idx, LUA_TFUNCTION);
+	if (cfg->nlua_policies >= DLB_MAX_LUA_POLICIES)
+		return luaL_error(L, "%s: too many Lua policies (%d)", fn, DLB_MAX_LUA_POLICIES);
+	lp = &cfg->lua_policies[cfg->nlua_policies];
+	snprintf(lp->name, sizeof(lp->name), "%s", name);
+	lp->fn = dlb_lua_register_fn(L, fn_idx, lp->src, sizeof(lp->src));
+	r = lua_newuserdatauv(L, sizeof(*r), 1);
+	r->policy = DLB_POLICY_LUA + cfg->nlua_policies;
+	lua_pushvalue(L, fn_idx);
+	lua_setiuservalue(L, -2, 1);
+	luaL_setmetatable(L, MT_POLICY);
+	/* published last: workers read nlua_policies only through a policy number */
+	__atomic_store_n(&cfg->nlua_policies, cfg->nlua_policies + 1, __ATOMIC_RELEASE);
+	return 1;
+}
+
+static int
+l_new_server_policy(lua_State *L)
+{
+	return new_lua_policy(L, "newServerPolicy", 1, 2);
+}
+
+/* setServerPolicyLua(name, function) */
+static int
+l_set_server_policy_lua(lua_State *L)
+{
+	new_lua_policy(L, "setServerPolicyLua", 1, 2);
+	__atomic_store_n(&conf_get(L)->cfg->policy, check_policy(L, -1), __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* setPoolServerPolicyLua(name, function, pool) */
+static int
+l_set_pool_server_policy_lua(lua_State *L)
+{
+	const char *fn = "setPoolServerPolicyLua";
+	struct dlb_pool *pool = get_pool(L, fn, arg_string(L, 3, fn));
+
+	new_lua_policy(L, fn, 1, 2);
+	__atomic_store_n(&pool->policy, check_policy(L, -1), __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -2765,6 +2847,9 @@ static const luaL_Reg conf_funcs[] = {
 	{ "setCacheCleaningPercentage", l_set_cache_cleaning_percentage },
 	/* policies */
 	{ "setServerPolicy", l_set_server_policy },
+	{ "newServerPolicy", l_new_server_policy },
+	{ "setServerPolicyLua", l_set_server_policy_lua },
+	{ "setPoolServerPolicyLua", l_set_pool_server_policy_lua },
 	{ "showServerPolicy", l_show_server_policy },
 	{ "setPoolServerPolicy", l_set_pool_server_policy },
 	{ "showPoolServerPolicy", l_show_pool_server_policy },

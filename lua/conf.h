@@ -59,6 +59,12 @@ void dlb_lua_conf_set_rcu(struct dlb_lua_conf *lc, struct dlb_rcu_thread *rt);
  */
 int dlb_lua_conf_load_file(struct dlb_lua_conf *lc, const char *path, char *err, size_t errlen);
 
+struct dlb_backend;
+/** Push a Server object for @be (the state's config must hold it). */
+void dlb_lua_push_server(lua_State *L, struct dlb_backend *be);
+/** The backend of the Server object at @idx, or NULL (not a Server, or removed). */
+struct dlb_backend *dlb_lua_to_server(lua_State *L, int idx);
+
 /**
  * Call the config's global maintenance() if it defines one (dnsdist calls it
  * every second). An error is logged, at most once a minute, and does not

@@ -1221,15 +1221,39 @@ log_error(struct dlb_lua_worker *lw, const char *what, const char *src, const ch
 }
 
 /*
- * Push function @fn and call it with the dq for @dq; its @nres results are
- * left on the stack. @return 0, or -1 (logged; the stack back at SLOT__TOP).
+ * Push the table of Server objects of @pool's members (in order), built once
+ * per pool and kept in the registry.
+ */
+static void
+push_pool_servers(lua_State *L, const struct dlb_pool *pool)
+{
+	static const char key = 'p';
+
+	push_registry_table(L, &key);
+	if (lua_rawgetp(L, -1, pool) != LUA_TTABLE) {
+		lua_pop(L, 1);
+		lua_createtable(L, pool->n, 0);
+		for (int i = 0; i < pool->n; i++) {
+			dlb_lua_push_server(L, pool->members[i]);
+			lua_rawseti(L, -2, i + 1);
+		}
+		lua_pushvalue(L, -1);
+		lua_rawsetp(L, -3, pool);
+	}
+	lua_remove(L, -2);
+}
+
+/*
+ * Push function @fn and call it with the dq for @dq (preceded by the
+ * servers of @pool when not NULL: a policy); its @nres results are left on
+ * the stack. @return 0, or -1 (logged; the stack back at SLOT__TOP).
  */
 static int
-call_fn(struct dlb_lua_worker *lw, const char *what, int fn, const char *src, struct dlb_dq *dq,
-	bool response, int nres)
+call_fn_pool(struct dlb_lua_worker *lw, const char *what, int fn, const char *src,
+	     struct dlb_dq *dq, bool response, const struct dlb_pool *pool, int nres)
 {
 	lua_State *L = lw->L;
-	int st;
+	int st, nargs = 1;
 
 	if (fn < 1 || fn > lw->nfns || (src != NULL && strcmp(lw->srcs[fn], src) != 0)) {
 		if (!lw->mismatch_logged) {
@@ -1243,12 +1267,16 @@ call_fn(struct dlb_lua_worker *lw, const char *what, int fn, const char *src, st
 		return -1;
 	}
 	lua_rawgeti(L, SLOT_FNS, fn);
+	if (pool != NULL) {
+		push_pool_servers(L, pool);
+		nargs++;
+	}
 	lua_pushvalue(L, SLOT_DQ);
 	lw->box->dq = dq;
 	lw->box->response = response;
 	lw->box->pool_named = false;
 	arm(lw);
-	st = lua_pcall(L, 1, nres, SLOT_MSGH);
+	st = lua_pcall(L, nargs, nres, SLOT_MSGH);
 	lw->box->dq = NULL;
 	/*
 	 * A GC step when the state grew: Lua's own collector follows the
@@ -1267,6 +1295,17 @@ call_fn(struct dlb_lua_worker *lw, const char *what, int fn, const char *src, st
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * Push function @fn and call it with the dq for @dq; its @nres results are
+ * left on the stack. @return 0, or -1 (logged; the stack back at SLOT__TOP).
+ */
+static int
+call_fn(struct dlb_lua_worker *lw, const char *what, int fn, const char *src, struct dlb_dq *dq,
+	bool response, int nres)
+{
+	return call_fn_pool(lw, what, fn, src, dq, response, NULL, nres);
 }
 
 int
@@ -1347,4 +1386,31 @@ dlb_luaw_action(struct dlb_lua_worker *lw, int fn, const char *src, struct dlb_d
 	}
 	lua_settop(L, SLOT__TOP);
 	return (int)action;
+}
+
+int
+dlb_luaw_policy(struct dlb_lua_worker *lw, int fn, const char *src, const struct dlb_pool *pool,
+		struct dlb_dq *dq)
+{
+	lua_State *L;
+	struct dlb_backend *be;
+	int idx = -1;
+
+	if (lw == NULL || call_fn_pool(lw, "Lua policy", fn, src, dq, false, pool, 1) != 0)
+		return -1;
+	L = lw->L;
+	if (lua_isinteger(L, -1)) {
+		lua_Integer i = lua_tointeger(L, -1);
+
+		if (i >= 1 && i <= pool->n)
+			idx = pool->members[i - 1]->index;
+	} else if ((be = dlb_lua_to_server(L, -1)) != NULL) {
+		idx = be->index;
+	} else if (!lua_isnil(L, -1)) {
+		log_error(lw, "Lua policy", lw->srcs[fn], "it must return a Server, a position or nil");
+		lua_settop(L, SLOT__TOP);
+		return -1;
+	}
+	lua_settop(L, SLOT__TOP);
+	return idx >= 0 ? idx : -2;
 }

@@ -44,4 +44,16 @@ struct dlb_lua_worker *dlb_luaw_new(const struct dlb_lua_conf *lc, const struct 
 				    int id, char *err, size_t errlen);
 void dlb_luaw_free(struct dlb_lua_worker *lw);
 
+struct dlb_pool;
+struct dlb_dq;
+/**
+ * Run Lua policy function @fn (newServerPolicy, setServerPolicyLua) as
+ * f(servers, dq), servers being @pool's members in order. It returns a
+ * Server, its 1-based position, or nil.
+ * @return the chosen backend's index, -2 for "none" (nil, or a server not in
+ * the pool), -1 on error (logged).
+ */
+int dlb_luaw_policy(struct dlb_lua_worker *lw, int fn, const char *src, const struct dlb_pool *pool,
+		    struct dlb_dq *dq);
+
 #endif
