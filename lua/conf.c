@@ -52,6 +52,8 @@
 #include "dnslb/netmask.h"
 #include "dnslb/rcu.h"
 #include "dnslb/wire.h"
+#include "lua/args.h"
+#include "lua/explain.h"
 #include "lua/objects.h"
 #include "lua/rules_lua.h"
 #include "lua/worker.h"
@@ -121,11 +123,6 @@ struct cache_ref {
 	struct dlb_cache *c;		/* owned by cfg->caches */
 };
 
-struct named_value {
-	const char *name;
-	int value;
-};
-
 /* the registry key of the struct dlb_lua_conf pointer */
 static const char conf_key = 'c';
 /* the registry key of the table {lightuserdata cache -> its PacketCache object} */
@@ -137,45 +134,7 @@ static const char print_key = 'r';
 
 /* ---- constants ---------------------------------------------------------- */
 
-/* dnsdist's QType::names (1.7) */
-static const struct named_value qtypes[] = {
-	{ "A", 1 }, { "NS", 2 }, { "MD", 3 }, { "MF", 4 }, { "CNAME", 5 }, { "SOA", 6 },
-	{ "MB", 7 }, { "MG", 8 }, { "MR", 9 }, { "NULL", 10 }, { "WKS", 11 }, { "PTR", 12 },
-	{ "HINFO", 13 }, { "MINFO", 14 }, { "MX", 15 }, { "TXT", 16 }, { "RP", 17 },
-	{ "AFSDB", 18 }, { "SIG", 24 }, { "KEY", 25 }, { "AAAA", 28 }, { "LOC", 29 },
-	{ "SRV", 33 }, { "NAPTR", 35 }, { "KX", 36 }, { "CERT", 37 }, { "A6", 38 },
-	{ "DNAME", 39 }, { "OPT", 41 }, { "APL", 42 }, { "DS", 43 }, { "SSHFP", 44 },
-	{ "IPSECKEY", 45 }, { "RRSIG", 46 }, { "NSEC", 47 }, { "DNSKEY", 48 }, { "DHCID", 49 },
-	{ "NSEC3", 50 }, { "NSEC3PARAM", 51 }, { "TLSA", 52 }, { "SMIMEA", 53 }, { "RKEY", 57 },
-	{ "CDS", 59 }, { "CDNSKEY", 60 }, { "OPENPGPKEY", 61 }, { "CSYNC", 62 },
-	{ "ZONEMD", 63 }, { "SVCB", 64 }, { "HTTPS", 65 }, { "SPF", 99 }, { "NID", 104 },
-	{ "L32", 105 }, { "L64", 106 }, { "LP", 107 }, { "EUI48", 108 }, { "EUI64", 109 },
-	{ "TKEY", 249 }, { "TSIG", 250 }, { "IXFR", 251 }, { "AXFR", 252 }, { "MAILB", 253 },
-	{ "MAILA", 254 }, { "ANY", 255 }, { "URI", 256 }, { "CAA", 257 }, { "DLV", 32769 },
-	{ "ADDR", 65400 }, { "ALIAS", 65401 }, { "LUA", 65402 },
-	{ NULL, 0 },
-};
-
-static const struct named_value qclasses[] = {
-	{ "IN", 1 }, { "CHAOS", 3 }, { "NONE", 254 }, { "ANY", 255 },
-	{ NULL, 0 },
-};
-
-static const struct named_value rcodes[] = {
-	{ "NOERROR", 0 }, { "FORMERR", 1 }, { "SERVFAIL", 2 }, { "NXDOMAIN", 3 },
-	{ "NOTIMP", 4 }, { "REFUSED", 5 }, { "YXDOMAIN", 6 }, { "YXRRSET", 7 },
-	{ "NXRRSET", 8 }, { "NOTAUTH", 9 }, { "NOTZONE", 10 }, { "BADVERS", 16 },
-	{ "BADSIG", 16 }, { "BADKEY", 17 }, { "BADTIME", 18 }, { "BADMODE", 19 },
-	{ "BADNAME", 20 }, { "BADALG", 21 }, { "BADTRUNC", 22 }, { "BADCOOKIE", 23 },
-	{ NULL, 0 },
-};
-
-static const struct named_value opcodes[] = {
-	{ "Query", 0 }, { "IQuery", 1 }, { "Status", 2 }, { "Notify", 4 }, { "Update", 5 },
-	{ NULL, 0 },
-};
-
-static const struct named_value sections[] = {
+static const struct dlb_lua_named sections[] = {
 	{ "Question", 0 }, { "Answer", 1 }, { "Authority", 2 }, { "Additional", 3 },
 	{ NULL, 0 },
 };
@@ -184,7 +143,7 @@ static const struct named_value sections[] = {
  * dnsdist 1.7's DNSAction::Action order; SpoofPacket (1.8) and SetTag (1.9)
  * appended at the numbers later versions give them.
  */
-static const struct named_value actions[] = {
+static const struct dlb_lua_named actions[] = {
 	{ "Drop", 0 }, { "Nxdomain", 1 }, { "Refused", 2 }, { "Spoof", 3 }, { "Allow", 4 },
 	{ "HeaderModify", 5 }, { "Pool", 6 }, { "Delay", 7 }, { "Truncate", 8 },
 	{ "ServFail", 9 }, { "None", 10 }, { "NoOp", 11 }, { "NoRecurse", 12 },
@@ -193,13 +152,13 @@ static const struct named_value actions[] = {
 };
 
 /* dnsdist 1.7's DNSResponseAction::Action (Truncate was inserted before None later) */
-static const struct named_value response_actions[] = {
+static const struct dlb_lua_named response_actions[] = {
 	{ "Allow", 0 }, { "Delay", 1 }, { "Drop", 2 }, { "HeaderModify", 3 },
 	{ "ServFail", 4 }, { "None", 5 },
 	{ NULL, 0 },
 };
 
-static const struct named_value edns_options[] = {
+static const struct dlb_lua_named edns_options[] = {
 	{ "NSID", 3 }, { "DAU", 5 }, { "DHU", 6 }, { "N3U", 7 }, { "ECS", 8 },
 	{ "EXPIRE", 9 }, { "COOKIE", 10 }, { "TCPKEEPALIVE", 11 }, { "PADDING", 12 },
 	{ "CHAIN", 13 }, { "KEYTAG", 14 },
@@ -208,12 +167,12 @@ static const struct named_value edns_options[] = {
 
 static const struct {
 	const char *name;
-	const struct named_value *values;
+	const struct dlb_lua_named *values;
 } constant_tables[] = {
-	{ "DNSQType", qtypes },
-	{ "DNSClass", qclasses },
-	{ "DNSRCode", rcodes },
-	{ "DNSOpcode", opcodes },
+	{ "DNSQType", dlb_lua_qtypes },
+	{ "DNSClass", dlb_lua_qclasses },
+	{ "DNSRCode", dlb_lua_rcodes },
+	{ "DNSOpcode", dlb_lua_opcodes },
 	{ "DNSSection", sections },
 	{ "DNSAction", actions },
 	{ "DNSResponseAction", response_actions },
@@ -267,203 +226,6 @@ config_time_only(lua_State *L, const char *fn)
 		luaL_error(L, "%s cannot be altered at runtime", fn);
 }
 
-/* Output for show*(): through the global print, so the console can capture it. */
-static void
-conf_print(lua_State *L, const char *s)
-{
-	if (lua_getglobal(L, "print") == LUA_TFUNCTION) {
-		lua_pushstring(L, s);
-		lua_call(L, 1, 0);
-	} else {
-		lua_pop(L, 1);
-		fputs(s, stdout);
-		fputc('\n', stdout);
-	}
-}
-
-/* Integer from a number or a numeric string ("10"): dnsdist 1.7 takes both. */
-static bool
-to_integer(lua_State *L, int idx, lua_Integer *out)
-{
-	int t = lua_type(L, idx), isnum = 0;
-
-	if (t != LUA_TNUMBER && t != LUA_TSTRING)
-		return false;
-	*out = lua_tointegerx(L, idx, &isnum);
-	return isnum != 0;
-}
-
-static bool
-to_number(lua_State *L, int idx, lua_Number *out)
-{
-	int t = lua_type(L, idx), isnum = 0;
-
-	if (t != LUA_TNUMBER && t != LUA_TSTRING)
-		return false;
-	*out = lua_tonumberx(L, idx, &isnum);
-	return isnum != 0 && isfinite(*out);
-}
-
-/* true/false, or the strings "true"/"false". */
-static bool
-to_bool(lua_State *L, int idx, bool *out)
-{
-	if (lua_type(L, idx) == LUA_TBOOLEAN) {
-		*out = lua_toboolean(L, idx);
-		return true;
-	}
-	if (lua_type(L, idx) == LUA_TSTRING) {
-		const char *s = lua_tostring(L, idx);
-
-		if (strcmp(s, "true") == 0 || strcmp(s, "false") == 0) {
-			*out = s[0] == 't';
-			return true;
-		}
-	}
-	return false;
-}
-
-static lua_Integer
-arg_int(lua_State *L, int arg, const char *fn, lua_Integer lo, lua_Integer hi)
-{
-	lua_Integer v = 0;
-
-	if (!to_integer(L, arg, &v))
-		luaL_error(L, "%s: argument #%d must be an integer", fn, arg);
-	if (v < lo || v > hi)
-		luaL_error(L, "%s: %I is out of range (%I..%I)", fn, v, lo, hi);
-	return v;
-}
-
-static bool
-arg_bool(lua_State *L, int arg, const char *fn)
-{
-	bool b = false;
-
-	if (!to_bool(L, arg, &b))
-		luaL_error(L, "%s: argument #%d must be a boolean", fn, arg);
-	return b;
-}
-
-static const char *
-arg_string(lua_State *L, int arg, const char *fn)
-{
-	if (lua_type(L, arg) != LUA_TSTRING)
-		luaL_error(L, "%s: argument #%d must be a string", fn, arg);
-	return lua_tostring(L, arg);
-}
-
-/* Integer at stack @idx in [lo, hi]; @what names it in errors ("'maxTTL'"). */
-static lua_Integer
-check_int_at(lua_State *L, int idx, const char *fn, const char *what, lua_Integer lo,
-	     lua_Integer hi)
-{
-	lua_Integer v = 0;
-
-	if (!to_integer(L, idx, &v))
-		luaL_error(L, "%s: %s must be an integer", fn, what);
-	if (v < lo || v > hi)
-		luaL_error(L, "%s: %s is out of range (%I..%I)", fn, what, lo, hi);
-	return v;
-}
-
-static bool
-check_bool_at(lua_State *L, int idx, const char *fn, const char *what)
-{
-	bool b = false;
-
-	if (!to_bool(L, idx, &b))
-		luaL_error(L, "%s: %s must be a boolean", fn, what);
-	return b;
-}
-
-static bool
-name_in(const char *s, const char *const *list)
-{
-	for (; *list != NULL; list++)
-		if (strcmp(s, *list) == 0)
-			return true;
-	return false;
-}
-
-/* Log (not fail on) keys of table @t missing from @known, as dnsdist 1.8+ does. */
-static void
-warn_unknown_keys(lua_State *L, int t, const char *fn, const char *what,
-		  const char *const *known)
-{
-	lua_pushnil(L);
-	while (lua_next(L, t) != 0) {
-		lua_pop(L, 1);
-		if (lua_type(L, -1) != LUA_TSTRING)
-			conf_log(L, DLB_LOG_WARN, "%s: unknown %s of type %s", fn, what,
-				 luaL_typename(L, -1));
-		else if (!name_in(lua_tostring(L, -1), known))
-			conf_log(L, DLB_LOG_WARN, "%s: unknown %s '%s'", fn, what,
-				 lua_tostring(L, -1));
-	}
-}
-
-/* Option @key of table @t as an integer in [lo, hi]. @return false when absent. */
-static bool
-opt_int(lua_State *L, int t, const char *fn, const char *key, lua_Integer lo, lua_Integer hi,
-	int *out)
-{
-	lua_Integer v = 0;
-
-	if (lua_getfield(L, t, key) == LUA_TNIL) {
-		lua_pop(L, 1);
-		return false;
-	}
-	if (!to_integer(L, -1, &v))
-		luaL_error(L, "%s: '%s' must be an integer", fn, key);
-	if (v < lo || v > hi)
-		luaL_error(L, "%s: '%s' is out of range (%I..%I)", fn, key, lo, hi);
-	lua_pop(L, 1);
-	*out = (int)v;
-	return true;
-}
-
-static bool
-opt_bool(lua_State *L, int t, const char *fn, const char *key, bool *out)
-{
-	if (lua_getfield(L, t, key) == LUA_TNIL) {
-		lua_pop(L, 1);
-		return false;
-	}
-	if (!to_bool(L, -1, out))
-		luaL_error(L, "%s: '%s' must be a boolean", fn, key);
-	lua_pop(L, 1);
-	return true;
-}
-
-/*
- * Option @key as a string, left on the stack (anchored) while the caller
- * uses it; the caller pops it. @return NULL (nothing pushed) when absent.
- */
-static const char *
-opt_string_push(lua_State *L, int t, const char *fn, const char *key)
-{
-	if (lua_getfield(L, t, key) == LUA_TNIL) {
-		lua_pop(L, 1);
-		return NULL;
-	}
-	if (lua_type(L, -1) != LUA_TSTRING)
-		luaL_error(L, "%s: '%s' must be a string", fn, key);
-	return lua_tostring(L, -1);
-}
-
-static bool
-lookup_name(const struct named_value *v, const char *name, int *out)
-{
-	for (; v->name != NULL; v++) {
-		if (strcasecmp(v->name, name) == 0) {
-			*out = v->value;
-			return true;
-		}
-	}
-	return false;
-}
-
 /* ---- listeners ---------------------------------------------------------- */
 
 static const char *const frontend_opts[] = {
@@ -475,7 +237,7 @@ static const char *const frontend_opts[] = {
 static void
 parse_frontend(lua_State *L, const char *fn, struct dlb_frontend_cfg *fe)
 {
-	const char *addr = arg_string(L, 1, fn);
+	const char *addr = dlb_lua_arg_string(L, 1, fn);
 
 	memset(fe, 0, sizeof(*fe));
 	if (dlb_sockaddr_parse(addr, DLB_DEFAULT_PORT, &fe->addr, &fe->addrlen) != 0)
@@ -483,12 +245,13 @@ parse_frontend(lua_State *L, const char *fn, struct dlb_frontend_cfg *fe)
 	dlb_sockaddr_format((const struct sockaddr *)&fe->addr, fe->text, sizeof(fe->text));
 
 	if (lua_type(L, 2) == LUA_TTABLE) {
-		warn_unknown_keys(L, 2, fn, "option", frontend_opts);
-		opt_bool(L, 2, fn, "reusePort", &fe->reuseport);
-		opt_int(L, 2, fn, "tcpFastOpenQueueSize", 0, INT_MAX, &fe->tcp_fastopen_qsize);
-		opt_int(L, 2, fn, "maxInFlight", 0, 65535, &fe->max_in_flight);
-		opt_int(L, 2, fn, "maxConcurrentTCPConnections", 0, INT_MAX,
-			&fe->max_concurrent_tcp);
+		dlb_lua_warn_unknown_keys(L, 2, fn, "option", frontend_opts);
+		dlb_lua_opt_bool(L, 2, fn, "reusePort", &fe->reuseport);
+		dlb_lua_opt_int(L, 2, fn, "tcpFastOpenQueueSize", 0, INT_MAX,
+				&fe->tcp_fastopen_qsize);
+		dlb_lua_opt_int(L, 2, fn, "maxInFlight", 0, 65535, &fe->max_in_flight);
+		dlb_lua_opt_int(L, 2, fn, "maxConcurrentTCPConnections", 0, INT_MAX,
+				&fe->max_concurrent_tcp);
 		if (lua_getfield(L, 2, "cpus") != LUA_TNIL) {
 			lua_Integer n;
 
@@ -501,7 +264,8 @@ parse_frontend(lua_State *L, const char *fn, struct dlb_frontend_cfg *fe)
 				lua_Integer cpu = 0;
 
 				lua_rawgeti(L, -1, i);
-				if (!to_integer(L, -1, &cpu) || cpu < 0 || cpu >= CPU_SETSIZE)
+				if (!dlb_lua_to_integer(L, -1, &cpu) || cpu < 0 ||
+				    cpu >= CPU_SETSIZE)
 					luaL_error(L, "%s: invalid CPU number in 'cpus'", fn);
 				fe->cpus[fe->ncpus++] = (int)cpu;
 				lua_pop(L, 1);
@@ -544,15 +308,6 @@ l_add_local(lua_State *L)
 
 /* ---- ACL ---------------------------------------------------------------- */
 
-static void
-check_netmask(lua_State *L, int idx, const char *fn, struct dlb_netmask *nm)
-{
-	if (lua_type(L, idx) != LUA_TSTRING)
-		luaL_error(L, "%s: expected a netmask string, got %s", fn, luaL_typename(L, idx));
-	if (dlb_netmask_parse(lua_tostring(L, idx), nm) != 0)
-		luaL_error(L, "%s: invalid netmask '%s'", fn, lua_tostring(L, idx));
-}
-
 static int
 l_set_acl(lua_State *L)
 {
@@ -561,7 +316,7 @@ l_set_acl(lua_State *L)
 	lua_Integer n;
 
 	if (lua_type(L, 1) == LUA_TSTRING) {
-		check_netmask(L, 1, "setACL", &nm);
+		dlb_lua_check_netmask(L, 1, "setACL", &nm);
 		dlb_nmg_clear(&cfg->acl);
 		if (dlb_nmg_add(&cfg->acl, &nm) != 0)
 			return luaL_error(L, "setACL: out of memory");
@@ -572,7 +327,7 @@ l_set_acl(lua_State *L)
 	/* validate everything first: an error must leave the old ACL in place */
 	for (lua_Integer i = 1; i <= n; i++) {
 		lua_rawgeti(L, 1, i);
-		check_netmask(L, -1, "setACL", &nm);
+		dlb_lua_check_netmask(L, -1, "setACL", &nm);
 		lua_pop(L, 1);
 	}
 	dlb_nmg_clear(&cfg->acl);
@@ -591,7 +346,7 @@ l_add_acl(lua_State *L)
 {
 	struct dlb_netmask nm;
 
-	check_netmask(L, 1, "addACL", &nm);
+	dlb_lua_check_netmask(L, 1, "addACL", &nm);
 	if (dlb_nmg_add(&conf_get(L)->cfg->acl, &nm) != 0)
 		return luaL_error(L, "addACL: out of memory");
 	return 0;
@@ -602,7 +357,7 @@ l_rm_acl(lua_State *L)
 {
 	struct dlb_netmask nm;
 
-	check_netmask(L, 1, "rmACL", &nm);
+	dlb_lua_check_netmask(L, 1, "rmACL", &nm);
 	dlb_nmg_remove(&conf_get(L)->cfg->acl, &nm);
 	return 0;
 }
@@ -616,7 +371,7 @@ l_show_acl(lua_State *L)
 		char buf[64];
 
 		dlb_netmask_format(&acl->v[i], buf, sizeof(buf));
-		conf_print(L, buf);
+		dlb_lua_print(L, buf);
 	}
 	return 0;
 }
@@ -713,7 +468,7 @@ l_server_set_auto(lua_State *L)
 	struct dlb_backend *be = check_server(L, 1);
 
 	if (!lua_isnoneornil(L, 2))
-		__atomic_store_n(&be->healthy, arg_bool(L, 2, "setAuto") ? 1 : 0,
+		__atomic_store_n(&be->healthy, dlb_lua_arg_bool(L, 2, "setAuto") ? 1 : 0,
 				 __ATOMIC_RELAXED);
 	__atomic_store_n(&be->admin, DLB_BE_AUTO, __ATOMIC_RELAXED);
 	return 0;
@@ -751,7 +506,7 @@ static int
 l_server_set_qps(lua_State *L)
 {
 	struct dlb_backend *be = check_server(L, 1);
-	int qps = (int)arg_int(L, 2, "setQPS", 0, INT_MAX);
+	int qps = (int)dlb_lua_arg_int(L, 2, "setQPS", 0, INT_MAX);
 
 	__atomic_store_n(&be->qps, qps, __ATOMIC_RELAXED);
 	__atomic_store_n(&be->qps_limit_rt, qps, __ATOMIC_RELAXED);
@@ -762,7 +517,7 @@ static int
 l_server_add_pool(lua_State *L)
 {
 	struct dlb_backend *be = check_server(L, 1);
-	const char *pool = arg_string(L, 2, "addPool");
+	const char *pool = dlb_lua_arg_string(L, 2, "addPool");
 
 	not_from_rules(L, "addPool");
 	if (dlb_config_pool_add(conf_get(L)->cfg, pool, be) != 0)
@@ -777,7 +532,7 @@ l_server_rm_pool(lua_State *L)
 	struct dlb_backend *be = check_server(L, 1);
 
 	not_from_rules(L, "rmPool");
-	dlb_config_pool_remove(conf_get(L)->cfg, arg_string(L, 2, "rmPool"), be);
+	dlb_config_pool_remove(conf_get(L)->cfg, dlb_lua_arg_string(L, 2, "rmPool"), be);
 	return 0;
 }
 
@@ -882,14 +637,14 @@ l_server_newindex(lua_State *L)
 	const char *key = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : "?";
 
 	if (strcmp(key, "order") == 0) {
-		int order = (int)arg_int(L, 3, "order", 0, INT_MAX);
+		int order = (int)dlb_lua_arg_int(L, 3, "order", 0, INT_MAX);
 
 		if (conf_get(L)->phase == DLB_LUA_PHASE_RULES)
 			return luaL_error(L, "a server's order cannot be changed from a rule");
 		__atomic_store_n(&be->order, order, __ATOMIC_RELAXED);
 		dlb_config_resort_pools(conf_get(L)->cfg);
 	} else if (strcmp(key, "weight") == 0) {
-		int weight = (int)arg_int(L, 3, "weight", 1, INT_MAX);
+		int weight = (int)dlb_lua_arg_int(L, 3, "weight", 1, INT_MAX);
 
 		__atomic_store_n(&be->weight, weight, __ATOMIC_RELAXED);
 	} else {
@@ -1018,12 +773,12 @@ set_server_id(lua_State *L, struct dlb_backend *be, const char *id)
 
 static int
 check_rrtype(lua_State *L, int idx, const char *fn, const char *key,
-	     const struct named_value *names)
+	     const struct dlb_lua_named *names)
 {
 	lua_Integer v = 0;
 	int named;
 
-	if (to_integer(L, idx, &v)) {
+	if (dlb_lua_to_integer(L, idx, &v)) {
 		if (v < 0 || v > 65535)
 			luaL_error(L, "%s: '%s' is out of range (0..65535)", fn, key);
 		return (int)v;
@@ -1031,11 +786,11 @@ check_rrtype(lua_State *L, int idx, const char *fn, const char *key,
 	if (lua_type(L, idx) == LUA_TSTRING) {
 		const char *s = lua_tostring(L, idx);
 
-		if (lookup_name(names, s, &named))
+		if (dlb_lua_lookup_name(names, s, &named))
 			return named;
-		if (names == qclasses && strcasecmp(s, "CH") == 0)
+		if (names == dlb_lua_qclasses && strcasecmp(s, "CH") == 0)
 			return 3;
-		if (names == qclasses && strcasecmp(s, "HS") == 0)
+		if (names == dlb_lua_qclasses && strcasecmp(s, "HS") == 0)
 			return 4;
 		luaL_error(L, "%s: unknown %s '%s'", fn, key, s);
 	}
@@ -1068,15 +823,15 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
 	const char *s;
 	lua_Number secs = 0;
 
-	warn_unknown_keys(L, 1, fn, "key", server_keys);
+	dlb_lua_warn_unknown_keys(L, 1, fn, "key", server_keys);
 
-	s = opt_string_push(L, 1, fn, "address");
+	s = dlb_lua_opt_string_push(L, 1, fn, "address");
 	if (s == NULL)
 		luaL_error(L, "newServer: 'address' is mandatory");
 	set_server_address(L, be, s);
 	lua_pop(L, 1);
 
-	if ((s = opt_string_push(L, 1, fn, "name")) != NULL) {
+	if ((s = dlb_lua_opt_string_push(L, 1, fn, "name")) != NULL) {
 		if (strlen(s) >= sizeof(be->name))
 			luaL_error(L, "newServer: name '%s' is too long", s);
 		snprintf(be->name, sizeof(be->name), "%s", s);
@@ -1105,16 +860,16 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
 	}
 	lua_pop(L, 1);
 
-	opt_int(L, 1, fn, "order", 0, INT_MAX, &be->order);
-	opt_int(L, 1, fn, "weight", 1, INT_MAX, &be->weight);
-	opt_int(L, 1, fn, "qps", 0, INT_MAX, &be->qps);
+	dlb_lua_opt_int(L, 1, fn, "order", 0, INT_MAX, &be->order);
+	dlb_lua_opt_int(L, 1, fn, "weight", 1, INT_MAX, &be->weight);
+	dlb_lua_opt_int(L, 1, fn, "qps", 0, INT_MAX, &be->qps);
 
-	if ((s = opt_string_push(L, 1, fn, "id")) != NULL) {
+	if ((s = dlb_lua_opt_string_push(L, 1, fn, "id")) != NULL) {
 		set_server_id(L, be, s);
 		lua_pop(L, 1);
 	}
 
-	if ((s = opt_string_push(L, 1, fn, "checkName")) != NULL) {
+	if ((s = dlb_lua_opt_string_push(L, 1, fn, "checkName")) != NULL) {
 		int n = dlb_wire_name_from_text(s, be->check_name, sizeof(be->check_name));
 
 		if (n <= 0)
@@ -1123,21 +878,21 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
 		lua_pop(L, 1);
 	}
 	if (lua_getfield(L, 1, "checkType") != LUA_TNIL)
-		be->check_type = (uint16_t)check_rrtype(L, -1, fn, "checkType", qtypes);
+		be->check_type = (uint16_t)check_rrtype(L, -1, fn, "checkType", dlb_lua_qtypes);
 	lua_pop(L, 1);
 	if (lua_getfield(L, 1, "checkClass") != LUA_TNIL)
-		be->check_class = (uint16_t)check_rrtype(L, -1, fn, "checkClass", qclasses);
+		be->check_class = (uint16_t)check_rrtype(L, -1, fn, "checkClass", dlb_lua_qclasses);
 	lua_pop(L, 1);
 
-	opt_int(L, 1, fn, "checkInterval", 1, INT_MAX, &be->check_interval);
-	opt_int(L, 1, fn, "checkTimeout", 1, INT_MAX, &be->check_timeout);
-	opt_int(L, 1, fn, "maxCheckFailures", 1, INT_MAX, &be->max_check_failures);
-	opt_int(L, 1, fn, "rise", 1, INT_MAX, &be->rise);
-	opt_bool(L, 1, fn, "mustResolve", &be->must_resolve);
-	opt_bool(L, 1, fn, "setCD", &be->set_cd);
-	opt_bool(L, 1, fn, "checkTCP", &be->check_tcp);
+	dlb_lua_opt_int(L, 1, fn, "checkInterval", 1, INT_MAX, &be->check_interval);
+	dlb_lua_opt_int(L, 1, fn, "checkTimeout", 1, INT_MAX, &be->check_timeout);
+	dlb_lua_opt_int(L, 1, fn, "maxCheckFailures", 1, INT_MAX, &be->max_check_failures);
+	dlb_lua_opt_int(L, 1, fn, "rise", 1, INT_MAX, &be->rise);
+	dlb_lua_opt_bool(L, 1, fn, "mustResolve", &be->must_resolve);
+	dlb_lua_opt_bool(L, 1, fn, "setCD", &be->set_cd);
+	dlb_lua_opt_bool(L, 1, fn, "checkTCP", &be->check_tcp);
 
-	if ((s = opt_string_push(L, 1, fn, "healthCheckMode")) != NULL) {
+	if ((s = dlb_lua_opt_string_push(L, 1, fn, "healthCheckMode")) != NULL) {
 		if (strcasecmp(s, "auto") == 0) {
 			be->admin = DLB_BE_AUTO;
 		} else if (strcasecmp(s, "lazy") == 0) {
@@ -1153,13 +908,15 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
 		lua_pop(L, 1);
 	}
 
-	opt_int(L, 1, fn, "lazyHealthCheckSampleSize", 1, 1000000, &be->lazy_sample_size);
-	opt_int(L, 1, fn, "lazyHealthCheckMinSampleCount", 1, 1000000, &be->lazy_min_samples);
-	opt_int(L, 1, fn, "lazyHealthCheckThreshold", 0, 100, &be->lazy_threshold);
-	opt_int(L, 1, fn, "lazyHealthCheckFailedInterval", 1, 86400, &be->lazy_failed_interval);
-	opt_bool(L, 1, fn, "lazyHealthCheckUseExponentialBackOff", &be->lazy_backoff);
-	opt_int(L, 1, fn, "lazyHealthCheckMaxBackOff", 1, 86400 * 7, &be->lazy_max_backoff);
-	if ((s = opt_string_push(L, 1, fn, "lazyHealthCheckMode")) != NULL) {
+	dlb_lua_opt_int(L, 1, fn, "lazyHealthCheckSampleSize", 1, 1000000, &be->lazy_sample_size);
+	dlb_lua_opt_int(L, 1, fn, "lazyHealthCheckMinSampleCount", 1, 1000000,
+			&be->lazy_min_samples);
+	dlb_lua_opt_int(L, 1, fn, "lazyHealthCheckThreshold", 0, 100, &be->lazy_threshold);
+	dlb_lua_opt_int(L, 1, fn, "lazyHealthCheckFailedInterval", 1, 86400,
+			&be->lazy_failed_interval);
+	dlb_lua_opt_bool(L, 1, fn, "lazyHealthCheckUseExponentialBackOff", &be->lazy_backoff);
+	dlb_lua_opt_int(L, 1, fn, "lazyHealthCheckMaxBackOff", 1, 86400 * 7, &be->lazy_max_backoff);
+	if ((s = dlb_lua_opt_string_push(L, 1, fn, "lazyHealthCheckMode")) != NULL) {
 		if (strcasecmp(s, "TimeoutOnly") == 0)
 			be->lazy_timeouts_only = true;
 		else if (strcasecmp(s, "TimeoutOrServFail") == 0)
@@ -1170,13 +927,13 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
 		lua_pop(L, 1);
 	}
 
-	opt_bool(L, 1, fn, "useClientSubnet", &be->use_ecs);
-	opt_bool(L, 1, fn, "useProxyProtocol", &be->use_proxy_protocol);
-	opt_int(L, 1, fn, "sockets", 1, DLB_MAX_SOCKETS_PER_BACKEND, &be->sockets);
-	opt_bool(L, 1, fn, "tcpOnly", &be->tcp_only);
+	dlb_lua_opt_bool(L, 1, fn, "useClientSubnet", &be->use_ecs);
+	dlb_lua_opt_bool(L, 1, fn, "useProxyProtocol", &be->use_proxy_protocol);
+	dlb_lua_opt_int(L, 1, fn, "sockets", 1, DLB_MAX_SOCKETS_PER_BACKEND, &be->sockets);
+	dlb_lua_opt_bool(L, 1, fn, "tcpOnly", &be->tcp_only);
 
 	if (lua_getfield(L, 1, "udpTimeout") != LUA_TNIL) {
-		if (!to_number(L, -1, &secs) || secs < 0 || secs > 3600)
+		if (!dlb_lua_to_number(L, -1, &secs) || secs < 0 || secs > 3600)
 			luaL_error(L, "newServer: 'udpTimeout' must be a number of seconds "
 				   "(0..3600)");
 		be->udp_timeout_ms = (int)lround(secs * 1000);
@@ -1185,13 +942,13 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
 	}
 	lua_pop(L, 1);
 
-	opt_int(L, 1, fn, "retries", 0, INT_MAX, &be->retries);
-	opt_int(L, 1, fn, "tcpConnectTimeout", 0, INT_MAX, &be->tcp_connect_timeout);
-	opt_int(L, 1, fn, "tcpSendTimeout", 0, INT_MAX, &be->tcp_send_timeout);
-	opt_int(L, 1, fn, "tcpRecvTimeout", 0, INT_MAX, &be->tcp_recv_timeout);
-	opt_int(L, 1, fn, "maxInFlight", 0, 65535, &be->max_in_flight);
+	dlb_lua_opt_int(L, 1, fn, "retries", 0, INT_MAX, &be->retries);
+	dlb_lua_opt_int(L, 1, fn, "tcpConnectTimeout", 0, INT_MAX, &be->tcp_connect_timeout);
+	dlb_lua_opt_int(L, 1, fn, "tcpSendTimeout", 0, INT_MAX, &be->tcp_send_timeout);
+	dlb_lua_opt_int(L, 1, fn, "tcpRecvTimeout", 0, INT_MAX, &be->tcp_recv_timeout);
+	dlb_lua_opt_int(L, 1, fn, "maxInFlight", 0, 65535, &be->max_in_flight);
 
-	if ((s = opt_string_push(L, 1, fn, "source")) != NULL) {
+	if ((s = dlb_lua_opt_string_push(L, 1, fn, "source")) != NULL) {
 		set_server_source(L, be, s);
 		lua_pop(L, 1);
 	}
@@ -1256,14 +1013,14 @@ l_get_server(lua_State *L)
 	struct dlb_backend *be;
 
 	if (lua_type(L, 1) == LUA_TNUMBER) {
-		lua_Integer n = arg_int(L, 1, "getServer", 0, INT_MAX);
+		lua_Integer n = dlb_lua_arg_int(L, 1, "getServer", 0, INT_MAX);
 
 		if (n >= cfg->nbackends)
 			return luaL_error(L, "getServer: no server with index %I", n);
 		push_server(L, cfg->backends[n]);
 		return 1;
 	}
-	be = find_server_by_uuid(cfg, arg_string(L, 1, "getServer"));
+	be = find_server_by_uuid(cfg, dlb_lua_arg_string(L, 1, "getServer"));
 	if (be == NULL)
 		lua_pushnil(L);
 	else
@@ -1299,7 +1056,7 @@ l_rm_server(lua_State *L)
 	struct dlb_backend *be;
 
 	if (lua_type(L, 1) == LUA_TNUMBER) {
-		lua_Integer n = arg_int(L, 1, "rmServer", 0, INT_MAX);
+		lua_Integer n = dlb_lua_arg_int(L, 1, "rmServer", 0, INT_MAX);
 
 		if (n >= cfg->nbackends)
 			return luaL_error(L, "rmServer: no server with index %I", n);
@@ -1393,11 +1150,11 @@ set_cache_opt(lua_State *L, int idx, const char *fn, const char *what,
 	char *field = (char *)o + f->off;
 
 	if (f->kind == CACHE_OPT_BOOL) {
-		bool b = check_bool_at(L, idx, fn, what);
+		bool b = dlb_lua_check_bool_at(L, idx, fn, what);
 
 		memcpy(field, &b, sizeof(b));
 	} else {
-		uint32_t v = (uint32_t)check_int_at(L, idx, fn, what, f->lo, f->hi);
+		uint32_t v = (uint32_t)dlb_lua_check_int_at(L, idx, fn, what, f->lo, f->hi);
 
 		memcpy(field, &v, sizeof(v));
 	}
@@ -1462,7 +1219,7 @@ parse_skip_options(lua_State *L, int t, const char *fn, struct dlb_cache_opts *o
 		bool seen = false;
 
 		lua_rawgeti(L, t, i);
-		code = (uint16_t)check_int_at(L, -1, fn, "'skipOptions' entry", 0, 65535);
+		code = (uint16_t)dlb_lua_check_int_at(L, -1, fn, "'skipOptions' entry", 0, 65535);
 		lua_pop(L, 1);
 		for (int j = 0; j < o->nskip; j++)
 			seen = seen || o->skip_options[j] == code;
@@ -1491,7 +1248,8 @@ parse_payload_ranks(lua_State *L, int t, const char *fn, struct dlb_cache_opts *
 		bool seen = false;
 
 		lua_rawgeti(L, t, i);
-		size = (uint16_t)check_int_at(L, -1, fn, "'payloadRanks' entry", 512, 65535);
+		size = (uint16_t)dlb_lua_check_int_at(L, -1, fn, "'payloadRanks' entry", 512,
+						      65535);
 		lua_pop(L, 1);
 		for (int j = 0; j < nranks; j++)
 			seen = seen || ranks[j] == size;
@@ -1513,7 +1271,7 @@ parse_cache_table(lua_State *L, const char *fn, struct dlb_cache_opts *o)
 {
 	lua_Number frac = 0;
 
-	warn_unknown_keys(L, 2, fn, "option", cache_keys);
+	dlb_lua_warn_unknown_keys(L, 2, fn, "option", cache_keys);
 	for (size_t i = 0; i < sizeof(cache_opt_fields) / sizeof(cache_opt_fields[0]); i++) {
 		const struct cache_opt_field *f = &cache_opt_fields[i];
 		char what[64];
@@ -1543,7 +1301,7 @@ parse_cache_table(lua_State *L, const char *fn, struct dlb_cache_opts *o)
 	default: {
 		lua_Integer v = 0;
 
-		if (lua_type(L, -1) != LUA_TNUMBER || !to_integer(L, -1, &v) || v < 0)
+		if (lua_type(L, -1) != LUA_TNUMBER || !dlb_lua_to_integer(L, -1, &v) || v < 0)
 			luaL_error(L, "%s: 'maxMemory' must be a number of bytes or a size like "
 				   "\"64M\" (suffixes K, M, G)", fn);
 		o->max_bytes = (uint64_t)v;
@@ -1552,7 +1310,7 @@ parse_cache_table(lua_State *L, const char *fn, struct dlb_cache_opts *o)
 	lua_pop(L, 1);
 
 	if (lua_getfield(L, 2, "prefetch") != LUA_TNIL) {
-		if (!to_number(L, -1, &frac) || frac < 0 || frac >= 1)
+		if (!dlb_lua_to_number(L, -1, &frac) || frac < 0 || frac >= 1)
 			luaL_error(L, "%s: 'prefetch' must be a fraction of the TTL, at least 0 "
 				   "and below 1", fn);
 		o->prefetch = frac;
@@ -1659,7 +1417,8 @@ l_new_packet_cache(lua_State *L)
 
 	dlb_cache_opts_default(&o);
 	def = o;
-	o.max_entries = (uint32_t)check_int_at(L, 1, fn, "maxEntries", 1, (lua_Integer)UINT32_MAX);
+	o.max_entries = (uint32_t)dlb_lua_check_int_at(L, 1, fn, "maxEntries", 1,
+						       (lua_Integer)UINT32_MAX);
 	if (lua_type(L, 2) == LUA_TTABLE) {
 		if (lua_gettop(L) > 2)
 			return luaL_error(L, "%s: expected (maxEntries, {options})", fn);
@@ -1746,16 +1505,16 @@ l_cache_print_stats(lua_State *L)
 
 		lua_pushfstring(L, "Entries: %I/%I", (lua_Integer)st.entries,
 				(lua_Integer)st.max_entries);
-		conf_print(L, lua_tostring(L, -1));
+		dlb_lua_print(L, lua_tostring(L, -1));
 		lua_pop(L, 1);
 		for (size_t i = 0; i < sizeof(labels) / sizeof(labels[0]); i++) {
 			lua_pushfstring(L, "%s: %I", labels[i], (lua_Integer)values[i]);
-			conf_print(L, lua_tostring(L, -1));
+			dlb_lua_print(L, lua_tostring(L, -1));
 			lua_pop(L, 1);
 		}
 	}
 	lua_pushfstring(L, "Memory: %I bytes", (lua_Integer)st.bytes);
-	conf_print(L, lua_tostring(L, -1));
+	dlb_lua_print(L, lua_tostring(L, -1));
 	lua_pop(L, 1);
 	return 0;
 }
@@ -1792,7 +1551,8 @@ static int
 l_cache_expunge(lua_State *L)
 {
 	struct dlb_cache *c = check_cache(L, 1);
-	size_t keep = (size_t)check_int_at(L, 2, "expunge", "argument #1", 0, LUA_MAXINTEGER);
+	size_t keep = (size_t)dlb_lua_check_int_at(L, 2, "expunge", "argument #1", 0,
+						   LUA_MAXINTEGER);
 	struct dlb_rcu_thread *rt;
 	size_t removed;
 
@@ -1810,8 +1570,8 @@ static int
 l_cache_purge_expired(lua_State *L)
 {
 	struct dlb_cache *c = check_cache(L, 1);
-	size_t keep = (size_t)check_int_at(L, 2, "purgeExpired", "argument #1", 0,
-					   LUA_MAXINTEGER);
+	size_t keep = (size_t)dlb_lua_check_int_at(L, 2, "purgeExpired", "argument #1", 0,
+						   LUA_MAXINTEGER);
 	struct dlb_rcu_thread *rt;
 	size_t removed;
 
@@ -1851,9 +1611,9 @@ l_cache_expunge_by_name(lua_State *L)
 		if (name[i] >= 'A' && name[i] <= 'Z')
 			name[i] = (uint8_t)(name[i] - 'A' + 'a');
 	if (!lua_isnoneornil(L, 3))
-		qtype = (uint16_t)check_rrtype(L, 3, fn, "qtype", qtypes);
+		qtype = (uint16_t)check_rrtype(L, 3, fn, "qtype", dlb_lua_qtypes);
 	if (!lua_isnoneornil(L, 4))
-		suffix = check_bool_at(L, 4, fn, "suffixMatch");
+		suffix = dlb_lua_check_bool_at(L, 4, fn, "suffixMatch");
 	if (replaying(L))
 		return 1;
 	rt = conf_rcu(L, fn);
@@ -1861,7 +1621,7 @@ l_cache_expunge_by_name(lua_State *L)
 	removed = dlb_cache_expunge_by_name(c, rt, name, (size_t)len, qtype, suffix);
 	conf_rcu_poll(rt);
 	lua_pushfstring(L, "Expunged %I records", (lua_Integer)removed);
-	conf_print(L, lua_tostring(L, -1));
+	dlb_lua_print(L, lua_tostring(L, -1));
 	lua_pop(L, 1);
 	lua_pushinteger(L, (lua_Integer)removed);
 	return 1;
@@ -1894,7 +1654,7 @@ l_cache_dump(lua_State *L)
 		lua_pushfstring(L, "Error opening dump file for writing: %s", strerror(err));
 	else
 		lua_pushfstring(L, "Dumped %I records", (lua_Integer)n);
-	conf_print(L, lua_tostring(L, -1));
+	dlb_lua_print(L, lua_tostring(L, -1));
 	lua_pop(L, 1);
 	return 0;
 }
@@ -1914,7 +1674,7 @@ static const luaL_Reg cache_methods[] = {
 static int
 l_set_stale_cache_entries_ttl(lua_State *L)
 {
-	uint32_t ttl = (uint32_t)arg_int(L, 1, "setStaleCacheEntriesTTL", 0, CACHE_TTL_MAX);
+	uint32_t ttl = (uint32_t)dlb_lua_arg_int(L, 1, "setStaleCacheEntriesTTL", 0, CACHE_TTL_MAX);
 
 	__atomic_store_n(&conf_get(L)->cfg->stale_cache_ttl, ttl, __ATOMIC_RELAXED);
 	return 0;
@@ -1923,7 +1683,7 @@ l_set_stale_cache_entries_ttl(lua_State *L)
 static int
 l_set_serve_stale_on_timeout(lua_State *L)
 {
-	bool on = arg_bool(L, 1, "setServeStaleOnTimeout");
+	bool on = dlb_lua_arg_bool(L, 1, "setServeStaleOnTimeout");
 
 	__atomic_store_n(&conf_get(L)->cfg->stale_on_timeout, on, __ATOMIC_RELAXED);
 	return 0;
@@ -1932,7 +1692,7 @@ l_set_serve_stale_on_timeout(lua_State *L)
 static int
 l_set_cache_cleaning_delay(lua_State *L)
 {
-	int delay = (int)arg_int(L, 1, "setCacheCleaningDelay", 1, INT_MAX);
+	int delay = (int)dlb_lua_arg_int(L, 1, "setCacheCleaningDelay", 1, INT_MAX);
 
 	__atomic_store_n(&conf_get(L)->cfg->cache_cleaning_delay, delay, __ATOMIC_RELAXED);
 	return 0;
@@ -1941,7 +1701,7 @@ l_set_cache_cleaning_delay(lua_State *L)
 static int
 l_set_cache_cleaning_percentage(lua_State *L)
 {
-	int pct = (int)arg_int(L, 1, "setCacheCleaningPercentage", 0, 100);
+	int pct = (int)dlb_lua_arg_int(L, 1, "setCacheCleaningPercentage", 0, 100);
 
 	__atomic_store_n(&conf_get(L)->cfg->cache_cleaning_pct, pct, __ATOMIC_RELAXED);
 	return 0;
@@ -1972,7 +1732,7 @@ get_pool(lua_State *L, const char *fn, const char *name)
 static int
 l_get_pool(lua_State *L)
 {
-	struct dlb_pool *p = get_pool(L, "getPool", arg_string(L, 1, "getPool"));
+	struct dlb_pool *p = get_pool(L, "getPool", dlb_lua_arg_string(L, 1, "getPool"));
 	struct pool_ref *r = lua_newuserdatauv(L, sizeof(*r), 0);
 
 	snprintf(r->name, sizeof(r->name), "%s", p->name);
@@ -2065,7 +1825,7 @@ print_pool_row(lua_State *L, const char *name, const char *cache, const char *po
 
 	snprintf(head, sizeof(head), "%-20.20s     %20s %20s ", name, cache, policy);
 	lua_pushfstring(L, "%s%s", head, servers);
-	conf_print(L, lua_tostring(L, -1));
+	dlb_lua_print(L, lua_tostring(L, -1));
 	lua_pop(L, 1);
 }
 
@@ -2117,7 +1877,7 @@ static int
 l_get_pool_servers(lua_State *L)
 {
 	struct dlb_pool *p = dlb_config_find_pool(conf_get(L)->cfg,
-						  arg_string(L, 1, "getPoolServers"));
+						  dlb_lua_arg_string(L, 1, "getPoolServers"));
 	int n = p ? p->n : 0;
 
 	lua_createtable(L, n, 0);
@@ -2168,7 +1928,7 @@ l_set_server_policy(lua_State *L)
 static int
 l_show_server_policy(lua_State *L)
 {
-	conf_print(L, dlb_config_policy_name(conf_get(L)->cfg, conf_get(L)->cfg->policy));
+	dlb_lua_print(L, dlb_config_policy_name(conf_get(L)->cfg, conf_get(L)->cfg->policy));
 	return 0;
 }
 
@@ -2177,7 +1937,7 @@ l_set_pool_server_policy(lua_State *L)
 {
 	int p = check_policy(L, 1);
 	struct dlb_pool *pool = get_pool(L, "setPoolServerPolicy",
-					 arg_string(L, 2, "setPoolServerPolicy"));
+					 dlb_lua_arg_string(L, 2, "setPoolServerPolicy"));
 
 	__atomic_store_n(&pool->policy, p, __ATOMIC_RELAXED);
 	return 0;
@@ -2187,11 +1947,12 @@ static int
 l_show_pool_server_policy(lua_State *L)
 {
 	struct dlb_config *cfg = conf_get(L)->cfg;
-	struct dlb_pool *pool = dlb_config_find_pool(cfg, arg_string(L, 1, "showPoolServerPolicy"));
+	struct dlb_pool *pool =
+		dlb_config_find_pool(cfg, dlb_lua_arg_string(L, 1, "showPoolServerPolicy"));
 
 	/* a pool without its own policy uses the global one, and dnsdist prints that */
-	conf_print(L, dlb_config_policy_name(cfg, pool && pool->policy >= 0 ? pool->policy
-								       : cfg->policy));
+	dlb_lua_print(L, dlb_config_policy_name(cfg, pool && pool->policy >= 0 ? pool->policy
+									       : cfg->policy));
 	return 0;
 }
 
@@ -2205,7 +1966,7 @@ static int
 new_lua_policy(lua_State *L, const char *fn, int name_idx, int fn_idx)
 {
 	struct dlb_config *cfg = conf_get(L)->cfg;
-	const char *name = arg_string(L, name_idx, fn);
+	const char *name = dlb_lua_arg_string(L, name_idx, fn);
 	struct dlb_lua_policy *lp;
 	struct policy_ref *r;
 
@@ -2245,7 +2006,7 @@ static int
 l_set_pool_server_policy_lua(lua_State *L)
 {
 	const char *fn = "setPoolServerPolicyLua";
-	struct dlb_pool *pool = get_pool(L, fn, arg_string(L, 3, fn));
+	struct dlb_pool *pool = get_pool(L, fn, dlb_lua_arg_string(L, 3, fn));
 
 	new_lua_policy(L, fn, 1, 2);
 	__atomic_store_n(&pool->policy, check_policy(L, -1), __ATOMIC_RELAXED);
@@ -2256,7 +2017,7 @@ static int
 l_set_round_robin_fail_on_no_server(lua_State *L)
 {
 	conf_get(L)->cfg->roundrobin_fail_on_no_server =
-		arg_bool(L, 1, "setRoundRobinFailOnNoServer");
+		dlb_lua_arg_bool(L, 1, "setRoundRobinFailOnNoServer");
 	return 0;
 }
 
@@ -2288,10 +2049,10 @@ l_set_failover(lua_State *L)
 				 lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?");
 		lua_pop(L, 1);
 	}
-	opt_bool(L, 1, "setFailover", "onTimeout", &on_timeout);
-	opt_bool(L, 1, "setFailover", "onServFail", &on_servfail);
+	dlb_lua_opt_bool(L, 1, "setFailover", "onTimeout", &on_timeout);
+	dlb_lua_opt_bool(L, 1, "setFailover", "onServFail", &on_servfail);
 	if (lua_getfield(L, 1, "budget") != LUA_TNIL) {
-		if (!to_number(L, -1, &budget) || budget <= 0 || budget > 60)
+		if (!dlb_lua_to_number(L, -1, &budget) || budget <= 0 || budget > 60)
 			return luaL_error(L, "setFailover: 'budget' must be a number of seconds (0..60]");
 	}
 	lua_pop(L, 1);
@@ -2351,7 +2112,7 @@ l_show_servers(lua_State *L)
 	snprintf(line, sizeof(line), "%-3s %-20.20s %-25.25s %6s %7s %7s %3s %2s %10s %7s %5s %5s %11s %s",
 		 "#", "Name", "Address", "State", "Qps", "Qlim", "Ord", "Wt", "Queries", "Drops",
 		 "Drate", "Lat", "Outstanding", "Pools");
-	conf_print(L, line);
+	dlb_lua_print(L, line);
 	for (int i = 0; i < cfg->nbackends; i++) {
 		const struct dlb_backend *be = cfg->backends[i];
 		int admin = __atomic_load_n(&be->admin, __ATOMIC_RELAXED);
@@ -2372,7 +2133,7 @@ l_show_servers(lua_State *L)
 			 __atomic_load_n(&be->qps_limit_rt, __ATOMIC_RELAXED), be->order, be->weight,
 			 (unsigned long long)t.queries, (unsigned long long)t.drops, t.drate,
 			 t.latency_us / 1000.0, (unsigned long long)t.outstanding, pools);
-		conf_print(L, line);
+		dlb_lua_print(L, line);
 		total_qps += t.qps;
 		total_q += t.queries;
 		total_d += t.drops;
@@ -2380,7 +2141,7 @@ l_show_servers(lua_State *L)
 	snprintf(line, sizeof(line), "%-3s %-20.20s %-25.25s %6s %7.1f %7s %3s %2s %10llu %7llu",
 		 "All", "", "", "", total_qps, "", "", "", (unsigned long long)total_q,
 		 (unsigned long long)total_d);
-	conf_print(L, line);
+	dlb_lua_print(L, line);
 	return 0;
 }
 
@@ -2388,21 +2149,22 @@ l_show_servers(lua_State *L)
 static int
 l_set_ecs_source_prefix_v4(lua_State *L)
 {
-	conf_get(L)->cfg->ecs_prefix_v4 = (int)arg_int(L, 1, "setECSSourcePrefixV4", 0, 32);
+	conf_get(L)->cfg->ecs_prefix_v4 = (int)dlb_lua_arg_int(L, 1, "setECSSourcePrefixV4", 0, 32);
 	return 0;
 }
 
 static int
 l_set_ecs_source_prefix_v6(lua_State *L)
 {
-	conf_get(L)->cfg->ecs_prefix_v6 = (int)arg_int(L, 1, "setECSSourcePrefixV6", 0, 128);
+	conf_get(L)->cfg->ecs_prefix_v6 =
+		(int)dlb_lua_arg_int(L, 1, "setECSSourcePrefixV6", 0, 128);
 	return 0;
 }
 
 static int
 l_set_ecs_override(lua_State *L)
 {
-	conf_get(L)->cfg->ecs_override = arg_bool(L, 1, "setECSOverride");
+	conf_get(L)->cfg->ecs_override = dlb_lua_arg_bool(L, 1, "setECSOverride");
 	return 0;
 }
 
@@ -2410,7 +2172,7 @@ static int
 l_set_whashed_pertubation(lua_State *L)
 {
 	conf_get(L)->cfg->whashed_perturbation =
-		(uint32_t)arg_int(L, 1, "setWHashedPertubation", 0, UINT32_MAX);
+		(uint32_t)dlb_lua_arg_int(L, 1, "setWHashedPertubation", 0, UINT32_MAX);
 	return 0;
 }
 
@@ -2421,7 +2183,7 @@ l_set_udp_timeout(lua_State *L)
 {
 	lua_Number secs = 0;
 
-	if (!to_number(L, 1, &secs) || secs <= 0 || secs > 3600)
+	if (!dlb_lua_to_number(L, 1, &secs) || secs <= 0 || secs > 3600)
 		return luaL_error(L, "setUDPTimeout: expected a number of seconds (0..3600]");
 	conf_get(L)->cfg->udp_timeout_ms = secs * 1000 < 1 ? 1 : (int)lround(secs * 1000);
 	return 0;
@@ -2432,28 +2194,29 @@ l_set_max_udp_outstanding(lua_State *L)
 {
 	config_time_only(L, "setMaxUDPOutstanding");
 	conf_get(L)->cfg->max_udp_outstanding =
-		(int)arg_int(L, 1, "setMaxUDPOutstanding", 1, 65535);
+		(int)dlb_lua_arg_int(L, 1, "setMaxUDPOutstanding", 1, 65535);
 	return 0;
 }
 
 static int
 l_set_servfail_when_no_server(lua_State *L)
 {
-	conf_get(L)->cfg->servfail_when_no_server = arg_bool(L, 1, "setServFailWhenNoServer");
+	conf_get(L)->cfg->servfail_when_no_server =
+		dlb_lua_arg_bool(L, 1, "setServFailWhenNoServer");
 	return 0;
 }
 
 static int
 l_set_drop_empty_queries(lua_State *L)
 {
-	conf_get(L)->cfg->drop_empty_queries = arg_bool(L, 1, "setDropEmptyQueries");
+	conf_get(L)->cfg->drop_empty_queries = dlb_lua_arg_bool(L, 1, "setDropEmptyQueries");
 	return 0;
 }
 
 static int
 l_set_allow_empty_response(lua_State *L)
 {
-	conf_get(L)->cfg->allow_empty_response = arg_bool(L, 1, "setAllowEmptyResponse");
+	conf_get(L)->cfg->allow_empty_response = dlb_lua_arg_bool(L, 1, "setAllowEmptyResponse");
 	return 0;
 }
 
@@ -2461,7 +2224,7 @@ static int
 l_set_payload_size_on_self_generated_answers(lua_State *L)
 {
 	const char *fn = "setPayloadSizeOnSelfGeneratedAnswers";
-	lua_Integer n = arg_int(L, 1, fn, 0, INT_MAX);
+	lua_Integer n = dlb_lua_arg_int(L, 1, fn, 0, INT_MAX);
 
 	if (n < 512) {
 		conf_log(L, DLB_LOG_WARN, "%s() is set too low, using 512 instead!", fn);
@@ -2477,21 +2240,24 @@ l_set_payload_size_on_self_generated_answers(lua_State *L)
 static int
 l_set_add_edns_to_self_generated_responses(lua_State *L)
 {
-	conf_get(L)->cfg->selfans.add_edns = arg_bool(L, 1, "setAddEDNSToSelfGeneratedResponses");
+	conf_get(L)->cfg->selfans.add_edns =
+		dlb_lua_arg_bool(L, 1, "setAddEDNSToSelfGeneratedResponses");
 	return 0;
 }
 
 static int
 l_set_tcp_recv_timeout(lua_State *L)
 {
-	conf_get(L)->cfg->tcp_recv_timeout = (int)arg_int(L, 1, "setTCPRecvTimeout", 0, INT_MAX);
+	conf_get(L)->cfg->tcp_recv_timeout =
+		(int)dlb_lua_arg_int(L, 1, "setTCPRecvTimeout", 0, INT_MAX);
 	return 0;
 }
 
 static int
 l_set_tcp_send_timeout(lua_State *L)
 {
-	conf_get(L)->cfg->tcp_send_timeout = (int)arg_int(L, 1, "setTCPSendTimeout", 0, INT_MAX);
+	conf_get(L)->cfg->tcp_send_timeout =
+		(int)dlb_lua_arg_int(L, 1, "setTCPSendTimeout", 0, INT_MAX);
 	return 0;
 }
 
@@ -2500,7 +2266,7 @@ l_set_max_tcp_queries_per_connection(lua_State *L)
 {
 	config_time_only(L, "setMaxTCPQueriesPerConnection");
 	conf_get(L)->cfg->max_tcp_queries_per_conn =
-		(int)arg_int(L, 1, "setMaxTCPQueriesPerConnection", 0, INT_MAX);
+		(int)dlb_lua_arg_int(L, 1, "setMaxTCPQueriesPerConnection", 0, INT_MAX);
 	return 0;
 }
 
@@ -2509,7 +2275,7 @@ l_set_max_tcp_connections_per_client(lua_State *L)
 {
 	config_time_only(L, "setMaxTCPConnectionsPerClient");
 	conf_get(L)->cfg->max_tcp_conns_per_client =
-		(int)arg_int(L, 1, "setMaxTCPConnectionsPerClient", 0, INT_MAX);
+		(int)dlb_lua_arg_int(L, 1, "setMaxTCPConnectionsPerClient", 0, INT_MAX);
 	return 0;
 }
 
@@ -2518,7 +2284,7 @@ l_set_max_tcp_connection_duration(lua_State *L)
 {
 	config_time_only(L, "setMaxTCPConnectionDuration");
 	conf_get(L)->cfg->max_tcp_conn_duration =
-		(int)arg_int(L, 1, "setMaxTCPConnectionDuration", 0, INT_MAX);
+		(int)dlb_lua_arg_int(L, 1, "setMaxTCPConnectionDuration", 0, INT_MAX);
 	return 0;
 }
 
@@ -2527,7 +2293,7 @@ l_set_max_tcp_client_threads(lua_State *L)
 {
 	config_time_only(L, "setMaxTCPClientThreads");
 	conf_get(L)->cfg->max_tcp_client_threads =
-		(int)arg_int(L, 1, "setMaxTCPClientThreads", 0, INT_MAX);
+		(int)dlb_lua_arg_int(L, 1, "setMaxTCPClientThreads", 0, INT_MAX);
 	return 0;
 }
 
@@ -2536,7 +2302,7 @@ l_set_udp_multiple_messages_vector_size(lua_State *L)
 {
 	config_time_only(L, "setUDPMultipleMessagesVectorSize");
 	conf_get(L)->cfg->udp_vector_size =
-		(int)arg_int(L, 1, "setUDPMultipleMessagesVectorSize", 1, DLB_UDP_BATCH);
+		(int)dlb_lua_arg_int(L, 1, "setUDPMultipleMessagesVectorSize", 1, DLB_UDP_BATCH);
 	return 0;
 }
 
@@ -2547,8 +2313,8 @@ l_set_udp_socket_buffer_sizes(lua_State *L)
 	int r, s;
 
 	config_time_only(L, "setUDPSocketBufferSizes");
-	r = (int)arg_int(L, 1, "setUDPSocketBufferSizes", 0, INT_MAX);
-	s = (int)arg_int(L, 2, "setUDPSocketBufferSizes", 0, INT_MAX);
+	r = (int)dlb_lua_arg_int(L, 1, "setUDPSocketBufferSizes", 0, INT_MAX);
+	s = (int)dlb_lua_arg_int(L, 2, "setUDPSocketBufferSizes", 0, INT_MAX);
 	cfg->udp_rcvbuf = r;
 	cfg->udp_sndbuf = s;
 	return 0;
@@ -2557,7 +2323,7 @@ l_set_udp_socket_buffer_sizes(lua_State *L)
 static int
 l_set_verbose(lua_State *L)
 {
-	bool v = arg_bool(L, 1, "setVerbose");
+	bool v = dlb_lua_arg_bool(L, 1, "setVerbose");
 
 	conf_get(L)->cfg->verbose = v;
 	if (conf_get(L)->phase != DLB_LUA_PHASE_WORKER)
@@ -2575,7 +2341,7 @@ l_get_verbose(lua_State *L)
 static int
 l_set_verbose_health_checks(lua_State *L)
 {
-	conf_get(L)->cfg->verbose_health_checks = arg_bool(L, 1, "setVerboseHealthChecks");
+	conf_get(L)->cfg->verbose_health_checks = dlb_lua_arg_bool(L, 1, "setVerboseHealthChecks");
 	return 0;
 }
 
@@ -2583,7 +2349,8 @@ static int
 l_set_worker_threads(lua_State *L)
 {
 	config_time_only(L, "setWorkerThreads");
-	conf_get(L)->cfg->workers = (int)arg_int(L, 1, "setWorkerThreads", 0, DLB_MAX_WORKERS);
+	conf_get(L)->cfg->workers =
+		(int)dlb_lua_arg_int(L, 1, "setWorkerThreads", 0, DLB_MAX_WORKERS);
 	return 0;
 }
 
@@ -2592,14 +2359,14 @@ static int
 l_set_security_poll_suffix(lua_State *L)
 {
 	config_time_only(L, "setSecurityPollSuffix");
-	arg_string(L, 1, "setSecurityPollSuffix");
+	dlb_lua_arg_string(L, 1, "setSecurityPollSuffix");
 	return 0;
 }
 
 static int
 l_set_security_poll_interval(lua_State *L)
 {
-	arg_int(L, 1, "setSecurityPollInterval", 0, INT_MAX);
+	dlb_lua_arg_int(L, 1, "setSecurityPollInterval", 0, INT_MAX);
 	return 0;
 }
 
@@ -2639,7 +2406,7 @@ l_errlog(lua_State *L)
 static int
 l_show_version(lua_State *L)
 {
-	conf_print(L, "dnslb " DLB_VERSION);
+	dlb_lua_print(L, "dnslb " DLB_VERSION);
 	return 0;
 }
 
@@ -2678,7 +2445,7 @@ l_include_directory(lua_State *L)
 	int n = 0, files;
 
 	config_time_only(L, "includeDirectory");
-	dir = arg_string(L, 1, "includeDirectory");
+	dir = dlb_lua_arg_string(L, 1, "includeDirectory");
 	sep = dir[0] != '\0' && dir[strlen(dir) - 1] == '/' ? "" : "/";
 	if (lc->including)
 		return luaL_error(L, "includeDirectory() cannot be used recursively");
@@ -2736,7 +2503,7 @@ l_include_directory(lua_State *L)
 static int
 l_get_resolvers(lua_State *L)
 {
-	const char *path = arg_string(L, 1, "getResolvers");
+	const char *path = dlb_lua_arg_string(L, 1, "getResolvers");
 	char found[32][INET6_ADDRSTRLEN];
 	char line[512];
 	int n = 0;
@@ -2788,7 +2555,7 @@ l_set_lua_memory_limit(lua_State *L)
 	config_time_only(L, fn);
 	if (lua_type(L, 1) == LUA_TSTRING && parse_byte_size(lua_tostring(L, 1), &bytes))
 		v = (lua_Integer)bytes;
-	else if (!to_integer(L, 1, &v) || v < 0)
+	else if (!dlb_lua_to_integer(L, 1, &v) || v < 0)
 		return luaL_error(L, "%s: expected a number of bytes or a size like \"64M\"", fn);
 	if (v != 0 && v < 1024 * 1024)
 		return luaL_error(L, "%s: at least 1M (or 0: no limit)", fn);
@@ -2806,7 +2573,7 @@ l_set_lua_instruction_limit(lua_State *L)
 	lua_Integer n;
 
 	config_time_only(L, fn);
-	n = arg_int(L, 1, fn, 0, LUA_MAXINTEGER);
+	n = dlb_lua_arg_int(L, 1, fn, 0, LUA_MAXINTEGER);
 	if (n != 0 && n < 1000)
 		return luaL_error(L, "%s: at least 1000 (or 0: no limit)", fn);
 	conf_get(L)->lua_insn_limit = (uint64_t)n;
@@ -2981,7 +2748,7 @@ register_globals(lua_State *L)
 
 	for (size_t i = 0; i < sizeof(constant_tables) / sizeof(constant_tables[0]); i++) {
 		lua_newtable(L);
-		for (const struct named_value *v = constant_tables[i].values; v->name; v++) {
+		for (const struct dlb_lua_named *v = constant_tables[i].values; v->name; v++) {
 			lua_pushinteger(L, v->value);
 			lua_setfield(L, -2, v->name);
 		}
@@ -3036,6 +2803,7 @@ conf_setup(lua_State *L)
 	register_globals(L);
 	dlb_lua_objects_register(L);
 	dlb_lua_rules_register(L);
+	dlb_lua_explain_register(L);
 	if (conf_get(L)->phase == DLB_LUA_PHASE_WORKER)
 		worker_setup(L);
 	return 0;

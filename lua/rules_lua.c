@@ -65,6 +65,7 @@
 #include "dnslb/log.h"
 #include "dnslb/netmask.h"
 #include "dnslb/wire.h"
+#include "lua/args.h"
 #include "lua/conf.h"
 #include "lua/objects.h"
 #include "lua/worker.h"
@@ -90,214 +91,6 @@ struct act_box {
 struct rule_box {
 	struct dlb_rule *r;
 };
-
-struct named_value {
-	const char *name;
-	int value;
-};
-
-/* ---- argument helpers (the conventions of lua/conf.c) -------------------- */
-
-/* Integer from a number or a numeric string ("10"): dnsdist 1.7 takes both. */
-static bool
-to_integer(lua_State *L, int idx, lua_Integer *out)
-{
-	int t = lua_type(L, idx), isnum = 0;
-
-	if (t != LUA_TNUMBER && t != LUA_TSTRING)
-		return false;
-	*out = lua_tointegerx(L, idx, &isnum);
-	return isnum != 0;
-}
-
-static bool
-to_number(lua_State *L, int idx, lua_Number *out)
-{
-	int t = lua_type(L, idx), isnum = 0;
-
-	if (t != LUA_TNUMBER && t != LUA_TSTRING)
-		return false;
-	*out = lua_tonumberx(L, idx, &isnum);
-	return isnum != 0 && isfinite(*out);
-}
-
-/* true/false, or the strings "true"/"false". */
-static bool
-to_bool(lua_State *L, int idx, bool *out)
-{
-	if (lua_type(L, idx) == LUA_TBOOLEAN) {
-		*out = lua_toboolean(L, idx);
-		return true;
-	}
-	if (lua_type(L, idx) == LUA_TSTRING) {
-		const char *s = lua_tostring(L, idx);
-
-		if (strcmp(s, "true") == 0 || strcmp(s, "false") == 0) {
-			*out = s[0] == 't';
-			return true;
-		}
-	}
-	return false;
-}
-
-static lua_Integer
-arg_int(lua_State *L, int arg, const char *fn, lua_Integer lo, lua_Integer hi)
-{
-	lua_Integer v = 0;
-
-	if (!to_integer(L, arg, &v))
-		luaL_error(L, "%s: argument #%d must be an integer", fn, arg);
-	if (v < lo || v > hi)
-		luaL_error(L, "%s: %I is out of range (%I..%I)", fn, v, lo, hi);
-	return v;
-}
-
-/* An optional integer argument: @def when absent or nil. */
-static lua_Integer
-opt_arg_int(lua_State *L, int arg, const char *fn, lua_Integer lo, lua_Integer hi,
-	    lua_Integer def)
-{
-	if (lua_isnoneornil(L, arg))
-		return def;
-	return arg_int(L, arg, fn, lo, hi);
-}
-
-static lua_Number
-arg_num(lua_State *L, int arg, const char *fn, lua_Number lo, lua_Number hi)
-{
-	lua_Number v = 0;
-
-	if (!to_number(L, arg, &v))
-		luaL_error(L, "%s: argument #%d must be a number", fn, arg);
-	if (v < lo || v > hi)
-		luaL_error(L, "%s: %f is out of range (%f..%f)", fn, v, lo, hi);
-	return v;
-}
-
-static bool
-arg_bool(lua_State *L, int arg, const char *fn)
-{
-	bool b = false;
-
-	if (!to_bool(L, arg, &b))
-		luaL_error(L, "%s: argument #%d must be a boolean", fn, arg);
-	return b;
-}
-
-static bool
-opt_arg_bool(lua_State *L, int arg, const char *fn, bool def)
-{
-	if (lua_isnoneornil(L, arg))
-		return def;
-	return arg_bool(L, arg, fn);
-}
-
-static const char *
-arg_string(lua_State *L, int arg, const char *fn)
-{
-	if (lua_type(L, arg) != LUA_TSTRING)
-		luaL_error(L, "%s: argument #%d must be a string", fn, arg);
-	return lua_tostring(L, arg);
-}
-
-static void
-arg_function(lua_State *L, int arg, const char *fn)
-{
-	if (lua_type(L, arg) != LUA_TFUNCTION)
-		luaL_error(L, "%s: argument #%d must be a function", fn, arg);
-}
-
-/* The options table at @arg, or 0 when absent; anything else is an error. */
-static int
-opt_table(lua_State *L, int arg, const char *fn)
-{
-	if (lua_isnoneornil(L, arg))
-		return 0;
-	if (lua_type(L, arg) != LUA_TTABLE)
-		luaL_error(L, "%s: argument #%d must be a table of options", fn, arg);
-	return arg;
-}
-
-/* Option @key of table @t as an integer in [lo, hi]. @return false when absent. */
-static bool
-opt_int(lua_State *L, int t, const char *fn, const char *key, lua_Integer lo, lua_Integer hi,
-	lua_Integer *out)
-{
-	lua_Integer v = 0;
-
-	if (lua_getfield(L, t, key) == LUA_TNIL) {
-		lua_pop(L, 1);
-		return false;
-	}
-	if (!to_integer(L, -1, &v))
-		luaL_error(L, "%s: '%s' must be an integer", fn, key);
-	if (v < lo || v > hi)
-		luaL_error(L, "%s: '%s' is out of range (%I..%I)", fn, key, lo, hi);
-	lua_pop(L, 1);
-	*out = v;
-	return true;
-}
-
-static bool
-opt_bool(lua_State *L, int t, const char *fn, const char *key, bool *out)
-{
-	if (lua_getfield(L, t, key) == LUA_TNIL) {
-		lua_pop(L, 1);
-		return false;
-	}
-	if (!to_bool(L, -1, out))
-		luaL_error(L, "%s: '%s' must be a boolean", fn, key);
-	lua_pop(L, 1);
-	return true;
-}
-
-static bool
-name_in(const char *s, const char *const *list)
-{
-	for (; *list != NULL; list++)
-		if (strcmp(s, *list) == 0)
-			return true;
-	return false;
-}
-
-/* No output at all: a worker state replaying the config, or a state without a dlb_lua_conf. */
-static bool
-silent_phase(lua_State *L)
-{
-	struct dlb_lua_conf *lc = dlb_lua_conf_of(L);
-
-	return lc == NULL || dlb_lua_conf_phase(lc) == DLB_LUA_PHASE_WORKER;
-}
-
-/* Log (not fail on) keys of table @t missing from @known, as dnsdist 1.8+ does. */
-static void
-warn_unknown_keys(lua_State *L, int t, const char *fn, const char *const *known)
-{
-	if (t == 0 || silent_phase(L))
-		return;
-	lua_pushnil(L);
-	while (lua_next(L, t) != 0) {
-		lua_pop(L, 1);
-		if (lua_type(L, -1) != LUA_TSTRING)
-			dlb_warn("%s: unknown option of type %s", fn, luaL_typename(L, -1));
-		else if (!name_in(lua_tostring(L, -1), known))
-			dlb_warn("%s: unknown option '%s'", fn, lua_tostring(L, -1));
-	}
-}
-
-/* Output for show*(): through the global print, so the console can capture it. */
-static void
-rules_print(lua_State *L, const char *s)
-{
-	if (lua_getglobal(L, "print") == LUA_TFUNCTION) {
-		lua_pushstring(L, s);
-		lua_call(L, 1, 0);
-	} else {
-		lua_pop(L, 1);
-		fputs(s, stdout);
-		fputc('\n', stdout);
-	}
-}
 
 /* ---- a small string builder (no Lua calls while one is open) ------------ */
 
@@ -421,44 +214,6 @@ fmt_rate(double v, char *out, size_t outsz)
 
 /* ---- DNS constants --------------------------------------------------------- */
 
-/* dnsdist's QType::names (1.7), as in lua/conf.c's DNSQType table */
-static const struct named_value qtypes[] = {
-	{ "A", 1 }, { "NS", 2 }, { "MD", 3 }, { "MF", 4 }, { "CNAME", 5 }, { "SOA", 6 },
-	{ "MB", 7 }, { "MG", 8 }, { "MR", 9 }, { "NULL", 10 }, { "WKS", 11 }, { "PTR", 12 },
-	{ "HINFO", 13 }, { "MINFO", 14 }, { "MX", 15 }, { "TXT", 16 }, { "RP", 17 },
-	{ "AFSDB", 18 }, { "SIG", 24 }, { "KEY", 25 }, { "AAAA", 28 }, { "LOC", 29 },
-	{ "SRV", 33 }, { "NAPTR", 35 }, { "KX", 36 }, { "CERT", 37 }, { "A6", 38 },
-	{ "DNAME", 39 }, { "OPT", 41 }, { "APL", 42 }, { "DS", 43 }, { "SSHFP", 44 },
-	{ "IPSECKEY", 45 }, { "RRSIG", 46 }, { "NSEC", 47 }, { "DNSKEY", 48 }, { "DHCID", 49 },
-	{ "NSEC3", 50 }, { "NSEC3PARAM", 51 }, { "TLSA", 52 }, { "SMIMEA", 53 }, { "RKEY", 57 },
-	{ "CDS", 59 }, { "CDNSKEY", 60 }, { "OPENPGPKEY", 61 }, { "CSYNC", 62 },
-	{ "ZONEMD", 63 }, { "SVCB", 64 }, { "HTTPS", 65 }, { "SPF", 99 }, { "NID", 104 },
-	{ "L32", 105 }, { "L64", 106 }, { "LP", 107 }, { "EUI48", 108 }, { "EUI64", 109 },
-	{ "TKEY", 249 }, { "TSIG", 250 }, { "IXFR", 251 }, { "AXFR", 252 }, { "MAILB", 253 },
-	{ "MAILA", 254 }, { "ANY", 255 }, { "URI", 256 }, { "CAA", 257 }, { "DLV", 32769 },
-	{ "ADDR", 65400 }, { "ALIAS", 65401 }, { "LUA", 65402 },
-	{ NULL, 0 },
-};
-
-static const struct named_value qclasses[] = {
-	{ "IN", 1 }, { "CHAOS", 3 }, { "NONE", 254 }, { "ANY", 255 },
-	{ NULL, 0 },
-};
-
-static const struct named_value opcodes[] = {
-	{ "Query", 0 }, { "IQuery", 1 }, { "Status", 2 }, { "Notify", 4 }, { "Update", 5 },
-	{ NULL, 0 },
-};
-
-static const struct named_value rcode_names[] = {
-	{ "NOERROR", 0 }, { "FORMERR", 1 }, { "SERVFAIL", 2 }, { "NXDOMAIN", 3 },
-	{ "NOTIMP", 4 }, { "REFUSED", 5 }, { "YXDOMAIN", 6 }, { "YXRRSET", 7 },
-	{ "NXRRSET", 8 }, { "NOTAUTH", 9 }, { "NOTZONE", 10 }, { "BADVERS", 16 },
-	{ "BADSIG", 16 }, { "BADKEY", 17 }, { "BADTIME", 18 }, { "BADMODE", 19 },
-	{ "BADNAME", 20 }, { "BADALG", 21 }, { "BADTRUNC", 22 }, { "BADCOOKIE", 23 },
-	{ NULL, 0 },
-};
-
 /* dnsdist's RCode::rcodes_s: ERCode::to_s() texts */
 static const char *const rcode_texts[] = {
 	"No Error", "Form Error", "Server Failure", "Non-Existent domain", "Not Implemented",
@@ -472,18 +227,6 @@ static const char *const rcode_texts[] = {
 };
 
 static const char *const section_names[] = { "QD", "AN", "NS", "AR" };
-
-static bool
-lookup_name(const struct named_value *v, const char *name, int *out)
-{
-	for (; v->name != NULL; v++) {
-		if (strcasecmp(v->name, name) == 0) {
-			*out = v->value;
-			return true;
-		}
-	}
-	return false;
-}
 
 /* ERCode::to_s */
 static void
@@ -499,7 +242,7 @@ ercode_text(unsigned rcode, char *out, size_t outsz)
 static void
 qtype_text(unsigned t, char *out, size_t outsz)
 {
-	for (const struct named_value *v = qtypes; v->name != NULL; v++) {
+	for (const struct dlb_lua_named *v = dlb_lua_qtypes; v->name != NULL; v++) {
 		if ((unsigned)v->value == t) {
 			snprintf(out, outsz, "%s", v->name);
 			return;
@@ -516,14 +259,14 @@ check_qtype(lua_State *L, int idx, const char *fn)
 	int code = 0;
 
 	if (lua_type(L, idx) == LUA_TNUMBER) {
-		if (!to_integer(L, idx, &v) || v < 0 || v > 65535)
+		if (!dlb_lua_to_integer(L, idx, &v) || v < 0 || v > 65535)
 			luaL_error(L, "%s: invalid type %s", fn, lua_tostring(L, idx));
 		return (uint16_t)v;
 	}
 	if (lua_type(L, idx) != LUA_TSTRING)
 		luaL_error(L, "%s: a type must be a number or a name, not %s", fn,
 			   luaL_typename(L, idx));
-	if (lookup_name(qtypes, lua_tostring(L, idx), &code))
+	if (dlb_lua_lookup_name(dlb_lua_qtypes, lua_tostring(L, idx), &code))
 		return (uint16_t)code;
 	if (strncasecmp(lua_tostring(L, idx), "TYPE", 4) == 0) {
 		const char *d = lua_tostring(L, idx) + 4;
@@ -533,7 +276,7 @@ check_qtype(lua_State *L, int idx, const char *fn)
 		if (*d != '\0' && isdigit((unsigned char)*d) && *end == '\0' && n <= 65535)
 			return (uint16_t)n;
 	}
-	if (to_integer(L, idx, &v) && v >= 0 && v <= 65535)
+	if (dlb_lua_to_integer(L, idx, &v) && v >= 0 && v <= 65535)
 		return (uint16_t)v;
 	luaL_error(L, "%s: unknown type '%s'", fn, lua_tostring(L, idx));
 	return 0;
@@ -542,14 +285,15 @@ check_qtype(lua_State *L, int idx, const char *fn)
 /* A number in [0, hi] or one of @names (the DNSClass/DNSOpcode/DNSRCode mnemonics). */
 static unsigned
 check_code(lua_State *L, int idx, const char *fn, const char *what,
-	   const struct named_value *names, unsigned hi)
+	   const struct dlb_lua_named *names, unsigned hi)
 {
 	lua_Integer v = 0;
 	int code = 0;
 
-	if (lua_type(L, idx) == LUA_TSTRING && lookup_name(names, lua_tostring(L, idx), &code))
+	if (lua_type(L, idx) == LUA_TSTRING &&
+	    dlb_lua_lookup_name(names, lua_tostring(L, idx), &code))
 		v = code;
-	else if (!to_integer(L, idx, &v))
+	else if (!dlb_lua_to_integer(L, idx, &v))
 		luaL_error(L, "%s: argument #%d must be %s number", fn, idx, what);
 	if (v < 0 || v > (lua_Integer)hi)
 		luaL_error(L, "%s: %s %I is out of range (0..%I)", fn, what, v, (lua_Integer)hi);
@@ -696,7 +440,7 @@ l_act_reload(lua_State *L)
 	if (a == NULL)
 		return luaL_error(L, "reload: not an action");
 	if ((a->type == DLB_ACT_LOG || a->type == DLB_RACT_LOG) && a->u.log != NULL &&
-	    dlb_log_reload(a->u.log) != 0 && !silent_phase(L))
+	    dlb_log_reload(a->u.log) != 0 && !dlb_lua_silent(L))
 		dlb_warn("Unable to reopen the file for logging: %s", strerror(errno));
 	return 0;
 }
@@ -717,8 +461,8 @@ l_act_get_stats(lua_State *L)
 static int
 l_act_print_stats(lua_State *L)
 {
-	if (!silent_phase(L))
-		rules_print(L, "\t0");
+	if (!dlb_lua_silent(L))
+		dlb_lua_print(L, "\t0");
 	return 0;
 }
 
@@ -927,15 +671,6 @@ suffixes_from_names(lua_State *L, struct name_list *nl, struct dlb_suffix_set *s
 }
 
 /* ---- netmasks and addresses ----------------------------------------------- */
-
-static void
-check_netmask(lua_State *L, int idx, const char *fn, struct dlb_netmask *nm)
-{
-	if (lua_type(L, idx) != LUA_TSTRING)
-		luaL_error(L, "%s: expected a netmask string, got %s", fn, luaL_typename(L, idx));
-	if (dlb_netmask_parse(lua_tostring(L, idx), nm) != 0)
-		luaL_error(L, "%s: invalid netmask '%s'", fn, lua_tostring(L, idx));
-}
 
 /* "Src: 10.0.0.0/8, 192.0.2.0/24" (or "Dst: in-group" when @quiet) */
 static void
@@ -1170,7 +905,7 @@ static int
 l_suffix_match_node_rule(lua_State *L)
 {
 	struct dlb_suffix_set *smn = dlb_lua_to_smn(L, 1);
-	bool quiet = opt_arg_bool(L, 2, "SuffixMatchNodeRule", false);
+	bool quiet = dlb_lua_opt_arg_bool(L, 2, "SuffixMatchNodeRule", false);
 
 	if (smn == NULL)
 		return luaL_error(L, "SuffixMatchNodeRule: argument #1 must be a SuffixMatchNode "
@@ -1183,7 +918,7 @@ static int
 l_qname_suffix_rule(lua_State *L)
 {
 	struct dlb_suffix_set *smn = dlb_lua_to_smn(L, 1);
-	bool quiet = opt_arg_bool(L, 2, "QNameSuffixRule", false);
+	bool quiet = dlb_lua_opt_arg_bool(L, 2, "QNameSuffixRule", false);
 
 	if (smn != NULL)
 		suffix_rule_from_smn(L, smn, quiet);
@@ -1199,7 +934,7 @@ l_qname_suffix_rule(lua_State *L)
 static int
 l_regex_rule(lua_State *L)
 {
-	const char *re = arg_string(L, 1, "RegexRule");
+	const char *re = dlb_lua_arg_string(L, 1, "RegexRule");
 	struct dlb_sel *s = push_sel(L, DLB_SEL_REGEX);
 	char err[256];
 
@@ -1225,7 +960,7 @@ l_qtype_rule(lua_State *L)
 static int
 l_qclass_rule(lua_State *L)
 {
-	unsigned c = check_code(L, 1, "QClassRule", "a class", qclasses, 65535);
+	unsigned c = check_code(L, 1, "QClassRule", "a class", dlb_lua_qclasses, 65535);
 	struct dlb_sel *s = push_sel(L, DLB_SEL_QCLASS);
 
 	s->u.num = c;
@@ -1236,7 +971,7 @@ l_qclass_rule(lua_State *L)
 static int
 l_opcode_rule(lua_State *L)
 {
-	unsigned op = check_code(L, 1, "OpcodeRule", "an opcode", opcodes, 15);
+	unsigned op = check_code(L, 1, "OpcodeRule", "an opcode", dlb_lua_opcodes, 15);
 	struct dlb_sel *s = push_sel(L, DLB_SEL_OPCODE);
 
 	s->u.num = op;
@@ -1278,7 +1013,7 @@ nmg_rule(lua_State *L, int idx, const char *fn, bool src, bool quiet)
 		n = list_len(L, idx);
 		for (lua_Integer i = 1; i <= n; i++) {
 			list_push(L, idx, i);
-			check_netmask(L, -1, fn, &nm);
+			dlb_lua_check_netmask(L, -1, fn, &nm);
 			lua_pop(L, 1);
 		}
 	}
@@ -1303,8 +1038,8 @@ nmg_rule(lua_State *L, int idx, const char *fn, bool src, bool quiet)
 static int
 l_netmask_group_rule(lua_State *L)
 {
-	bool src = opt_arg_bool(L, 2, "NetmaskGroupRule", true);
-	bool quiet = opt_arg_bool(L, 3, "NetmaskGroupRule", false);
+	bool src = dlb_lua_opt_arg_bool(L, 2, "NetmaskGroupRule", true);
+	bool quiet = dlb_lua_opt_arg_bool(L, 3, "NetmaskGroupRule", false);
 
 	nmg_rule(L, 1, "NetmaskGroupRule", src, quiet);
 	return 1;
@@ -1313,7 +1048,7 @@ l_netmask_group_rule(lua_State *L)
 static int
 l_dst_port_rule(lua_State *L)
 {
-	unsigned port = (unsigned)arg_int(L, 1, "DSTPortRule", 0, 65535);
+	unsigned port = (unsigned)dlb_lua_arg_int(L, 1, "DSTPortRule", 0, 65535);
 	struct dlb_sel *s = push_sel(L, DLB_SEL_DSTPORT);
 
 	s->u.num = port;
@@ -1324,7 +1059,7 @@ l_dst_port_rule(lua_State *L)
 static int
 l_tcp_rule(lua_State *L)
 {
-	bool tcp = arg_bool(L, 1, "TCPRule");
+	bool tcp = dlb_lua_arg_bool(L, 1, "TCPRule");
 	struct dlb_sel *s = push_sel(L, DLB_SEL_TCP);
 
 	s->u.flag = tcp;
@@ -1336,13 +1071,13 @@ static int
 l_max_qps_ip_rule(lua_State *L)
 {
 	const char *fn = "MaxQPSIPRule";
-	double qps = arg_num(L, 1, fn, 0, 1e9);
-	int v4 = (int)opt_arg_int(L, 2, fn, 0, 32, 32);
-	int v6 = (int)opt_arg_int(L, 3, fn, 0, 128, 64);
-	double burst = lua_isnoneornil(L, 4) ? qps : arg_num(L, 4, fn, 0, 1e9);
-	int expiration = (int)opt_arg_int(L, 5, fn, 0, INT_MAX, 300);
-	int cleanup = (int)opt_arg_int(L, 6, fn, 0, INT_MAX, 60);
-	int scan = (int)opt_arg_int(L, 7, fn, 1, INT_MAX, 10);
+	double qps = dlb_lua_arg_num(L, 1, fn, 0, 1e9);
+	int v4 = (int)dlb_lua_opt_arg_int(L, 2, fn, 0, 32, 32);
+	int v6 = (int)dlb_lua_opt_arg_int(L, 3, fn, 0, 128, 64);
+	double burst = lua_isnoneornil(L, 4) ? qps : dlb_lua_arg_num(L, 4, fn, 0, 1e9);
+	int expiration = (int)dlb_lua_opt_arg_int(L, 5, fn, 0, INT_MAX, 300);
+	int cleanup = (int)dlb_lua_opt_arg_int(L, 6, fn, 0, INT_MAX, 60);
+	int scan = (int)dlb_lua_opt_arg_int(L, 7, fn, 1, INT_MAX, 10);
 	struct dlb_sel *s = push_sel(L, DLB_SEL_MAXQPSIP);
 	char r[32], b[32];
 
@@ -1370,8 +1105,8 @@ new_bucket(lua_State *L, double rate, double burst)
 static int
 l_max_qps_rule(lua_State *L)
 {
-	double qps = arg_num(L, 1, "MaxQPSRule", 0, 1e9);
-	double burst = lua_isnoneornil(L, 2) ? qps : arg_num(L, 2, "MaxQPSRule", 0, 1e9);
+	double qps = dlb_lua_arg_num(L, 1, "MaxQPSRule", 0, 1e9);
+	double burst = lua_isnoneornil(L, 2) ? qps : dlb_lua_arg_num(L, 2, "MaxQPSRule", 0, 1e9);
 	struct dlb_sel *s = push_sel(L, DLB_SEL_MAXQPS);
 	char r[32];
 
@@ -1384,7 +1119,7 @@ l_max_qps_rule(lua_State *L)
 static int
 l_proba_rule(lua_State *L)
 {
-	double p = arg_num(L, 1, "ProbaRule", 0, 1);
+	double p = dlb_lua_arg_num(L, 1, "ProbaRule", 0, 1);
 	struct dlb_sel *s = push_sel(L, DLB_SEL_PROBA);
 
 	s->u.proba = p;
@@ -1395,7 +1130,7 @@ l_proba_rule(lua_State *L)
 static int
 l_rcode_rule(lua_State *L)
 {
-	unsigned rc = check_code(L, 1, "RCodeRule", "an rcode", rcode_names, 15);
+	unsigned rc = check_code(L, 1, "RCodeRule", "an rcode", dlb_lua_rcodes, 15);
 	struct dlb_sel *s = push_sel(L, DLB_SEL_RCODE);
 	char text[64];
 
@@ -1408,7 +1143,7 @@ l_rcode_rule(lua_State *L)
 static int
 l_ercode_rule(lua_State *L)
 {
-	unsigned rc = check_code(L, 1, "ERCodeRule", "an rcode", rcode_names, 4095);
+	unsigned rc = check_code(L, 1, "ERCodeRule", "an rcode", dlb_lua_rcodes, 4095);
 	struct dlb_sel *s = push_sel(L, DLB_SEL_ERCODE);
 	char text[64];
 
@@ -1421,7 +1156,7 @@ l_ercode_rule(lua_State *L)
 static int
 l_edns_option_rule(lua_State *L)
 {
-	unsigned code = (unsigned)arg_int(L, 1, "EDNSOptionRule", 0, 65535);
+	unsigned code = (unsigned)dlb_lua_arg_int(L, 1, "EDNSOptionRule", 0, 65535);
 	struct dlb_sel *s = push_sel(L, DLB_SEL_EDNS_OPTION);
 
 	s->u.num = code;
@@ -1432,7 +1167,7 @@ l_edns_option_rule(lua_State *L)
 static int
 l_edns_version_rule(lua_State *L)
 {
-	unsigned v = (unsigned)arg_int(L, 1, "EDNSVersionRule", 0, 255);
+	unsigned v = (unsigned)dlb_lua_arg_int(L, 1, "EDNSVersionRule", 0, 255);
 	struct dlb_sel *s = push_sel(L, DLB_SEL_EDNS_VERSION);
 
 	s->u.num = v;
@@ -1453,8 +1188,8 @@ l_payload_size_rule(lua_State *L)
 		{ "smaller", "smaller than", DLB_CMP_LT },
 		{ "smallerOrEqual", "equal to or smaller than", DLB_CMP_LE },
 	};
-	const char *cmp = arg_string(L, 1, "PayloadSizeRule");
-	unsigned size = (unsigned)arg_int(L, 2, "PayloadSizeRule", 0, 65535);
+	const char *cmp = dlb_lua_arg_string(L, 1, "PayloadSizeRule");
+	unsigned size = (unsigned)dlb_lua_arg_int(L, 2, "PayloadSizeRule", 0, 65535);
 	struct dlb_sel *s;
 
 	for (size_t i = 0; i < sizeof(cmps) / sizeof(cmps[0]); i++) {
@@ -1473,9 +1208,9 @@ l_payload_size_rule(lua_State *L)
 static int
 l_records_count_rule(lua_State *L)
 {
-	unsigned sec = (unsigned)arg_int(L, 1, "RecordsCountRule", 0, 3);
-	unsigned min = (unsigned)arg_int(L, 2, "RecordsCountRule", 0, 65535);
-	unsigned max = (unsigned)arg_int(L, 3, "RecordsCountRule", 0, 65535);
+	unsigned sec = (unsigned)dlb_lua_arg_int(L, 1, "RecordsCountRule", 0, 3);
+	unsigned min = (unsigned)dlb_lua_arg_int(L, 2, "RecordsCountRule", 0, 65535);
+	unsigned max = (unsigned)dlb_lua_arg_int(L, 3, "RecordsCountRule", 0, 65535);
 	struct dlb_sel *s = push_sel(L, DLB_SEL_RECORDS_COUNT);
 
 	s->u.count.section = (uint8_t)sec;
@@ -1488,10 +1223,10 @@ l_records_count_rule(lua_State *L)
 static int
 l_records_type_count_rule(lua_State *L)
 {
-	unsigned sec = (unsigned)arg_int(L, 1, "RecordsTypeCountRule", 0, 3);
+	unsigned sec = (unsigned)dlb_lua_arg_int(L, 1, "RecordsTypeCountRule", 0, 3);
 	uint16_t type = check_qtype(L, 2, "RecordsTypeCountRule");
-	unsigned min = (unsigned)arg_int(L, 3, "RecordsTypeCountRule", 0, 65535);
-	unsigned max = (unsigned)arg_int(L, 4, "RecordsTypeCountRule", 0, 65535);
+	unsigned min = (unsigned)dlb_lua_arg_int(L, 3, "RecordsTypeCountRule", 0, 65535);
+	unsigned max = (unsigned)dlb_lua_arg_int(L, 4, "RecordsTypeCountRule", 0, 65535);
 	struct dlb_sel *s = push_sel(L, DLB_SEL_RECORDS_TYPE_COUNT);
 	char text[32];
 
@@ -1508,8 +1243,8 @@ static int
 range_rule(lua_State *L, enum dlb_sel_type type, const char *fn, const char *what,
 	   lua_Integer hi)
 {
-	unsigned min = (unsigned)arg_int(L, 1, fn, 0, hi);
-	unsigned max = (unsigned)arg_int(L, 2, fn, 0, hi);
+	unsigned min = (unsigned)dlb_lua_arg_int(L, 1, fn, 0, hi);
+	unsigned max = (unsigned)dlb_lua_arg_int(L, 2, fn, 0, hi);
 	struct dlb_sel *s = push_sel(L, type);
 
 	s->u.range.min = min;
@@ -1542,8 +1277,8 @@ l_trailing_data_rule(lua_State *L)
 static int
 l_tag_rule(lua_State *L)
 {
-	const char *name = arg_string(L, 1, "TagRule");
-	const char *value = lua_isnoneornil(L, 2) ? NULL : arg_string(L, 2, "TagRule");
+	const char *name = dlb_lua_arg_string(L, 1, "TagRule");
+	const char *value = lua_isnoneornil(L, 2) ? NULL : dlb_lua_arg_string(L, 2, "TagRule");
 	struct dlb_sel *s = push_sel(L, DLB_SEL_TAG);
 
 	s->u.tag.name = dup_str(L, name);
@@ -1559,7 +1294,7 @@ l_tag_rule(lua_State *L)
 static int
 l_pool_available_rule(lua_State *L)
 {
-	const char *pool = arg_string(L, 1, "PoolAvailableRule");
+	const char *pool = dlb_lua_arg_string(L, 1, "PoolAvailableRule");
 	struct dlb_sel *s = push_sel(L, DLB_SEL_POOL_AVAILABLE);
 
 	s->u.pool.name = dup_str(L, pool);
@@ -1570,8 +1305,8 @@ l_pool_available_rule(lua_State *L)
 static int
 l_pool_outstanding_rule(lua_State *L)
 {
-	const char *pool = arg_string(L, 1, "PoolOutstandingRule");
-	lua_Integer limit = arg_int(L, 2, "PoolOutstandingRule", 0, LUA_MAXINTEGER);
+	const char *pool = dlb_lua_arg_string(L, 1, "PoolOutstandingRule");
+	lua_Integer limit = dlb_lua_arg_int(L, 2, "PoolOutstandingRule", 0, LUA_MAXINTEGER);
 	struct dlb_sel *s = push_sel(L, DLB_SEL_POOL_OUTSTANDING);
 
 	s->u.pool.name = dup_str(L, pool);
@@ -1585,7 +1320,7 @@ l_lua_rule(lua_State *L)
 {
 	struct dlb_sel *s;
 
-	arg_function(L, 1, "LuaRule");
+	dlb_lua_arg_function(L, 1, "LuaRule");
 	s = push_sel(L, DLB_SEL_LUA);
 	s->u.lua.fn = dlb_lua_register_fn(L, 1, s->u.lua.src, sizeof(s->u.lua.src));
 	set_desc(L, &s->desc, "Lua script");
@@ -1666,26 +1401,26 @@ static const char *const soa_keys[] = { "aa", "ad", "ra", "soaInAuthoritySection
 static void
 answer_opts(lua_State *L, int arg, const char *fn, bool with_ttl, struct dlb_answer_opts *o)
 {
-	int t = opt_table(L, arg, fn);
+	int t = dlb_lua_opt_table(L, arg, fn);
 	lua_Integer ttl;
 
 	memset(o, 0, sizeof(*o));
 	o->ttl = 60;
 	if (t == 0)
 		return;
-	warn_unknown_keys(L, t, fn, with_ttl ? answer_keys : header_keys);
-	o->aa_set = opt_bool(L, t, fn, "aa", &o->aa);
-	opt_bool(L, t, fn, "ad", &o->ad);
-	o->ra_set = opt_bool(L, t, fn, "ra", &o->ra);
-	if (with_ttl && opt_int(L, t, fn, "ttl", 0, UINT32_MAX, &ttl))
+	dlb_lua_warn_unknown_keys(L, t, fn, "option", with_ttl ? answer_keys : header_keys);
+	o->aa_set = dlb_lua_opt_bool(L, t, fn, "aa", &o->aa);
+	dlb_lua_opt_bool(L, t, fn, "ad", &o->ad);
+	o->ra_set = dlb_lua_opt_bool(L, t, fn, "ra", &o->ra);
+	if (with_ttl && dlb_lua_opt_integer(L, t, fn, "ttl", 0, UINT32_MAX, &ttl))
 		o->ttl = (uint32_t)ttl;
 }
 
 static int
 l_pool_action(lua_State *L)
 {
-	const char *pool = arg_string(L, 1, "PoolAction");
-	bool stop = opt_arg_bool(L, 2, "PoolAction", true);
+	const char *pool = dlb_lua_arg_string(L, 1, "PoolAction");
+	bool stop = dlb_lua_opt_arg_bool(L, 2, "PoolAction", true);
 	struct dlb_act *a = push_act(L, DLB_ACT_POOL, false);
 
 	a->u.pool.name = dup_str(L, pool);
@@ -1742,7 +1477,7 @@ l_continue_action(lua_State *L)
 static int
 l_rcode_action(lua_State *L)
 {
-	unsigned rc = check_code(L, 1, "RCodeAction", "an rcode", rcode_names, 15);
+	unsigned rc = check_code(L, 1, "RCodeAction", "an rcode", dlb_lua_rcodes, 15);
 	struct dlb_answer_opts o;
 	struct dlb_act *a;
 
@@ -1757,7 +1492,7 @@ l_rcode_action(lua_State *L)
 static int
 l_ercode_action(lua_State *L)
 {
-	unsigned rc = check_code(L, 1, "ERCodeAction", "an rcode", rcode_names, 4095);
+	unsigned rc = check_code(L, 1, "ERCodeAction", "an rcode", dlb_lua_rcodes, 4095);
 	struct dlb_answer_opts o;
 	struct dlb_act *a;
 	char text[64];
@@ -1897,14 +1632,14 @@ l_spoof_raw_action(lua_State *L)
 static uint32_t
 arg_u32(lua_State *L, int arg, const char *fn)
 {
-	return (uint32_t)arg_int(L, arg, fn, 0, UINT32_MAX);
+	return (uint32_t)dlb_lua_arg_int(L, arg, fn, 0, UINT32_MAX);
 }
 
 static int
 l_negative_and_soa_action(lua_State *L)
 {
 	const char *fn = "NegativeAndSOAAction";
-	bool nxd = arg_bool(L, 1, fn);
+	bool nxd = dlb_lua_arg_bool(L, 1, fn);
 	uint8_t zone[DLB_MAX_NAME], mname[DLB_MAX_NAME], rname[DLB_MAX_NAME];
 	size_t zl = check_name(L, 2, fn, zone, NULL);
 	uint32_t ttl = arg_u32(L, 3, fn);
@@ -1913,7 +1648,7 @@ l_negative_and_soa_action(lua_State *L)
 	uint32_t serial = arg_u32(L, 6, fn), refresh = arg_u32(L, 7, fn);
 	uint32_t retry = arg_u32(L, 8, fn), expire = arg_u32(L, 9, fn);
 	uint32_t minimum = arg_u32(L, 10, fn);
-	int t = opt_table(L, 11, fn);
+	int t = dlb_lua_opt_table(L, 11, fn);
 	bool in_auth = false;	/* dnsdist's default: the SOA in the additional section */
 	struct dlb_answer_opts o;
 	struct dlb_act *a;
@@ -1921,11 +1656,11 @@ l_negative_and_soa_action(lua_State *L)
 	memset(&o, 0, sizeof(o));
 	o.ttl = 60;
 	if (t != 0) {
-		warn_unknown_keys(L, t, fn, soa_keys);
-		o.aa_set = opt_bool(L, t, fn, "aa", &o.aa);
-		opt_bool(L, t, fn, "ad", &o.ad);
-		o.ra_set = opt_bool(L, t, fn, "ra", &o.ra);
-		opt_bool(L, t, fn, "soaInAuthoritySection", &in_auth);
+		dlb_lua_warn_unknown_keys(L, t, fn, "option", soa_keys);
+		o.aa_set = dlb_lua_opt_bool(L, t, fn, "aa", &o.aa);
+		dlb_lua_opt_bool(L, t, fn, "ad", &o.ad);
+		o.ra_set = dlb_lua_opt_bool(L, t, fn, "ra", &o.ra);
+		dlb_lua_opt_bool(L, t, fn, "soaInAuthoritySection", &in_auth);
 	}
 	a = push_act(L, DLB_ACT_NEGATIVE_SOA, false);
 	a->u.soa.nxd = nxd;
@@ -1951,7 +1686,7 @@ l_negative_and_soa_action(lua_State *L)
 static int
 l_qps_action(lua_State *L)
 {
-	double qps = arg_num(L, 1, "QPSAction", 0, 1e9);
+	double qps = dlb_lua_arg_num(L, 1, "QPSAction", 0, 1e9);
 	struct dlb_act *a = push_act(L, DLB_ACT_QPS, false);
 	char r[32];
 
@@ -1964,9 +1699,9 @@ l_qps_action(lua_State *L)
 static int
 l_qps_pool_action(lua_State *L)
 {
-	double qps = arg_num(L, 1, "QPSPoolAction", 0, 1e9);
-	const char *pool = arg_string(L, 2, "QPSPoolAction");
-	bool stop = opt_arg_bool(L, 3, "QPSPoolAction", true);
+	double qps = dlb_lua_arg_num(L, 1, "QPSPoolAction", 0, 1e9);
+	const char *pool = dlb_lua_arg_string(L, 2, "QPSPoolAction");
+	bool stop = dlb_lua_opt_arg_bool(L, 3, "QPSPoolAction", true);
 	struct dlb_act *a = push_act(L, DLB_ACT_QPS_POOL, false);
 	char r[32];
 
@@ -1982,7 +1717,7 @@ l_qps_pool_action(lua_State *L)
 static int
 delay_action(lua_State *L, enum dlb_act_type type, bool response, const char *fn)
 {
-	unsigned ms = (unsigned)arg_int(L, 1, fn, 0, 3600000);
+	unsigned ms = (unsigned)dlb_lua_arg_int(L, 1, fn, 0, 3600000);
 	struct dlb_act *a = push_act(L, type, response);
 
 	a->u.num = ms;
@@ -2033,9 +1768,9 @@ l_set_ecs_action(lua_State *L)
 	struct dlb_act *a;
 	char t4[64], t6[64];
 
-	check_netmask(L, 1, "SetECSAction", &v4);
+	dlb_lua_check_netmask(L, 1, "SetECSAction", &v4);
 	if (has_v6)
-		check_netmask(L, 2, "SetECSAction", &v6);
+		dlb_lua_check_netmask(L, 2, "SetECSAction", &v6);
 	a = push_act(L, DLB_ACT_ECS, false);
 	netmask_to_sockaddr(&v4, &a->u.ecs.v4);
 	a->u.ecs.bits4 = v4.bits;
@@ -2055,8 +1790,8 @@ l_set_ecs_action(lua_State *L)
 static int
 l_set_ecs_prefix_length_action(lua_State *L)
 {
-	unsigned v4 = (unsigned)arg_int(L, 1, "SetECSPrefixLengthAction", 0, 32);
-	unsigned v6 = (unsigned)arg_int(L, 2, "SetECSPrefixLengthAction", 0, 128);
+	unsigned v4 = (unsigned)dlb_lua_arg_int(L, 1, "SetECSPrefixLengthAction", 0, 32);
+	unsigned v6 = (unsigned)dlb_lua_arg_int(L, 2, "SetECSPrefixLengthAction", 0, 128);
 	struct dlb_act *a = push_act(L, DLB_ACT_ECS_PREFIX, false);
 
 	a->u.ecsprefix.v4 = (uint16_t)v4;
@@ -2068,7 +1803,7 @@ l_set_ecs_prefix_length_action(lua_State *L)
 static int
 l_set_ecs_override_action(lua_State *L)
 {
-	bool v = arg_bool(L, 1, "SetECSOverrideAction");
+	bool v = dlb_lua_arg_bool(L, 1, "SetECSOverrideAction");
 	struct dlb_act *a = push_act(L, DLB_ACT_ECS_OVERRIDE, false);
 
 	a->u.flag = v;
@@ -2085,8 +1820,8 @@ l_set_disable_ecs_action(lua_State *L)
 static int
 tag_action(lua_State *L, enum dlb_act_type type, bool response, const char *fn)
 {
-	const char *name = arg_string(L, 1, fn);
-	const char *value = arg_string(L, 2, fn);
+	const char *name = dlb_lua_arg_string(L, 1, fn);
+	const char *value = dlb_lua_arg_string(L, 2, fn);
 	struct dlb_act *a = push_act(L, type, response);
 
 	a->u.tag.name = dup_str(L, name);
@@ -2129,16 +1864,16 @@ static int
 log_action(lua_State *L, bool response, const char *fn)
 {
 	int a0 = response ? 1 : 2;	/* LogResponseAction has no 'binary' argument */
-	const char *path = lua_isnoneornil(L, 1) ? "" : arg_string(L, 1, fn);
-	bool binary = response ? false : opt_arg_bool(L, 2, fn, true);
-	bool append = opt_arg_bool(L, a0 + 1, fn, false);
-	bool buffered = opt_arg_bool(L, a0 + 2, fn, true);
-	bool verbose_only = opt_arg_bool(L, a0 + 3, fn, true);
-	bool timestamp = opt_arg_bool(L, a0 + 4, fn, false);
+	const char *path = lua_isnoneornil(L, 1) ? "" : dlb_lua_arg_string(L, 1, fn);
+	bool binary = response ? false : dlb_lua_opt_arg_bool(L, 2, fn, true);
+	bool append = dlb_lua_opt_arg_bool(L, a0 + 1, fn, false);
+	bool buffered = dlb_lua_opt_arg_bool(L, a0 + 2, fn, true);
+	bool verbose_only = dlb_lua_opt_arg_bool(L, a0 + 3, fn, true);
+	bool timestamp = dlb_lua_opt_arg_bool(L, a0 + 4, fn, false);
 	struct dlb_act *a = push_act(L, response ? DLB_RACT_LOG : DLB_ACT_LOG, response);
 	char err[256];
 
-	if (!silent_phase(L)) {
+	if (!dlb_lua_silent(L)) {
 		err[0] = '\0';
 		a->u.log = dlb_log_open(path, binary, append, buffered, verbose_only, timestamp,
 					err, sizeof(err));
@@ -2164,7 +1899,7 @@ lua_action(lua_State *L, enum dlb_act_type type, bool response, const char *fn,
 {
 	struct dlb_act *a;
 
-	arg_function(L, 1, fn);
+	dlb_lua_arg_function(L, 1, fn);
 	a = push_act(L, type, response);
 	a->u.lua.fn = dlb_lua_register_fn(L, 1, a->u.lua.src, sizeof(a->u.lua.src));
 	set_desc(L, &a->desc, "%s", desc);
@@ -2322,7 +2057,7 @@ l_set_max_ttl_response_action(lua_State *L)
 static int
 l_set_reduced_ttl_response_action(lua_State *L)
 {
-	unsigned pct = (unsigned)arg_int(L, 1, "SetReducedTTLResponseAction", 0, 100);
+	unsigned pct = (unsigned)dlb_lua_arg_int(L, 1, "SetReducedTTLResponseAction", 0, 100);
 	struct dlb_act *a = push_act(L, DLB_RACT_REDUCED_TTL, true);
 
 	a->u.num = pct;
@@ -2597,7 +2332,7 @@ l_deprecated(lua_State *L)
 {
 	const struct cat_entry *e = &catalog[lua_tointeger(L, lua_upvalueindex(1))];
 
-	if (!silent_phase(L))
+	if (!dlb_lua_silent(L))
 		dlb_warn("access to %s is deprecated and will be removed in a future version, "
 			 "please use %s instead", e->name, e->alias_of);
 	return e->fn(L);
@@ -2767,13 +2502,13 @@ static const char *const rule_keys[] = { "name", "uuid", NULL };
 static void
 rule_opts(lua_State *L, int arg, const char *fn, char *name, char *uuid)
 {
-	int t = opt_table(L, arg, fn);
+	int t = dlb_lua_opt_table(L, arg, fn);
 
 	name[0] = '\0';
 	uuid[0] = '\0';
 	if (t == 0)
 		return;
-	warn_unknown_keys(L, t, fn, rule_keys);
+	dlb_lua_warn_unknown_keys(L, t, fn, "option", rule_keys);
 	if (lua_getfield(L, t, "name") != LUA_TNIL) {
 		size_t len;
 		const char *s;
@@ -2814,7 +2549,7 @@ l_chain_add(lua_State *L)
 				  luaL_typename(L, 2));
 	check_chain_action(L, cd, fn, a);
 	rule_opts(L, 3, fn, name, uuid);
-	if (silent_phase(L))
+	if (dlb_lua_silent(L))
 		return 0;
 	c = dlb_rules_chain(cd->kind);
 	v = tmp_rules(L, (size_t)c->n + 1);
@@ -2835,15 +2570,15 @@ static void
 show_opts(lua_State *L, int arg, const char *fn, bool *uuids, lua_Integer *trunc)
 {
 	static const char *const keys[] = { "showUUIDs", "truncateRuleWidth", NULL };
-	int t = opt_table(L, arg, fn);
+	int t = dlb_lua_opt_table(L, arg, fn);
 
 	*uuids = false;
 	*trunc = -1;
 	if (t == 0)
 		return;
-	warn_unknown_keys(L, t, fn, keys);
-	opt_bool(L, t, fn, "showUUIDs", uuids);
-	opt_int(L, t, fn, "truncateRuleWidth", -1, INT_MAX, trunc);
+	dlb_lua_warn_unknown_keys(L, t, fn, "option", keys);
+	dlb_lua_opt_bool(L, t, fn, "showUUIDs", uuids);
+	dlb_lua_opt_integer(L, t, fn, "truncateRuleWidth", -1, INT_MAX, trunc);
 }
 
 /* dnsdist's "%-56s": the selector's description, cut at @trunc (-1: whole), padded. */
@@ -2908,7 +2643,7 @@ l_chain_show(lua_State *L)
 	int ti;
 
 	show_opts(L, 1, cd->names[OP_SHOW], &uuids, &trunc);
-	if (silent_phase(L))
+	if (dlb_lua_silent(L))
 		return 0;
 	c = dlb_rules_chain(cd->kind);
 	push_rules_text(L, c->v, c->n, uuids, trunc);
@@ -2916,7 +2651,7 @@ l_chain_show(lua_State *L)
 	/* one print per line, as the console shows them */
 	for (text = lua_tostring(L, ti); (nl = strchr(text, '\n')) != NULL; text = nl + 1) {
 		lua_pushlstring(L, text, (size_t)(nl - text));
-		rules_print(L, lua_tostring(L, -1));
+		dlb_lua_print(L, lua_tostring(L, -1));
 		lua_pop(L, 1);
 	}
 	return 0;
@@ -2926,8 +2661,8 @@ l_chain_show(lua_State *L)
 static void
 print_error(lua_State *L, const char *msg)
 {
-	if (!silent_phase(L))
-		rules_print(L, msg);
+	if (!dlb_lua_silent(L))
+		dlb_lua_print(L, msg);
 }
 
 static int
@@ -2940,9 +2675,9 @@ l_chain_rm(lua_State *L)
 	int n = 0;
 
 	if (lua_type(L, 1) == LUA_TNUMBER) {
-		lua_Integer pos = arg_int(L, 1, fn, 0, LUA_MAXINTEGER);
+		lua_Integer pos = dlb_lua_arg_int(L, 1, fn, 0, LUA_MAXINTEGER);
 
-		if (silent_phase(L))
+		if (dlb_lua_silent(L))
 			return 0;
 		c = dlb_rules_chain(cd->kind);
 		if (pos >= c->n) {
@@ -2958,7 +2693,7 @@ l_chain_rm(lua_State *L)
 		char uuid[37];
 		bool by_uuid = parse_uuid(id, uuid);
 
-		if (silent_phase(L))
+		if (dlb_lua_silent(L))
 			return 0;
 		c = dlb_rules_chain(cd->kind);
 		v = tmp_rules(L, (size_t)c->n);
@@ -2984,13 +2719,13 @@ l_chain_mv(lua_State *L)
 {
 	const struct chain_def *cd = chain_up(L);
 	const char *fn = cd->names[OP_MV];
-	lua_Integer from = arg_int(L, 1, fn, 0, LUA_MAXINTEGER);
-	lua_Integer to = arg_int(L, 2, fn, 0, LUA_MAXINTEGER);
+	lua_Integer from = dlb_lua_arg_int(L, 1, fn, 0, LUA_MAXINTEGER);
+	lua_Integer to = dlb_lua_arg_int(L, 2, fn, 0, LUA_MAXINTEGER);
 	const struct dlb_chain *c;
 	struct dlb_rule **v, *subject;
 	int n = 0;
 
-	if (silent_phase(L))
+	if (dlb_lua_silent(L))
 		return 0;
 	c = dlb_rules_chain(cd->kind);
 	if (from >= c->n || to > c->n) {
@@ -3023,7 +2758,7 @@ l_chain_mv_top(lua_State *L)
 	const struct dlb_chain *c;
 	struct dlb_rule **v;
 
-	if (silent_phase(L))
+	if (dlb_lua_silent(L))
 		return 0;
 	c = dlb_rules_chain(cd->kind);
 	if (c->n == 0)
@@ -3040,7 +2775,7 @@ l_chain_clear(lua_State *L)
 {
 	const struct chain_def *cd = chain_up(L);
 
-	if (silent_phase(L))
+	if (dlb_lua_silent(L))
 		return 0;
 	publish(L, cd->names[OP_CLEAR], cd->kind, NULL, 0);
 	return 0;
@@ -3086,7 +2821,7 @@ l_chain_top(lua_State *L)
 {
 	const struct chain_def *cd = chain_up(L);
 	const char *fn = cd->names[OP_TOP];
-	lua_Integer top = opt_arg_int(L, 1, fn, 0, INT_MAX, 10), trunc;
+	lua_Integer top = dlb_lua_opt_arg_int(L, 1, fn, 0, INT_MAX, 10), trunc;
 	const struct dlb_chain *c = dlb_rules_chain(cd->kind);
 	struct dlb_rule **v;
 	bool uuids;
@@ -3103,7 +2838,7 @@ static int
 l_chain_get_top(lua_State *L)
 {
 	const struct chain_def *cd = chain_up(L);
-	lua_Integer top = opt_arg_int(L, 1, cd->names[OP_GET_TOP], 0, INT_MAX, 10);
+	lua_Integer top = dlb_lua_opt_arg_int(L, 1, cd->names[OP_GET_TOP], 0, INT_MAX, 10);
 	const struct dlb_chain *c = dlb_rules_chain(cd->kind);
 	struct dlb_rule **v = tmp_rules(L, (size_t)c->n);
 	int n = top_rules(L, c, top, v);
@@ -3143,7 +2878,7 @@ l_chain_set(lua_State *L)
 		lua_pop(L, 1);
 		v[i - 1] = r;	/* the table keeps the box (and its reference) alive */
 	}
-	if (silent_phase(L))
+	if (dlb_lua_silent(L))
 		return 0;
 	publish(L, fn, cd->kind, v, (int)n);
 	return 0;
@@ -3178,7 +2913,7 @@ l_new_rule_action(lua_State *L)
 static int
 l_get_action(lua_State *L)
 {
-	lua_Integer pos = arg_int(L, 1, "getAction", 0, LUA_MAXINTEGER);
+	lua_Integer pos = dlb_lua_arg_int(L, 1, "getAction", 0, LUA_MAXINTEGER);
 	const struct dlb_chain *c = dlb_rules_chain(DLB_CHAIN_QUERY);
 
 	if (pos >= c->n)
@@ -3202,6 +2937,24 @@ static const lua_CFunction chain_fns[OP__COUNT] = {
 	[OP_SET] = l_chain_set,
 };
 
+/* Metatable @name: @methods (NULL: none) as __index, @gc and @tostring. */
+static void
+new_metatable(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction gc,
+	      lua_CFunction tostring)
+{
+	luaL_newmetatable(L, name);
+	if (methods != NULL) {
+		lua_newtable(L);
+		luaL_setfuncs(L, methods, 0);
+		lua_setfield(L, -2, "__index");
+	}
+	lua_pushcfunction(L, gc);
+	lua_setfield(L, -2, "__gc");
+	lua_pushcfunction(L, tostring);
+	lua_setfield(L, -2, "__tostring");
+	lua_pop(L, 1);
+}
+
 static void
 register_metatables(lua_State *L)
 {
@@ -3221,39 +2974,10 @@ register_metatables(lua_State *L)
 		{ NULL, NULL },
 	};
 
-	luaL_newmetatable(L, MT_SEL);
-	luaL_newlib(L, sel_methods);
-	lua_setfield(L, -2, "__index");
-	lua_pushcfunction(L, l_sel_gc);
-	lua_setfield(L, -2, "__gc");
-	lua_pushcfunction(L, l_sel_tostring);
-	lua_setfield(L, -2, "__tostring");
-	lua_pop(L, 1);
-
-	luaL_newmetatable(L, MT_ACT);
-	luaL_newlib(L, act_methods);
-	lua_setfield(L, -2, "__index");
-	lua_pushcfunction(L, l_act_gc);
-	lua_setfield(L, -2, "__gc");
-	lua_pushcfunction(L, l_act_tostring);
-	lua_setfield(L, -2, "__tostring");
-	lua_pop(L, 1);
-
-	luaL_newmetatable(L, MT_RACT);
-	luaL_newlib(L, ract_methods);
-	lua_setfield(L, -2, "__index");
-	lua_pushcfunction(L, l_act_gc);
-	lua_setfield(L, -2, "__gc");
-	lua_pushcfunction(L, l_act_tostring);
-	lua_setfield(L, -2, "__tostring");
-	lua_pop(L, 1);
-
-	luaL_newmetatable(L, MT_RULE);
-	lua_pushcfunction(L, l_rule_gc);
-	lua_setfield(L, -2, "__gc");
-	lua_pushcfunction(L, l_rule_tostring);
-	lua_setfield(L, -2, "__tostring");
-	lua_pop(L, 1);
+	new_metatable(L, MT_SEL, sel_methods, l_sel_gc, l_sel_tostring);
+	new_metatable(L, MT_ACT, act_methods, l_act_gc, l_act_tostring);
+	new_metatable(L, MT_RACT, ract_methods, l_act_gc, l_act_tostring);
+	new_metatable(L, MT_RULE, NULL, l_rule_gc, l_rule_tostring);
 }
 
 void

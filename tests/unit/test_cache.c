@@ -24,74 +24,19 @@
 #include "dnslb/rcu.h"
 #include "dnslb/wire.h"
 
-#define PB_MAX	8192
 #define T0	1700000000.0	/* insert time of most entries */
 #define RD	DLB_F_RD
 #define W_MAIN	DLB_MAX_WORKERS	/* the main thread's stats slot */
+#define EDNS_DO	0x8000u	/* the DO bit in an OPT RR's TTL field */
 
 static void *scratch(size_t n);
 
 /* ---- a small DNS message builder ------------------------------------------ */
 
-/* A message under construction; TTL field offsets are remembered (not OPT's). */
-struct pb {
-	uint8_t b[PB_MAX];
-	size_t n;
-	size_t ttl_off[64];
-	uint32_t ttl_val[64];
-	int nttl;
-};
-
-static void
-pb_bytes(struct pb *p, const void *d, size_t n)
-{
-	assert_true(p->n + n <= PB_MAX);
-	memcpy(p->b + p->n, d, n);
-	p->n += n;
-}
-
-static void
-pb_u8(struct pb *p, uint8_t v)
-{
-	pb_bytes(p, &v, 1);
-}
-
-static void
-pb_u16(struct pb *p, uint16_t v)
-{
-	uint8_t b[2];
-
-	dlb_wr16(b, v);
-	pb_bytes(p, b, 2);
-}
-
-static void
-pb_u32(struct pb *p, uint32_t v)
-{
-	uint8_t b[4];
-
-	dlb_wr32(b, v);
-	pb_bytes(p, b, 4);
-}
-
-/* "www.example.com" as uncompressed wire; "" or "." is the root. */
-static void
-pb_name(struct pb *p, const char *text)
-{
-	const char *s = text;
-
-	while (*s != '\0' && strcmp(s, ".") != 0) {
-		const char *dot = strchr(s, '.');
-		size_t l = dot != NULL ? (size_t)(dot - s) : strlen(s);
-
-		pb_u8(p, (uint8_t)l);
-		pb_bytes(p, s, l);
-		s += l;
-		if (*s == '.')
-			s++;
-	}
-	pb_u8(p, 0);
-}
+/* Messages remember their TTL fields' offsets (not OPT's): see pkt.h. */
+#define PB_MAX		8192
+#define PB_TRACK_TTLS
+#include "pkt.h"
 
 /* Wire form of @text into @out; @return its length. */
 static size_t
@@ -104,60 +49,6 @@ wire_name(const char *text, uint8_t *out)
 	n = p->n;
 	memcpy(out, p->b, n);
 	return n;
-}
-
-static void
-pb_ptr(struct pb *p, uint16_t target)
-{
-	pb_u16(p, (uint16_t)(0xc000 | target));
-}
-
-static void
-pb_hdr(struct pb *p, uint16_t id, uint16_t flags, uint16_t qd, uint16_t an, uint16_t ns,
-       uint16_t ar)
-{
-	p->n = 0;
-	p->nttl = 0;
-	pb_u16(p, id);
-	pb_u16(p, flags);
-	pb_u16(p, qd);
-	pb_u16(p, an);
-	pb_u16(p, ns);
-	pb_u16(p, ar);
-}
-
-static void
-pb_question(struct pb *p, const char *name, uint16_t qtype, uint16_t qclass)
-{
-	pb_name(p, name);
-	pb_u16(p, qtype);
-	pb_u16(p, qclass);
-}
-
-/* The fixed part and RDATA of a record whose owner name was just written. */
-static void
-pb_rr_tail(struct pb *p, uint16_t type, uint32_t ttl, const void *rdata, uint16_t rdlen)
-{
-	pb_u16(p, type);
-	pb_u16(p, 1);
-	if (type != DLB_TYPE_OPT) {
-		assert_true(p->nttl < 64);
-		p->ttl_off[p->nttl] = p->n;
-		p->ttl_val[p->nttl++] = ttl;
-	}
-	pb_u32(p, ttl);
-	pb_u16(p, rdlen);
-	if (rdlen > 0)
-		pb_bytes(p, rdata, rdlen);
-}
-
-/* A record owned by the name at offset @owner (a compression pointer). */
-static void
-pb_rr_at(struct pb *p, uint16_t owner, uint16_t type, uint32_t ttl, const void *rdata,
-	 uint16_t rdlen)
-{
-	pb_ptr(p, owner);
-	pb_rr_tail(p, type, ttl, rdata, rdlen);
 }
 
 static void
@@ -187,13 +78,7 @@ pb_soa(struct pb *p, uint16_t zone, uint32_t ttl, uint32_t minimum)
 	size_t rdlen_at;
 
 	pb_ptr(p, zone);
-	pb_u16(p, 6);
-	pb_u16(p, 1);
-	p->ttl_off[p->nttl] = p->n;
-	p->ttl_val[p->nttl++] = ttl;
-	pb_u32(p, ttl);
-	rdlen_at = p->n;
-	pb_u16(p, 0);
+	rdlen_at = pb_rr_start(p, 6, ttl);
 	pb_u8(p, 3);
 	pb_bytes(p, "ns1", 3);
 	pb_ptr(p, zone);
@@ -205,7 +90,7 @@ pb_soa(struct pb *p, uint16_t zone, uint32_t ttl, uint32_t minimum)
 	pb_u32(p, 900);
 	pb_u32(p, 1209600);
 	pb_u32(p, minimum);
-	dlb_wr16(p->b + rdlen_at, (uint16_t)(p->n - rdlen_at - 2));
+	pb_rr_end(p, rdlen_at);
 }
 
 /* A TXT record at @owner with @rdlen bytes of RDATA (character strings). */
@@ -226,18 +111,6 @@ pb_txt(struct pb *p, uint16_t owner, uint32_t ttl, uint16_t rdlen)
 	pb_rr_at(p, owner, 16, ttl, rd, rdlen);
 }
 
-static void
-pb_opt(struct pb *p, uint16_t udp, bool do_bit, const void *rdata, uint16_t rdlen)
-{
-	pb_u8(p, 0);
-	pb_u16(p, DLB_TYPE_OPT);
-	pb_u16(p, udp);
-	pb_u32(p, do_bit ? 0x8000 : 0);
-	pb_u16(p, rdlen);
-	if (rdlen > 0)
-		pb_bytes(p, rdata, rdlen);
-}
-
 /* Start an answer: header (QR, RA, @flags, counts) and the question. */
 static void
 ans_begin(struct pb *p, const char *qname, uint16_t qtype, uint16_t flags, uint16_t an,
@@ -253,7 +126,7 @@ ans_a(struct pb *p, const char *qname, uint32_t ttl, uint32_t addr)
 {
 	ans_begin(p, qname, 1, RD, 1, 0, 1);
 	pb_a(p, DLB_DNS_HDR, ttl, addr);
-	pb_opt(p, 1232, false, NULL, 0);
+	pb_opt(p, 1232, 0, NULL, 0);
 }
 
 /* ---- queries and keys ------------------------------------------------------ */
@@ -288,7 +161,7 @@ qry_make(const struct dlb_cache *c, struct qry *q, const struct qspec *s)
 	for (uint16_t i = 0; i < qd; i++)
 		pb_question(p, s->name, s->qtype != 0 ? s->qtype : 1, s->qclass != 0 ? s->qclass : 1);
 	if (s->edns != 0)
-		pb_opt(p, s->edns, s->do_bit, s->opts, s->optlen);
+		pb_opt(p, s->edns, s->do_bit ? EDNS_DO : 0, s->opts, s->optlen);
 	assert_int_equal(dlb_wire_parse_query(p->b, p->n, &q->m), DLB_OK);
 	return dlb_cache_key_make(c, p->b, &q->m, s->tcp, &q->k);
 }
@@ -788,7 +661,7 @@ ans_rich(struct pb *p, const char *qname)
 	/* additional: ns1 A and AAAA, OPT */
 	pb_a(p, ns1, 7200, 0xc0000235);
 	pb_aaaa(p, ns1, 7000);
-	pb_opt(p, 1232, true, NULL, 0);
+	pb_opt(p, 1232, EDNS_DO, NULL, 0);
 }
 
 static void
@@ -899,7 +772,7 @@ test_copy_out_ttl_floor(void **state)
 	/* a SERVFAIL lives temporaryFailureTTL (60 s), whatever its records say */
 	ans_begin(ans, "www.example.com", 1, RD | DLB_RCODE_SERVFAIL, 1, 0, 1);
 	pb_a(ans, DLB_DNS_HDR, 5, 0x01020304);
-	pb_opt(ans, 1232, false, NULL, 0);
+	pb_opt(ans, 1232, 0, NULL, 0);
 	assert_true(put(c, q, ans, T0));
 	assert_int_equal(get(c, q, T0 + 3, 0, out, &len), DLB_CACHE_HIT);
 	assert_int_equal(dlb_rd32(out + ans->ttl_off[0]), 2);
@@ -955,7 +828,7 @@ test_insert_tc_and_malformed(void **state)
 	pb_u8(ans, 0x41);
 	pb_bytes(ans, "x", 1);
 	pb_u8(ans, 0);
-	pb_rr_tail(ans, 1, 300, "\1\2\3\4", 4);
+	pb_rr_tail(ans, 1, 1, 300, "\1\2\3\4", 4);
 	assert_false(put(c, q, ans, T0));
 	/* a bad owner name: a forward compression pointer */
 	ans_begin(ans, "www.example.com", 1, RD, 1, 0, 0);
@@ -998,7 +871,7 @@ test_insert_temporary_failures(void **state)
 
 	qry_std(c, q, "www.example.com");
 	ans_begin(ans, "www.example.com", 1, RD | DLB_RCODE_SERVFAIL, 0, 0, 1);
-	pb_opt(ans, 1232, false, NULL, 0);
+	pb_opt(ans, 1232, 0, NULL, 0);
 	assert_true(put(c, q, ans, T0));
 	assert_int_equal(lifetime(c, q, T0), 60);
 	/* per-call override: 5 s, and 0 = not cached */
@@ -1030,7 +903,7 @@ ans_negative(struct pb *p, uint16_t rcode, uint32_t soa_ttl, uint32_t min)
 {
 	ans_begin(p, "nope.example.com", 1, (uint16_t)(RD | rcode), 0, 1, 1);
 	pb_soa(p, DLB_DNS_HDR + 5, soa_ttl, min);
-	pb_opt(p, 1232, false, NULL, 0);
+	pb_opt(p, 1232, 0, NULL, 0);
 }
 
 static void
@@ -1081,7 +954,7 @@ test_insert_negative(void **state)
 	}
 	/* NODATA and NXDOMAIN without a SOA: no TTL to go by, not cached */
 	ans_begin(ans, "nope.example.com", 1, RD, 0, 0, 1);
-	pb_opt(ans, 1232, false, NULL, 0);
+	pb_opt(ans, 1232, 0, NULL, 0);
 	assert_false(put(c, q, ans, T0));
 	ans_begin(ans, "nope.example.com", 1, RD | DLB_RCODE_NXDOMAIN, 0, 0, 0);
 	assert_false(put(c, q, ans, T0));

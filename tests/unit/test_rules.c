@@ -34,103 +34,23 @@
 /* ---- a small DNS message builder ------------------------------------------ */
 
 #define PB_MAX 2048
-
-struct pb {
-	uint8_t b[PB_MAX];
-	size_t n;
-};
-
-static void
-pb_bytes(struct pb *p, const void *d, size_t n)
-{
-	assert_true(p->n + n <= PB_MAX);
-	memcpy(p->b + p->n, d, n);
-	p->n += n;
-}
-
-static void
-pb_u8(struct pb *p, uint8_t v)
-{
-	pb_bytes(p, &v, 1);
-}
-
-static void
-pb_u16(struct pb *p, uint16_t v)
-{
-	uint8_t b[2];
-
-	dlb_wr16(b, v);
-	pb_bytes(p, b, 2);
-}
-
-static void
-pb_u32(struct pb *p, uint32_t v)
-{
-	uint8_t b[4];
-
-	dlb_wr32(b, v);
-	pb_bytes(p, b, 4);
-}
-
-/* "www.example.com" as uncompressed wire; "" or "." is the root. */
-static void
-pb_name(struct pb *p, const char *text)
-{
-	const char *s = text;
-
-	while (*s != '\0' && strcmp(s, ".") != 0) {
-		const char *dot = strchr(s, '.');
-		size_t l = dot != NULL ? (size_t)(dot - s) : strlen(s);
-
-		pb_u8(p, (uint8_t)l);
-		pb_bytes(p, s, l);
-		s += l;
-		if (*s == '.')
-			s++;
-	}
-	pb_u8(p, 0);
-}
-
-static void
-pb_hdr(struct pb *p, uint16_t flags, uint16_t qd, uint16_t an, uint16_t ns, uint16_t ar)
-{
-	p->n = 0;
-	pb_u16(p, 0x1234);
-	pb_u16(p, flags);
-	pb_u16(p, qd);
-	pb_u16(p, an);
-	pb_u16(p, ns);
-	pb_u16(p, ar);
-}
+#include "pkt.h"
 
 /* An OPT RR: payload 1232, @ext rcode, @version, DO, one option @code (0: none). */
 static void
-pb_opt(struct pb *p, uint8_t ext, uint8_t version, bool dobit, uint16_t code)
+pb_edns(struct pb *p, uint8_t ext, uint8_t version, bool dobit, uint16_t code)
 {
-	pb_u8(p, 0);
-	pb_u16(p, DLB_TYPE_OPT);
-	pb_u16(p, 1232);
-	pb_u32(p, (uint32_t)ext << 24 | (uint32_t)version << 16 | (dobit ? 0x8000u : 0));
+	uint32_t ttl = (uint32_t)ext << 24 | (uint32_t)version << 16 | (dobit ? 0x8000u : 0);
+	uint8_t opt[6];
+
 	if (code == 0) {
-		pb_u16(p, 0);
+		pb_opt(p, 1232, ttl, NULL, 0);
 		return;
 	}
-	pb_u16(p, 6);
-	pb_u16(p, code);
-	pb_u16(p, 2);
-	pb_u16(p, 0xabcd);
-}
-
-/* A record owned by the question's name (pointer to offset 12). */
-static void
-pb_rr(struct pb *p, uint16_t type, uint32_t ttl, const void *rd, uint16_t rdlen)
-{
-	pb_u16(p, 0xc00c);
-	pb_u16(p, type);
-	pb_u16(p, 1);
-	pb_u32(p, ttl);
-	pb_u16(p, rdlen);
-	pb_bytes(p, rd, rdlen);
+	dlb_wr16(opt, code);
+	dlb_wr16(opt + 2, 2);
+	dlb_wr16(opt + 4, 0xabcd);
+	pb_opt(p, 1232, ttl, opt, sizeof(opt));
 }
 
 /* What a query looks like. */
@@ -197,12 +117,10 @@ load_query(const struct qspec *q)
 	struct pb p;
 	int rc;
 
-	pb_hdr(&p, q->flags, 1, 0, 0, q->edns ? 1 : 0);
-	pb_name(&p, q->qname);
-	pb_u16(&p, q->qtype ? q->qtype : 1);
-	pb_u16(&p, q->qclass ? q->qclass : 1);
+	pb_hdr(&p, 0x1234, q->flags, 1, 0, 0, q->edns ? 1 : 0);
+	pb_question(&p, q->qname, q->qtype ? q->qtype : 1, q->qclass ? q->qclass : 1);
 	if (q->edns)
-		pb_opt(&p, q->ext, q->version, q->dobit, q->optcode);
+		pb_edns(&p, q->ext, q->version, q->dobit, q->optcode);
 	for (size_t i = 0; i < q->trailing; i++)
 		pb_u8(&p, 0x55);
 	memcpy(E.pkt, p.b, p.n);
@@ -232,13 +150,11 @@ load_response(uint8_t rcode, uint8_t ext)
 	struct pb p;
 	int rc;
 
-	pb_hdr(&p, (uint16_t)(DLB_F_QR | DLB_F_RD | DLB_F_RA | rcode), 1, 2, 0, 1);
-	pb_name(&p, "www.example.com");
-	pb_u16(&p, 1);
-	pb_u16(&p, 1);
-	pb_rr(&p, 1, 300, a, 4);
-	pb_rr(&p, 28, 30, aaaa, 16);
-	pb_opt(&p, ext, 0, true, DLB_EDNS_OPT_COOKIE);
+	pb_hdr(&p, 0x1234, (uint16_t)(DLB_F_QR | DLB_F_RD | DLB_F_RA | rcode), 1, 2, 0, 1);
+	pb_question(&p, "www.example.com", 1, 1);
+	pb_rr_at(&p, DLB_DNS_HDR, 1, 300, a, 4);
+	pb_rr_at(&p, DLB_DNS_HDR, 28, 30, aaaa, 16);
+	pb_edns(&p, ext, 0, true, DLB_EDNS_OPT_COOKIE);
 	memcpy(E.pkt, p.b, p.n);
 	rc = dlb_wire_parse_response_question(E.pkt, p.n, &E.m);
 	assert_int_equal(rc, DLB_OK);

@@ -21,104 +21,10 @@
 
 #include "rules/rules.h"
 
-#define PB_MAX	4096
+#define PB_MAX	4096	/* the test packet builder's capacity (pkt.h) */
+#include "pkt.h"
 
 /* ---- helpers --------------------------------------------------------------- */
-
-struct pb {
-	uint8_t b[PB_MAX];
-	size_t n;
-};
-
-static void
-pb_bytes(struct pb *p, const void *d, size_t n)
-{
-	assert_true(p->n + n <= PB_MAX);
-	memcpy(p->b + p->n, d, n);
-	p->n += n;
-}
-
-static void
-pb_u8(struct pb *p, uint8_t v)
-{
-	pb_bytes(p, &v, 1);
-}
-
-static void
-pb_u16(struct pb *p, uint16_t v)
-{
-	uint8_t b[2];
-
-	dlb_wr16(b, v);
-	pb_bytes(p, b, 2);
-}
-
-static void
-pb_u32(struct pb *p, uint32_t v)
-{
-	uint8_t b[4];
-
-	dlb_wr32(b, v);
-	pb_bytes(p, b, 4);
-}
-
-/* "www.example.com" as uncompressed wire labels, ending with the root unless @ptr >= 0. */
-static void
-pb_labels(struct pb *p, const char *text, int ptr)
-{
-	const char *s = text;
-
-	while (*s != '\0' && strcmp(s, ".") != 0) {
-		const char *dot = strchr(s, '.');
-		size_t l = dot != NULL ? (size_t)(dot - s) : strlen(s);
-
-		pb_u8(p, (uint8_t)l);
-		pb_bytes(p, s, l);
-		s += l;
-		if (*s == '.')
-			s++;
-	}
-	if (ptr >= 0)
-		pb_u16(p, (uint16_t)(0xc000 | ptr));
-	else
-		pb_u8(p, 0);
-}
-
-static void
-pb_name(struct pb *p, const char *text)
-{
-	pb_labels(p, text, -1);
-}
-
-static void
-pb_hdr(struct pb *p, uint16_t id, uint16_t flags, uint16_t qd, uint16_t an, uint16_t ns,
-       uint16_t ar)
-{
-	p->n = 0;
-	pb_u16(p, id);
-	pb_u16(p, flags);
-	pb_u16(p, qd);
-	pb_u16(p, an);
-	pb_u16(p, ns);
-	pb_u16(p, ar);
-}
-
-/* type, class, TTL, then RDLENGTH to be patched; @return the RDLENGTH offset. */
-static size_t
-pb_rr_start(struct pb *p, uint16_t type, uint32_t ttl)
-{
-	pb_u16(p, type);
-	pb_u16(p, 1);
-	pb_u32(p, ttl);
-	pb_u16(p, 0);
-	return p->n - 2;
-}
-
-static void
-pb_rr_end(struct pb *p, size_t rdlen_at)
-{
-	dlb_wr16(p->b + rdlen_at, (uint16_t)(p->n - rdlen_at - 2));
-}
 
 static size_t
 hex2bin(const char *hex, uint8_t *out, size_t outsz)
