@@ -483,3 +483,95 @@ dlb_config_build_rings(struct dlb_config *cfg)
 	}
 	return 0;
 }
+
+static bool
+sockaddr_same(const struct sockaddr_storage *a, socklen_t al, const struct sockaddr_storage *b,
+	      socklen_t bl)
+{
+	return al == bl && (al == 0 || dlb_sockaddr_equal((const struct sockaddr *)a,
+							  (const struct sockaddr *)b));
+}
+
+static bool
+backend_same(const struct dlb_backend *a, const struct dlb_backend *b)
+{
+	if (!sockaddr_same(&a->addr, a->addrlen, &b->addr, b->addrlen) ||
+	    !sockaddr_same(&a->source, a->sourcelen, &b->source, b->sourcelen) ||
+	    strcmp(a->name, b->name) != 0 || strcmp(a->source_iface, b->source_iface) != 0 ||
+	    a->npools != b->npools)
+		return false;
+	for (int i = 0; i < a->npools; i++)
+		if (strcmp(a->pools[i], b->pools[i]) != 0)
+			return false;
+	/* the settings between `order` and the runtime atomics, field by field */
+	return a->order == b->order && a->weight == b->weight && a->qps == b->qps &&
+	       a->check_name_len == b->check_name_len &&
+	       memcmp(a->check_name, b->check_name, (size_t)a->check_name_len) == 0 &&
+	       a->check_type == b->check_type && a->check_class == b->check_class &&
+	       a->check_interval == b->check_interval && a->check_timeout == b->check_timeout &&
+	       a->max_check_failures == b->max_check_failures && a->rise == b->rise &&
+	       a->must_resolve == b->must_resolve && a->set_cd == b->set_cd &&
+	       a->check_tcp == b->check_tcp && a->lazy == b->lazy &&
+	       a->lazy_timeouts_only == b->lazy_timeouts_only &&
+	       a->lazy_backoff == b->lazy_backoff && a->lazy_sample_size == b->lazy_sample_size &&
+	       a->lazy_min_samples == b->lazy_min_samples &&
+	       a->lazy_threshold == b->lazy_threshold &&
+	       a->lazy_failed_interval == b->lazy_failed_interval &&
+	       a->lazy_max_backoff == b->lazy_max_backoff && a->use_ecs == b->use_ecs &&
+	       a->use_proxy_protocol == b->use_proxy_protocol && a->sockets == b->sockets &&
+	       a->tcp_only == b->tcp_only && a->udp_timeout_ms == b->udp_timeout_ms &&
+	       a->retries == b->retries && a->tcp_connect_timeout == b->tcp_connect_timeout &&
+	       a->tcp_send_timeout == b->tcp_send_timeout &&
+	       a->tcp_recv_timeout == b->tcp_recv_timeout && a->max_in_flight == b->max_in_flight;
+}
+
+static int
+cache_index(const struct dlb_config *cfg, const struct dlb_cache *c)
+{
+	for (int i = 0; i < cfg->ncaches; i++)
+		if (cfg->caches[i] == c)
+			return i;
+	return -1;
+}
+
+const char *
+dlb_config_structure_diff(const struct dlb_config *a, const struct dlb_config *b)
+{
+	if (a->nfrontends != b->nfrontends)
+		return "the listeners";
+	for (int i = 0; i < a->nfrontends; i++)
+		if (!sockaddr_same(&a->frontends[i].addr, a->frontends[i].addrlen,
+				   &b->frontends[i].addr, b->frontends[i].addrlen))
+			return "the listeners";
+	if (a->nbackends != b->nbackends)
+		return "the servers";
+	for (int i = 0; i < a->nbackends; i++)
+		if (!backend_same(a->backends[i], b->backends[i]))
+			return "the servers";
+	if (a->ncaches != b->ncaches)
+		return "the packet caches";
+	for (int i = 0; i < a->ncaches; i++) {
+		const struct dlb_cache_opts *x = dlb_cache_get_opts(a->caches[i]);
+		const struct dlb_cache_opts *y = dlb_cache_get_opts(b->caches[i]);
+
+		/* a reload's caches are built one entry big: compare the rest */
+		if (x->max_ttl != y->max_ttl || x->min_ttl != y->min_ttl ||
+		    x->temp_failure_ttl != y->temp_failure_ttl ||
+		    x->max_negative_ttl != y->max_negative_ttl || x->stale_ttl != y->stale_ttl ||
+		    x->dont_age != y->dont_age)
+			return "the packet caches";
+	}
+	if (a->npools != b->npools)
+		return "the pools";
+	for (int i = 0; i < a->npools; i++) {
+		const struct dlb_pool *p = a->pools[i], *q = b->pools[i];
+
+		if (strcmp(p->name, q->name) != 0 || p->n != q->n ||
+		    cache_index(a, p->cache) != cache_index(b, q->cache))
+			return "the pools";
+		for (int k = 0; k < p->n; k++)
+			if (p->members[k]->index != q->members[k]->index)
+				return "the pools";
+	}
+	return NULL;
+}

@@ -161,7 +161,9 @@ struct dlb_config {
 	struct dlb_pool *pools[DLB_MAX_POOLS];	/* created by getPool() or a backend's pool= */
 	int npools;
 
-	struct dlb_nmg acl;			/* default: dnsdist's private ranges */
+	struct dlb_nmg acl;			/* default: dnsdist's private ranges (config time) */
+	struct dlb_nmg *acl_live;		/* atomic: what workers check; NULL: &acl. A
+						 * reload publishes a new one (dlb_config_acl) */
 
 	struct dlb_cache *caches[DLB_MAX_POOLS * 2];	/* every newPacketCache(), freed with cfg */
 	int ncaches;
@@ -211,6 +213,23 @@ struct dlb_config {
 
 /** Name of policy @p: a built-in's, or the Lua policy's own name. */
 const char *dlb_config_policy_name(const struct dlb_config *cfg, int p);
+
+/** The ACL in force (a reload may have replaced it). Thread: any, in an epoch section. */
+static inline const struct dlb_nmg *
+dlb_config_acl(const struct dlb_config *cfg)
+{
+	const struct dlb_nmg *g = __atomic_load_n(&cfg->acl_live, __ATOMIC_ACQUIRE);
+
+	return g != NULL ? g : &cfg->acl;
+}
+
+/**
+ * What a reload cannot change in a running process: NULL when @a and @b
+ * have the same listeners, servers (address, name, pools, order, weight,
+ * transport and health-check settings), pools and packet caches (count and
+ * options); else a phrase naming the first difference.
+ */
+const char *dlb_config_structure_diff(const struct dlb_config *a, const struct dlb_config *b);
 
 /** Defaults as dnsdist 1.7.3 has them. Ownership: caller frees with dlb_config_free. */
 struct dlb_config *dlb_config_new(void);

@@ -252,7 +252,7 @@ handle_udp_query(struct dlb_worker *w, struct dlb_listener *l, unsigned i)
 	struct dlb_query q;
 	union dlb_sockaddr local;
 
-	if (!dlb_nmg_match(&w->cfg->acl, &w->raddr[i].sa)) {
+	if (!dlb_nmg_match(dlb_config_acl(w->cfg), &w->raddr[i].sa)) {
 		w->stats.acl_drops++;
 		return;
 	}

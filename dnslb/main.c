@@ -54,6 +54,11 @@ static struct dlb_config *cfg;
 static struct dlb_lua_conf *main_lc;	/* the config state: maintenance(), console */
 static struct dlb_rcu_thread main_rcu;	/* cache expunges from Lua and cleaning */
 static struct dlb_health *health;
+static struct cli cli;			/* the command line, applied again by reloads */
+static uint64_t lua_gen;		/* the rules' Lua generation (rules/rules.h) */
+static struct dlb_lua_conf *retired_lc;	/* a config state replaced by a reload, freed
+					 * at the next maintenance tick (reload() may be
+					 * running in it) */
 
 /* per-backend rates over the last second, computed by the maintenance timer */
 static struct {
@@ -389,6 +394,10 @@ maintenance_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	if (health != NULL)
 		dlb_health_lazy_tick(health);
 	dlb_rules_maintenance(now);
+	if (retired_lc != NULL) {
+		dlb_lua_conf_free(retired_lc);
+		retired_lc = NULL;
+	}
 	if (main_lc != NULL)
 		dlb_lua_conf_maintenance(main_lc);
 	if (last_clean == 0)
@@ -408,6 +417,179 @@ maintenance_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	dlb_rcu_poll(&main_rcu);
 }
 
+
+/* An ACL published by a reload, freed through the epoch. */
+struct acl_box {
+	ck_epoch_entry_t epoch;
+	struct dlb_nmg g;
+};
+
+static void
+acl_reclaim(ck_epoch_entry_t *e)
+{
+	struct acl_box *b = container_of(e, struct acl_box, epoch);
+
+	dlb_nmg_deinit(&b->g);
+	free(b);
+}
+
+static int
+publish_acl(const struct dlb_nmg *from)
+{
+	struct acl_box *b = calloc(1, sizeof(*b)), *old;
+	struct dlb_nmg *prev;
+
+	if (b == NULL)
+		return -1;
+	dlb_nmg_init(&b->g);
+	if (dlb_nmg_copy(&b->g, from) != 0) {
+		free(b);
+		return -1;
+	}
+	prev = __atomic_exchange_n(&cfg->acl_live, &b->g, __ATOMIC_ACQ_REL);
+	if (prev != NULL) {
+		old = container_of(prev, struct acl_box, g);
+		dlb_rcu_defer(&main_rcu, &old->epoch, acl_reclaim);
+	}
+	return 0;
+}
+
+/*
+ * The policies of @ncfg into the running config: built-in ones as they are,
+ * Lua ones appended to cfg->lua_policies (numbered in the new Lua
+ * generation) and renumbered. @return 0, or -1 when there is no room left.
+ */
+static int
+adopt_policy(const struct dlb_config *ncfg, int p, int base, int *out)
+{
+	if (p < DLB_POLICY_LUA) {
+		*out = p;
+		return 0;
+	}
+	if (base + (p - DLB_POLICY_LUA) >= DLB_MAX_LUA_POLICIES)
+		return -1;
+	*out = DLB_POLICY_LUA + base + (p - DLB_POLICY_LUA);
+	return 0;
+}
+
+static int
+adopt_policies(const struct dlb_config *ncfg)
+{
+	int base = cfg->nlua_policies, gp, pp[DLB_MAX_POOLS];
+
+	if (base + ncfg->nlua_policies > DLB_MAX_LUA_POLICIES ||
+	    adopt_policy(ncfg, ncfg->policy, base, &gp) != 0)
+		return -1;
+	for (int i = 0; i < ncfg->npools; i++) {
+		pp[i] = ncfg->pools[i]->policy;
+		if (pp[i] >= 0 && adopt_policy(ncfg, pp[i], base, &pp[i]) != 0)
+			return -1;
+	}
+	for (int i = 0; i < ncfg->nlua_policies; i++)
+		cfg->lua_policies[base + i] = ncfg->lua_policies[i];
+	__atomic_store_n(&cfg->nlua_policies, base + ncfg->nlua_policies, __ATOMIC_RELEASE);
+	__atomic_store_n(&cfg->policy, gp, __ATOMIC_RELAXED);
+	for (int i = 0; i < ncfg->npools; i++)
+		__atomic_store_n(&cfg->pools[i]->policy, pp[i], __ATOMIC_RELAXED);
+	return 0;
+}
+
+/*
+ * Reload (SIGHUP, reload()): evaluate the config file again in a new config
+ * state against a throwaway configuration, with its rules staged. If it
+ * evaluates, and its listeners, servers, pools and caches are those running
+ * (a reload cannot change them: the message says which differ), the new
+ * rules (all chains at once), Lua states (one per worker, handed over with
+ * the rules), ACL and policies replace the running ones. In-flight queries
+ * finish normally; caches keep their contents. On any failure the running
+ * configuration is kept and @err says why (file:line for Lua errors).
+ */
+static int
+reload_config(char *err, size_t errlen)
+{
+	struct dlb_config *ncfg = dlb_config_new();
+	struct dlb_lua_conf *nlc = NULL;
+	struct dlb_lua_worker *lws[DLB_MAX_WORKERS] = { NULL };
+	struct dlb_ruleset *staged = NULL;
+	const char *diff;
+	int rc = -1;
+
+	if (ncfg == NULL || (staged = dlb_rules_stage_begin()) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	nlc = dlb_lua_conf_new(ncfg, DLB_LUA_PHASE_RELOAD);
+	if (nlc == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	if (dlb_lua_conf_load_file(nlc, cli.config, err, errlen) != 0)
+		goto out;
+	dlb_rules_stage_end();
+	if (apply_cli(&cli, ncfg) != 0) {
+		snprintf(err, errlen, "the command line options do not apply");
+		goto out;
+	}
+	if ((diff = dlb_config_structure_diff(cfg, ncfg)) != NULL) {
+		snprintf(err, errlen, "%s changed: a reload changes rules, Lua code, the ACL and "
+			 "policies only; restart dnslb to apply the rest", diff);
+		goto out;
+	}
+	for (int i = 0; i < nworkers; i++) {
+		lws[i] = dlb_luaw_new(nlc, cfg, i, err, errlen);
+		if (lws[i] == NULL)
+			goto out;
+	}
+	if (dlb_lua_conf_adopt(nlc, cfg, &main_rcu, err, errlen) != 0)
+		goto out;
+	if (adopt_policies(ncfg) != 0) {
+		snprintf(err, errlen, "too many Lua policies over successive reloads (%d); restart "
+			 "dnslb", DLB_MAX_LUA_POLICIES);
+		goto out;
+	}
+	if (publish_acl(&ncfg->acl) != 0) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	/* nothing can fail any more: Lua states first, then the rules that use them */
+	lua_gen++;
+	for (int i = 0; i < nworkers; i++) {
+		dlb_worker_give_lua(workers[i], lws[i], lua_gen);
+		lws[i] = NULL;
+	}
+	dlb_rules_stage_commit(staged, lua_gen, &main_rcu);
+	staged = NULL;
+	if (retired_lc != NULL)
+		dlb_lua_conf_free(retired_lc);
+	retired_lc = main_lc;
+	main_lc = nlc;
+	nlc = NULL;
+	rc = 0;
+out:
+	dlb_rules_stage_end();
+	if (staged != NULL)
+		dlb_rules_stage_discard(staged);
+	for (int i = 0; i < nworkers; i++)
+		dlb_luaw_free(lws[i]);
+	dlb_lua_conf_free(nlc);
+	if (ncfg != NULL)
+		dlb_config_free(ncfg);
+	return rc;
+}
+
+/* SIGHUP and the console's reload(). */
+static int
+reload_hook(char *err, size_t errlen)
+{
+	if (reload_config(err, errlen) != 0) {
+		dlb_err("Reload of '%s' failed, the running configuration is kept: %s", cli.config,
+			err);
+		return -1;
+	}
+	dlb_info("Reloaded '%s': rules, Lua code, ACL and policies replaced", cli.config);
+	return 0;
+}
+
 static void
 signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 {
@@ -417,9 +599,13 @@ signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 		dlb_info("Received signal %d, exiting", s->signum);
 		ev_break(loop, EVBREAK_ALL);
 		break;
-	case SIGHUP:
-		dlb_info("Received SIGHUP; the running configuration is kept");
+	case SIGHUP: {
+		char err[1024];
+
+		dlb_info("Received SIGHUP, reloading '%s'", cli.config);
+		reload_hook(err, sizeof(err));
 		break;
+	}
 	case SIGUSR1:
 		print_stats();
 		break;
@@ -429,7 +615,6 @@ signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 int
 main(int argc, char **argv)
 {
-	struct cli c;
 	struct dlb_lua_conf *lc = NULL;
 	char err[1024];
 	struct ev_loop *loop;
@@ -438,9 +623,9 @@ main(int argc, char **argv)
 	static const int signums[4] = { SIGTERM, SIGINT, SIGHUP, SIGUSR1 };
 	int rc = 1;
 
-	if (parse_cli(argc, argv, &c) != 0)
+	if (parse_cli(argc, argv, &cli) != 0)
 		return 1;
-	dlb_log_init(!c.disable_syslog && !c.check_config, c.verbose);
+	dlb_log_init(!cli.disable_syslog && !cli.check_config, cli.verbose);
 	dlb_wire_hash_init();
 	dlb_rcu_init();
 	if (dlb_rcu_register(&main_rcu) != 0) {
@@ -454,30 +639,31 @@ main(int argc, char **argv)
 		fprintf(stderr, "out of memory\n");
 		return 1;
 	}
-	lc = dlb_lua_conf_new(cfg, c.check_config ? DLB_LUA_PHASE_CHECK : DLB_LUA_PHASE_CONFIG);
+	lc = dlb_lua_conf_new(cfg, cli.check_config ? DLB_LUA_PHASE_CHECK : DLB_LUA_PHASE_CONFIG);
+	main_lc = lc;
 	if (lc != NULL)
 		dlb_lua_conf_set_rcu(lc, &main_rcu);
-	if (lc == NULL || dlb_lua_conf_load_file(lc, c.config, err, sizeof(err)) != 0) {
-		if (c.check_config)
-			printf("Error while parsing the configuration file '%s': %s\n", c.config,
+	if (lc == NULL || dlb_lua_conf_load_file(lc, cli.config, err, sizeof(err)) != 0) {
+		if (cli.check_config)
+			printf("Error while parsing the configuration file '%s': %s\n", cli.config,
 			       lc != NULL ? err : "out of memory");
 		else
-			dlb_err("Fatal error while loading the configuration '%s': %s", c.config,
+			dlb_err("Fatal error while loading the configuration '%s': %s", cli.config,
 				lc != NULL ? err : "out of memory");
 		goto out;
 	}
-	if (apply_cli(&c, cfg) != 0)
+	if (apply_cli(&cli, cfg) != 0)
 		goto out;
 	if (dlb_config_build_rings(cfg) != 0) {
 		dlb_err("out of memory building the consistent-hashing rings");
 		goto out;
 	}
-	if (c.check_config) {
-		printf("Configuration '%s' OK!\n", c.config);
+	if (cli.check_config) {
+		printf("Configuration '%s' OK!\n", cli.config);
 		rc = 0;
 		goto out;
 	}
-	if (cfg->verbose || c.verbose)
+	if (cfg->verbose || cli.verbose)
 		dlb_log_set_verbose(true);
 
 	for (int i = 0; i < cfg->nfrontends; i++)
@@ -496,11 +682,11 @@ main(int argc, char **argv)
 		workers[i]->lua = dlb_luaw_new(lc, cfg, i, err, sizeof(err));
 		if (workers[i]->lua == NULL) {
 			dlb_err("Fatal error while building the Lua state of worker %d from '%s': %s",
-				i, c.config, err);
+				i, cli.config, err);
 			goto out_workers;
 		}
 	}
-	if (drop_privileges(c.uid, c.gid) != 0)
+	if (drop_privileges(cli.uid, cli.gid) != 0)
 		goto out_workers;
 
 	cfg->be_totals = be_totals;
@@ -542,12 +728,12 @@ main(int argc, char **argv)
 	ev_timer_init(&maintenance, maintenance_cb, 1., 1.);
 	ev_timer_start(loop, &maintenance);
 	dlb_lua_conf_set_phase(lc, DLB_LUA_PHASE_RUNNING);
-	main_lc = lc;
+	dlb_lua_conf_set_reload_hook(reload_hook);
 	dlb_info("dnslb %s running with %d worker%s", DLB_VERSION, nworkers,
 		 nworkers == 1 ? "" : "s");
 	ev_run(loop, 0);
 	ev_timer_stop(loop, &maintenance);
-	main_lc = NULL;
+	dlb_lua_conf_set_reload_hook(NULL);
 
 	for (int i = 0; i < nworkers; i++)
 		dlb_worker_stop_join(workers[i]);
@@ -565,8 +751,15 @@ out_workers:
 		dlb_worker_free(workers[i]);
 out:
 	dlb_rules_shutdown();
-	dlb_lua_conf_free(lc);
+	dlb_lua_conf_free(main_lc);	/* lc, or the state of the last reload */
+	dlb_lua_conf_free(retired_lc);
+	main_lc = retired_lc = NULL;
 	dlb_rcu_unregister(&main_rcu);	/* everything retired is freed before the caches go */
+	if (cfg != NULL && cfg->acl_live != NULL) {
+		/* the ACL of the last reload (no worker runs any more) */
+		acl_reclaim(&container_of(cfg->acl_live, struct acl_box, g)->epoch);
+		cfg->acl_live = NULL;
+	}
 	dlb_config_free(cfg);
 	fflush(stdout);
 	return rc;

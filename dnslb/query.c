@@ -71,7 +71,7 @@ dr_from_query(struct dlb_worker *w, const struct dlb_query *q, struct dlb_dq *dr
 	dr->local = q->local;
 	dr->tcp = q->tcp;
 	dr->worker = w->id;
-	dr->lua = w->lua;
+	dr->lua = dlb_worker_lua(w, q->rs->gen);
 	dr->cfg = w->cfg;
 	dr->now = dlb_worker_now(w);
 	dr->t_start = dr->now;
@@ -91,7 +91,7 @@ dr_from_query(struct dlb_worker *w, const struct dlb_query *q, struct dlb_dq *dr
 static enum dlb_verdict
 answer_rules(struct dlb_worker *w, struct dlb_query *q, enum dlb_chain_kind kind)
 {
-	const struct dlb_chain *c = dlb_rules_chain(kind);
+	const struct dlb_chain *c = q->rs->c[kind];
 	struct dlb_dnsmsg rm;
 	struct dlb_dq dr;
 	enum dlb_verdict_r v;
@@ -192,7 +192,7 @@ dq_init(struct dlb_worker *w, struct dlb_query *q, struct dlb_dq *dq)
 	dq->local = q->local;
 	dq->tcp = q->tcp;
 	dq->worker = w->id;
-	dq->lua = w->lua;
+	dq->lua = dlb_worker_lua(w, q->rs->gen);
 	dq->cfg = w->cfg;
 	dq->now = dlb_worker_now(w);
 	dq->t_start = dq->now;
@@ -332,7 +332,8 @@ dlb_query_process(struct dlb_worker *w, struct dlb_query *q)
 		w->stats.rdqueries++;
 
 	q->orig_flags = q->m.flags;
-	qc = dlb_rules_chain(DLB_CHAIN_QUERY);
+	q->rs = dlb_rules_current();
+	qc = q->rs->c[DLB_CHAIN_QUERY];
 	if (qc->n > 0) {
 		enum dlb_verdict v = query_rules(w, q, qc, &q->dq);
 
@@ -511,7 +512,7 @@ dlb_query_account_answer(struct dlb_worker *w, const uint8_t *pkt, size_t len, d
 /* The response view of backend answer @pkt for slot @s. */
 static void
 dr_from_slot(struct dlb_worker *w, const struct dlb_slot *s, uint8_t *pkt, size_t len,
-	     struct dlb_dnsmsg *rm, union dlb_sockaddr *local, struct dlb_dq *dr)
+	     struct dlb_dnsmsg *rm, union dlb_sockaddr *local, uint64_t gen, struct dlb_dq *dr)
 {
 	const struct dlb_client *c = &s->client;
 
@@ -525,7 +526,7 @@ dr_from_slot(struct dlb_worker *w, const struct dlb_slot *s, uint8_t *pkt, size_
 	dr->local = dlb_query_client_local(w, c, local);
 	dr->tcp = c->proto == DLB_CLIENT_TCP;
 	dr->worker = w->id;
-	dr->lua = w->lua;
+	dr->lua = dlb_worker_lua(w, gen);
 	dr->cfg = w->cfg;
 	dr->now = dlb_worker_now(w);
 	dr->t_start = c->t_start;
@@ -545,8 +546,9 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 	uint8_t *pkt = *pktp;
 	uint16_t flags = dlb_rd16(pkt + 2);
 	const uint16_t keep = DLB_F_RD | DLB_F_CD;
-	const struct dlb_chain *rc = dlb_rules_chain(DLB_CHAIN_RESPONSE);
-	const struct dlb_chain *ic = dlb_rules_chain(DLB_CHAIN_CACHE_INSERTED);
+	const struct dlb_ruleset *rs = dlb_rules_current();
+	const struct dlb_chain *rc = rs->c[DLB_CHAIN_RESPONSE];
+	const struct dlb_chain *ic = rs->c[DLB_CHAIN_CACHE_INSERTED];
 	struct dlb_cache *cache = s->cache;
 	uint32_t max_ttl = s->max_returned_ttl;
 	int32_t tempfail = s->tempfail_ttl;
@@ -568,7 +570,7 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 
 	if ((rc->n > 0 || ic->n > 0) && s->client.proto != DLB_CLIENT_INTERNAL &&
 	    parse_answer(pkt, len, &rm)) {
-		dr_from_slot(w, s, pkt, len, &rm, &local, &dr);
+		dr_from_slot(w, s, pkt, len, &rm, &local, rs->gen, &dr);
 		if (rc->n > 0) {
 			enum dlb_verdict_r v = dlb_rules_run_response(rc, &dr, &w->stats);
 
@@ -826,7 +828,7 @@ lua_policy(struct dlb_worker *w, const struct dlb_pool *pool, int policy, struct
 
 	if (dq == NULL || k >= nlp)
 		return least_outstanding(w, pool);
-	idx = dlb_luaw_policy(w->lua, cfg->lua_policies[k].fn, cfg->lua_policies[k].src, pool, dq);
+	idx = dlb_luaw_policy(dq->lua, cfg->lua_policies[k].fn, cfg->lua_policies[k].src, pool, dq);
 	if (idx == -1) {
 		w->stats.lua_errors++;
 		return least_outstanding(w, pool);

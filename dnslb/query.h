@@ -52,6 +52,7 @@ struct dlb_query {
 	uint32_t delay_ms;		/* delay the answer (UDP) */
 	uint32_t max_returned_ttl;	/* 0: none */
 	const struct dlb_tags *tags;	/* NULL: no tags */
+	const struct dlb_ruleset *rs;	/* the rules in force for this query */
 	bool has_dq;			/* the query rules ran: dq is valid */
 	struct dlb_dq dq;		/* their view (ECS choices, tags) */
 	uint8_t ecs[32];		/* the ECS option to add when q->be uses ECS */

@@ -569,7 +569,7 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 				dlb_log_ratelimited(DLB_LOG_WARN, "accept: %s", strerror(errno));
 			return;
 		}
-		if (!dlb_nmg_match(&cfg->acl, &peer.sa)) {
+		if (!dlb_nmg_match(dlb_config_acl(cfg), &peer.sa)) {
 			w->stats.acl_drops++;
 			close(fd);
 			continue;

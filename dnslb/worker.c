@@ -147,6 +147,52 @@ dlb_worker_delay_reply(struct dlb_worker *w, const struct dlb_client *c, const u
 		delay_arm(w);
 }
 
+void
+dlb_worker_give_lua(struct dlb_worker *w, struct dlb_lua_worker *lw, uint64_t gen)
+{
+	struct dlb_lua_handoff *h = malloc(sizeof(*h)), *old;
+
+	if (h == NULL) {
+		dlb_luaw_free(lw);
+		return;		/* the worker keeps its state; Lua rules of @gen fail, logged */
+	}
+	h->lw = lw;
+	h->gen = gen;
+	old = __atomic_exchange_n(&w->lua_next, h, __ATOMIC_ACQ_REL);
+	if (old != NULL) {
+		/* never taken: a newer reload came first */
+		dlb_luaw_free(old->lw);
+		free(old);
+	}
+}
+
+void
+dlb_worker_take_lua(struct dlb_worker *w, uint64_t gen)
+{
+	struct dlb_lua_handoff *h = __atomic_exchange_n(&w->lua_next, NULL, __ATOMIC_ACQ_REL);
+
+	if (h == NULL)
+		return;
+	if (h->gen > gen) {
+		/* built for rules this worker does not see yet: put it back */
+		struct dlb_lua_handoff *none = NULL;
+
+		if (__atomic_compare_exchange_n(&w->lua_next, &none, h, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE))
+			return;
+		/* a newer one arrived meanwhile: ours is stale */
+	}
+	if (h->gen != gen) {
+		dlb_luaw_free(h->lw);
+		free(h);
+		return;
+	}
+	dlb_luaw_free(w->lua);
+	w->lua = h->lw;
+	w->lua_gen = h->gen;
+	free(h);
+}
+
 static void
 delay_free_all(struct dlb_worker *w)
 {
@@ -285,6 +331,10 @@ dlb_worker_free(struct dlb_worker *w)
 	}
 	delay_free_all(w);
 	dlb_luaw_free(w->lua);
+	if (w->lua_next != NULL) {
+		dlb_luaw_free(w->lua_next->lw);
+		free(w->lua_next);
+	}
 	for (int i = 0; i < w->nlisteners; i++)
 		dlb_listener_close(&w->listeners[i]);
 	if (w->be != NULL)

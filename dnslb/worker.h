@@ -126,8 +126,10 @@ struct dlb_worker {
 	struct dlb_stats stats;
 	struct dlb_be_stats *be_stats;	/* [cfg->nbackends] */
 
-	struct dlb_lua_worker *lua;	/* own Lua state for Lua rules (lua/worker.h); NULL
-					 * when the config has no Lua rule functions */
+	struct dlb_lua_worker *lua;	/* own Lua state for Lua rules (lua/worker.h) */
+	uint64_t lua_gen;		/* the ruleset generation it belongs to */
+	struct dlb_lua_handoff *lua_next;	/* atomic: a reload's new state, taken by the
+						 * worker when it sees that generation */
 	/* delayed answers, in deadline order (delays differ rarely: insert from the tail) */
 	struct dlb_delayed *delayed_head, *delayed_tail;
 	uint32_t ndelayed;
@@ -146,6 +148,33 @@ struct dlb_worker *dlb_worker_new(int id, const struct dlb_config *cfg);
  */
 void dlb_worker_delay_reply(struct dlb_worker *w, const struct dlb_client *c, const uint8_t *pkt,
 			    size_t len, uint32_t ms);
+
+/** A Lua state built by a reload for the rules of generation @gen. */
+struct dlb_lua_handoff {
+	struct dlb_lua_worker *lw;
+	uint64_t gen;
+};
+
+void dlb_worker_take_lua(struct dlb_worker *w, uint64_t gen);
+
+/**
+ * The worker's Lua state for rules of generation @gen: after a reload, the
+ * first query that sees the new rules switches to the state built for them
+ * (and frees the old one). Thread: the worker.
+ */
+static inline struct dlb_lua_worker *
+dlb_worker_lua(struct dlb_worker *w, uint64_t gen)
+{
+	if (gen != w->lua_gen)
+		dlb_worker_take_lua(w, gen);
+	return w->lua;
+}
+
+/**
+ * Hand worker @w the Lua state @lw of generation @gen (a reload). Ownership:
+ * taken. Thread: main, before the ruleset of @gen is published.
+ */
+void dlb_worker_give_lua(struct dlb_worker *w, struct dlb_lua_worker *lw, uint64_t gen);
 
 /** Start the thread. */
 int dlb_worker_start(struct dlb_worker *w);

@@ -311,6 +311,14 @@ dlb_lua_silent(lua_State *L)
 {
 	struct dlb_lua_conf *lc = dlb_lua_conf_of(L);
 
+	return lc == NULL || dlb_lua_phase_throwaway(dlb_lua_conf_phase(lc));
+}
+
+bool
+dlb_lua_replaying(lua_State *L)
+{
+	struct dlb_lua_conf *lc = dlb_lua_conf_of(L);
+
 	return lc == NULL || dlb_lua_conf_phase(lc) == DLB_LUA_PHASE_WORKER;
 }
 

@@ -131,6 +131,8 @@ bool dlb_lua_lookup_name(const struct dlb_lua_named *v, const char *name, int *o
  * the config (DLB_LUA_PHASE_WORKER), or a state without a dlb_lua_conf.
  */
 bool dlb_lua_silent(lua_State *L);
+/** A worker state replaying the config: build objects, publish nothing, open no file. */
+bool dlb_lua_replaying(lua_State *L);
 /**
  * A line of show*() output: through the global print, so the console can
  * capture it; to stdout when print is not a function.

@@ -206,7 +206,7 @@ conf_get(lua_State *L)
 
 /* A replay in a worker state logs nothing: the config state did already. */
 #define conf_log(L, lvl, ...) do {					\
-	if (conf_get(L)->phase != DLB_LUA_PHASE_WORKER)			\
+	if (!dlb_lua_phase_throwaway(conf_get(L)->phase))		\
 		dlb_log((lvl), __VA_ARGS__);				\
 } while (0)
 
@@ -387,8 +387,8 @@ push_server(lua_State *L, struct dlb_backend *be)
 	r->index = be->index;
 	memcpy(r->uuid, be->uuid, sizeof(r->uuid));
 	luaL_setmetatable(L, MT_SERVER);
-	/* worker states: dlb_lua_conf_rebind moves it to the real config's server */
-	if (conf_get(L)->phase == DLB_LUA_PHASE_WORKER) {
+	/* worker and reload states: dlb_lua_conf_rebind moves it to the real config's server */
+	if (dlb_lua_phase_throwaway(conf_get(L)->phase)) {
 		lua_rawgetp(L, LUA_REGISTRYINDEX, &servers_key);
 		lua_pushvalue(L, -2);
 		lua_pushboolean(L, 1);
@@ -1392,7 +1392,7 @@ conf_rcu(lua_State *L, const char *fn)
 static bool
 replaying(lua_State *L)
 {
-	if (conf_get(L)->phase != DLB_LUA_PHASE_WORKER)
+	if (!dlb_lua_phase_throwaway(conf_get(L)->phase))
 		return false;
 	lua_pushinteger(L, 0);
 	return true;
@@ -1434,8 +1434,8 @@ l_new_packet_cache(lua_State *L)
 				 "of shards to %u", o.max_entries, o.shards, o.max_entries);
 		o.shards = o.max_entries;
 	}
-	/* worker states: never used, so the smallest cache there is, not N copies */
-	if (conf_get(L)->phase == DLB_LUA_PHASE_WORKER) {
+	/* worker and reload states: never used, so the smallest cache there is */
+	if (dlb_lua_phase_throwaway(conf_get(L)->phase)) {
 		o.max_entries = 1;
 		o.shards = 1;
 		o.max_bytes = 0;
@@ -2326,7 +2326,7 @@ l_set_verbose(lua_State *L)
 	bool v = dlb_lua_arg_bool(L, 1, "setVerbose");
 
 	conf_get(L)->cfg->verbose = v;
-	if (conf_get(L)->phase != DLB_LUA_PHASE_WORKER)
+	if (!dlb_lua_phase_throwaway(conf_get(L)->phase))
 		dlb_log_set_verbose(v);
 	return 0;
 }
@@ -2582,6 +2582,35 @@ l_set_lua_instruction_limit(lua_State *L)
 
 /* ---- registration ------------------------------------------------------- */
 
+static dlb_reload_fn *reload_hook;
+
+void
+dlb_lua_conf_set_reload_hook(dlb_reload_fn *fn)
+{
+	reload_hook = fn;
+}
+
+/*
+ * reload(): evaluate the config file again and swap rules, Lua code, ACL
+ * and policies (dnslb; see docs/rules.md). The state running this call may
+ * be replaced: it stays alive until the call returns (freed a second later).
+ */
+static int
+l_reload(lua_State *L)
+{
+	char err[1024];
+
+	if (conf_get(L)->phase != DLB_LUA_PHASE_RUNNING || reload_hook == NULL)
+		return luaL_error(L, "reload() can only be called at runtime (console)");
+	if (reload_hook(err, sizeof(err)) != 0) {
+		lua_pushboolean(L, 0);
+		lua_pushstring(L, err);
+		return 2;
+	}
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
 static const luaL_Reg conf_funcs[] = {
 	/* listeners */
 	{ "setLocal", l_set_local },
@@ -2651,6 +2680,7 @@ static const luaL_Reg conf_funcs[] = {
 	{ "errlog", l_errlog },
 	{ "showVersion", l_show_version },
 	{ "includeDirectory", l_include_directory },
+	{ "reload", l_reload },
 	{ "getResolvers", l_get_resolvers },
 	/* worker states */
 	{ "setLuaMemoryLimit", l_set_lua_memory_limit },
@@ -2804,7 +2834,7 @@ conf_setup(lua_State *L)
 	dlb_lua_objects_register(L);
 	dlb_lua_rules_register(L);
 	dlb_lua_explain_register(L);
-	if (conf_get(L)->phase == DLB_LUA_PHASE_WORKER)
+	if (dlb_lua_phase_throwaway(conf_get(L)->phase))
 		worker_setup(L);
 	return 0;
 }
@@ -2927,7 +2957,8 @@ record_chunk(struct dlb_lua_conf *lc, const char *path, const char *code, const 
 {
 	struct conf_chunk *v, *c;
 
-	if (lc->phase != DLB_LUA_PHASE_CONFIG && lc->phase != DLB_LUA_PHASE_CHECK)
+	if (lc->phase != DLB_LUA_PHASE_CONFIG && lc->phase != DLB_LUA_PHASE_CHECK &&
+	    lc->phase != DLB_LUA_PHASE_RELOAD)
 		return 0;
 	v = realloc(lc->chunks, sizeof(*v) * (size_t)(lc->nchunks + 1));
 	if (v == NULL)
@@ -3136,6 +3167,17 @@ dlb_lua_conf_rebind(struct dlb_lua_conf *lc, struct dlb_config *cfg, char *err, 
 	return 0;
 }
 
+int
+dlb_lua_conf_adopt(struct dlb_lua_conf *lc, struct dlb_config *cfg, struct dlb_rcu_thread *rt,
+		   char *err, size_t errlen)
+{
+	if (dlb_lua_conf_rebind(lc, cfg, err, errlen) != 0)
+		return -1;
+	lc->phase = DLB_LUA_PHASE_RUNNING;
+	lc->rt = rt;
+	return 0;
+}
+
 void
 dlb_lua_conf_maintenance(struct dlb_lua_conf *lc)
 {
@@ -3157,3 +3199,4 @@ dlb_lua_conf_maintenance(struct dlb_lua_conf *lc)
 		lua_pop(L, 1);
 	}
 }
+

@@ -24,6 +24,11 @@ enum dlb_lua_phase {
 	DLB_LUA_PHASE_WORKER,		/* a worker state replaying the config against a
 					 * throwaway config (lua/worker.h): nothing printed,
 					 * logged or published */
+	DLB_LUA_PHASE_RELOAD,		/* a reload's new config state, evaluated like a
+					 * worker state (silent, throwaway config, tiny
+					 * caches) but its rules go to the staged ruleset
+					 * (rules/rules.h) and its chunks are recorded; then
+					 * rebound to the running config (RUNNING) */
 	DLB_LUA_PHASE_RULES,		/* a worker state after its replay, bound to the real
 					 * config read-only: what runs is LuaRule/LuaAction
 					 * code on a worker thread. Only the allow-list of
@@ -32,6 +37,13 @@ enum dlb_lua_phase {
 					 * .order=, ServerPool:setCache, unsetCache) raise,
 					 * and getPool() never creates a pool */
 };
+
+/** A phase evaluating the config against a throwaway configuration (WORKER, RELOAD). */
+static inline bool
+dlb_lua_phase_throwaway(enum dlb_lua_phase p)
+{
+	return p == DLB_LUA_PHASE_WORKER || p == DLB_LUA_PHASE_RELOAD;
+}
 
 /** The dlb_lua_conf of state @L (registry), its phase, config and RCU record. */
 struct dlb_lua_conf *dlb_lua_conf_of(lua_State *L);
@@ -64,6 +76,14 @@ struct dlb_backend;
 void dlb_lua_push_server(lua_State *L, struct dlb_backend *be);
 /** The backend of the Server object at @idx, or NULL (not a Server, or removed). */
 struct dlb_backend *dlb_lua_to_server(lua_State *L, int idx);
+
+/** The daemon's reload (SIGHUP); NULL before it runs. @return 0, or -1 with @err. */
+typedef int dlb_reload_fn(char *err, size_t errlen);
+/**
+ * reload() in the config state calls @fn: it returns true, or false and the
+ * error (the running configuration is then kept). Thread: main.
+ */
+void dlb_lua_conf_set_reload_hook(dlb_reload_fn *fn);
 
 /**
  * Call the config's global maintenance() if it defines one (dnsdist calls it
@@ -111,6 +131,13 @@ int dlb_lua_conf_replay(const struct dlb_lua_conf *src, struct dlb_lua_conf *dst
  */
 int dlb_lua_conf_rebind(struct dlb_lua_conf *lc, struct dlb_config *cfg, char *err,
 			size_t errlen);
+
+/**
+ * The same for a reload's state (DLB_LUA_PHASE_RELOAD): bound to the running
+ * @cfg, it becomes the config state (DLB_LUA_PHASE_RUNNING, RCU record @rt).
+ */
+int dlb_lua_conf_adopt(struct dlb_lua_conf *lc, struct dlb_config *cfg, struct dlb_rcu_thread *rt,
+		       char *err, size_t errlen);
 
 /**
  * A number naming the config state whose chunks @lc evaluates: its own for a

@@ -256,8 +256,8 @@ l_explain_query(lua_State *L)
 	int nlen;
 	size_t len;
 
-	if (dlb_lua_conf_phase(dlb_lua_conf_of(L)) == DLB_LUA_PHASE_WORKER)
-		return 0;	/* a worker state replaying the config: the config state explained */
+	if (dlb_lua_phase_throwaway(dlb_lua_conf_phase(dlb_lua_conf_of(L))))
+		return 0;	/* a worker state replaying the config, or a reload: not now */
 	nlen = dlb_wire_name_from_text(name, wire, sizeof(wire));
 	if (nlen <= 0)
 		return luaL_error(L, "explainQuery: invalid name '%s'", name);
@@ -275,7 +275,7 @@ l_explain_query(lua_State *L)
 
 	out(L, "Query: %s type %u from %s over %s%s%s", name, qtype, client, tcp ? "TCP" : "UDP",
 	    dnssec ? ", DO" : "", rd ? ", RD" : "");
-	if (!dlb_nmg_match(&cfg->acl, (const struct sockaddr *)&remote)) {
+	if (!dlb_nmg_match(dlb_config_acl(cfg), (const struct sockaddr *)&remote)) {
 		out(L, "ACL: the client is not in the ACL: dropped (acl-drops)");
 		return 0;
 	}

@@ -1873,7 +1873,7 @@ log_action(lua_State *L, bool response, const char *fn)
 	struct dlb_act *a = push_act(L, response ? DLB_RACT_LOG : DLB_ACT_LOG, response);
 	char err[256];
 
-	if (!dlb_lua_silent(L)) {
+	if (!dlb_lua_replaying(L)) {
 		err[0] = '\0';
 		a->u.log = dlb_log_open(path, binary, append, buffered, verbose_only, timestamp,
 					err, sizeof(err));
@@ -2549,7 +2549,7 @@ l_chain_add(lua_State *L)
 				  luaL_typename(L, 2));
 	check_chain_action(L, cd, fn, a);
 	rule_opts(L, 3, fn, name, uuid);
-	if (dlb_lua_silent(L))
+	if (dlb_lua_replaying(L))
 		return 0;
 	c = dlb_rules_chain(cd->kind);
 	v = tmp_rules(L, (size_t)c->n + 1);
@@ -2677,7 +2677,7 @@ l_chain_rm(lua_State *L)
 	if (lua_type(L, 1) == LUA_TNUMBER) {
 		lua_Integer pos = dlb_lua_arg_int(L, 1, fn, 0, LUA_MAXINTEGER);
 
-		if (dlb_lua_silent(L))
+		if (dlb_lua_replaying(L))
 			return 0;
 		c = dlb_rules_chain(cd->kind);
 		if (pos >= c->n) {
@@ -2693,7 +2693,7 @@ l_chain_rm(lua_State *L)
 		char uuid[37];
 		bool by_uuid = parse_uuid(id, uuid);
 
-		if (dlb_lua_silent(L))
+		if (dlb_lua_replaying(L))
 			return 0;
 		c = dlb_rules_chain(cd->kind);
 		v = tmp_rules(L, (size_t)c->n);
@@ -2725,7 +2725,7 @@ l_chain_mv(lua_State *L)
 	struct dlb_rule **v, *subject;
 	int n = 0;
 
-	if (dlb_lua_silent(L))
+	if (dlb_lua_replaying(L))
 		return 0;
 	c = dlb_rules_chain(cd->kind);
 	if (from >= c->n || to > c->n) {

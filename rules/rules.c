@@ -1273,73 +1273,164 @@ rule_hit(const struct dlb_rule *r, int worker)
 /* ---- chains ------------------------------------------------------------------------ */
 
 /* Shared by every kind until something is published; never freed. */
-static struct dlb_chain empty_chain;
-
-_Static_assert(DLB_CHAIN__COUNT == 5, "one initializer per chain kind");
-static struct dlb_chain *chains[DLB_CHAIN__COUNT] = {
-	&empty_chain, &empty_chain, &empty_chain, &empty_chain, &empty_chain,
+static struct dlb_chain empty_chain = { .refs = 1 };
+static struct dlb_ruleset empty_ruleset = {
+	.c = { &empty_chain, &empty_chain, &empty_chain, &empty_chain, &empty_chain },
 };
+_Static_assert(DLB_CHAIN__COUNT == 5, "one initializer per chain kind");
+
+static struct dlb_ruleset *live = &empty_ruleset;	/* atomic */
+/* main thread: while set, chains are read from and published to this one */
+static _Thread_local struct dlb_ruleset *staging;
+
+const struct dlb_ruleset *
+dlb_rules_current(void)
+{
+	if (staging != NULL)
+		return staging;
+	return __atomic_load_n(&live, __ATOMIC_ACQUIRE);
+}
 
 const struct dlb_chain *
 dlb_rules_chain(enum dlb_chain_kind kind)
 {
-	return __atomic_load_n(&chains[kind], __ATOMIC_ACQUIRE);
+	return dlb_rules_current()->c[kind];
 }
 
 static void
-chain_free(struct dlb_chain *c)
+chain_unref(struct dlb_chain *c)
 {
-	if (c == &empty_chain)
+	if (c == &empty_chain || --c->refs > 0)
 		return;
 	for (int i = 0; i < c->n; i++)
 		dlb_rule_unref(c->v[i]);
 	free(c);
 }
 
+static void
+ruleset_free(struct dlb_ruleset *rs)
+{
+	if (rs == &empty_ruleset || rs == NULL)
+		return;
+	for (int k = 0; k < DLB_CHAIN__COUNT; k++)
+		chain_unref(rs->c[k]);
+	free(rs);
+}
+
 /* Epoch callback: runs on the retiring (main) thread, in dlb_rcu_poll. */
 static void
-chain_reclaim(ck_epoch_entry_t *e)
+ruleset_reclaim(ck_epoch_entry_t *e)
 {
-	chain_free((struct dlb_chain *)(void *)((char *)e - offsetof(struct dlb_chain, epoch)));
+	ruleset_free((struct dlb_ruleset *)(void *)((char *)e -
+						     offsetof(struct dlb_ruleset, epoch)));
+}
+
+/* A copy of @from sharing its chains (references taken). NULL on ENOMEM. */
+static struct dlb_ruleset *
+ruleset_copy(const struct dlb_ruleset *from)
+{
+	struct dlb_ruleset *rs = calloc(1, sizeof(*rs));
+
+	if (rs == NULL)
+		return NULL;
+	rs->gen = from->gen;
+	for (int k = 0; k < DLB_CHAIN__COUNT; k++) {
+		rs->c[k] = from->c[k];
+		if (rs->c[k] != &empty_chain)
+			rs->c[k]->refs++;
+	}
+	return rs;
+}
+
+/* Make @rs live; the old one is retired through @rt (NULL: freed now). */
+static void
+ruleset_publish(struct dlb_ruleset *rs, struct dlb_rcu_thread *rt)
+{
+	struct dlb_ruleset *old = live;
+
+	__atomic_store_n(&live, rs, __ATOMIC_RELEASE);
+	if (old == &empty_ruleset)
+		return;
+	if (rt == NULL)
+		ruleset_free(old);
+	else
+		dlb_rcu_defer(rt, &old->epoch, ruleset_reclaim);
 }
 
 int
 dlb_rules_publish(enum dlb_chain_kind kind, struct dlb_rule *const *v, int n,
 		  struct dlb_rcu_thread *rt)
 {
-	struct dlb_chain *c = &empty_chain, *old;
+	struct dlb_chain *c = &empty_chain;
+	struct dlb_ruleset *rs;
 
 	if (n > 0) {
 		c = malloc(sizeof(*c) + (size_t)n * sizeof(c->v[0]));
 		if (c == NULL)
 			return DLB_ENOMEM;
-		memset(&c->epoch, 0, sizeof(c->epoch));
+		c->refs = 1;
 		c->n = n;
 		for (int i = 0; i < n; i++) {
 			c->v[i] = v[i];
 			dlb_rule_ref(v[i]);
 		}
 	}
-	old = chains[kind];
-	__atomic_store_n(&chains[kind], c, __ATOMIC_RELEASE);
-	if (old == &empty_chain)
+	if (staging != NULL) {
+		/* a reload being evaluated: nothing is live yet */
+		chain_unref(staging->c[kind]);
+		staging->c[kind] = c;
 		return 0;
-	if (rt == NULL)
-		chain_free(old);
-	else
-		dlb_rcu_defer(rt, &old->epoch, chain_reclaim);
+	}
+	rs = ruleset_copy(live);
+	if (rs == NULL) {
+		chain_unref(c);
+		return DLB_ENOMEM;
+	}
+	chain_unref(rs->c[kind]);
+	rs->c[kind] = c;
+	ruleset_publish(rs, rt);
 	return 0;
+}
+
+struct dlb_ruleset *
+dlb_rules_stage_begin(void)
+{
+	struct dlb_ruleset *rs = calloc(1, sizeof(*rs));
+
+	if (rs == NULL)
+		return NULL;
+	for (int k = 0; k < DLB_CHAIN__COUNT; k++)
+		rs->c[k] = &empty_chain;
+	staging = rs;
+	return rs;
+}
+
+void
+dlb_rules_stage_end(void)
+{
+	staging = NULL;
+}
+
+void
+dlb_rules_stage_commit(struct dlb_ruleset *rs, uint64_t gen, struct dlb_rcu_thread *rt)
+{
+	rs->gen = gen;
+	ruleset_publish(rs, rt);
+}
+
+void
+dlb_rules_stage_discard(struct dlb_ruleset *rs)
+{
+	ruleset_free(rs);
 }
 
 void
 dlb_rules_shutdown(void)
 {
-	for (int k = 0; k < DLB_CHAIN__COUNT; k++) {
-		struct dlb_chain *old = chains[k];
+	struct dlb_ruleset *old = live;
 
-		__atomic_store_n(&chains[k], &empty_chain, __ATOMIC_RELEASE);
-		chain_free(old);
-	}
+	__atomic_store_n(&live, &empty_ruleset, __ATOMIC_RELEASE);
+	ruleset_free(old);
 }
 
 /*

@@ -509,24 +509,53 @@ void dlb_rule_unref(struct dlb_rule *r);
 uint64_t dlb_rule_hits(const struct dlb_rule *r);
 
 struct dlb_chain {
-	ck_epoch_entry_t epoch;		/* retirement (first member: the callback casts) */
+	int refs;			/* main thread: rulesets holding it */
 	int n;
 	struct dlb_rule *v[];		/* each holds one reference */
 };
 
-/**
- * The chain of @kind now in force (never NULL: an empty chain at least).
- * Thread: any; workers inside their epoch section.
+/*
+ * The five chains in force, published together with one atomic store (so a
+ * reload swaps them all at once) and retired through the epoch. @gen is the
+ * Lua generation the chains' Lua functions belong to: bumped by each reload,
+ * which also hands every worker a new Lua state of that generation
+ * (lua/worker.h); runtime edits keep it.
  */
+struct dlb_ruleset {
+	ck_epoch_entry_t epoch;
+	uint64_t gen;
+	struct dlb_chain *c[DLB_CHAIN__COUNT];
+};
+
+/**
+ * The rules in force (never NULL). Thread: any; workers inside their epoch
+ * section. On the main thread during a reload's evaluation, the staged ones.
+ */
+const struct dlb_ruleset *dlb_rules_current(void);
+
+/** dlb_rules_current()->c[@kind]. */
 const struct dlb_chain *dlb_rules_chain(enum dlb_chain_kind kind);
 
 /**
  * Publish @v[0..n) as the chain of @kind (references are taken; the caller
- * keeps its own). The old chain is retired through @rt (NULL: before any
- * worker runs, freed at once). Main thread. @return 0 or DLB_ENOMEM.
+ * keeps its own): a new ruleset sharing the other chains. The old ruleset is
+ * retired through @rt (NULL: before any worker runs, freed at once). While a
+ * reload is being evaluated (dlb_rules_stage_begin) the staged ruleset is
+ * changed instead. Main thread. @return 0 or DLB_ENOMEM.
  */
 int dlb_rules_publish(enum dlb_chain_kind kind, struct dlb_rule *const *v, int n,
 		      struct dlb_rcu_thread *rt);
+
+/**
+ * Reloads: from stage_begin to stage_end, the calling (main) thread reads and
+ * publishes chains in a new, empty, private ruleset; then either commit it
+ * (it becomes live with Lua generation @gen, atomically for all five chains)
+ * or discard it. NULL on ENOMEM.
+ */
+struct dlb_ruleset *dlb_rules_stage_begin(void);
+void dlb_rules_stage_end(void);
+void dlb_rules_stage_commit(struct dlb_ruleset *rs, uint64_t gen, struct dlb_rcu_thread *rt);
+void dlb_rules_stage_discard(struct dlb_ruleset *rs);
 
 /**
  * Housekeeping of the published rules, every second (main thread): idle

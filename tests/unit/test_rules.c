@@ -925,6 +925,55 @@ test_chain_publish(void **state)
 	dlb_rule_unref(keep);
 }
 
+/* Reload staging: chains published while staging go to the staged ruleset only. */
+static void
+test_ruleset_staging(void **state)
+{
+	struct dlb_rule *live_r, *staged_r;
+	struct dlb_ruleset *rs;
+	const struct dlb_ruleset *cur;
+
+	(void)state;
+	live_r = rule(sel_num(DLB_SEL_QTYPE, 1), act_new(DLB_ACT_DROP));
+	staged_r = rule(dlb_sel_new(DLB_SEL_ALL), act_new(DLB_ACT_NONE));
+	assert_int_equal(dlb_rules_publish(DLB_CHAIN_QUERY, &live_r, 1, NULL), 0);
+	assert_int_equal(dlb_rules_publish(DLB_CHAIN_RESPONSE, &live_r, 1, NULL), 0);
+	assert_int_equal(dlb_rules_current()->gen, 0);
+
+	/* discarded: nothing changes */
+	rs = dlb_rules_stage_begin();
+	assert_non_null(rs);
+	assert_int_equal(dlb_rules_chain(DLB_CHAIN_QUERY)->n, 0);	/* a staged ruleset starts empty */
+	assert_int_equal(dlb_rules_publish(DLB_CHAIN_QUERY, &staged_r, 1, NULL), 0);
+	assert_ptr_equal(dlb_rules_chain(DLB_CHAIN_QUERY)->v[0], staged_r);
+	dlb_rules_stage_end();
+	assert_ptr_equal(dlb_rules_chain(DLB_CHAIN_QUERY)->v[0], live_r);
+	dlb_rules_stage_discard(rs);
+	assert_int_equal(staged_r->refs, 1);
+
+	/* committed: every chain at once, with the new generation */
+	rs = dlb_rules_stage_begin();
+	assert_int_equal(dlb_rules_publish(DLB_CHAIN_CACHE_HIT, &staged_r, 1, NULL), 0);
+	dlb_rules_stage_end();
+	dlb_rules_stage_commit(rs, 7, NULL);
+	cur = dlb_rules_current();
+	assert_int_equal(cur->gen, 7);
+	assert_int_equal(cur->c[DLB_CHAIN_QUERY]->n, 0);	/* not in the new file: gone */
+	assert_int_equal(cur->c[DLB_CHAIN_RESPONSE]->n, 0);
+	assert_ptr_equal(cur->c[DLB_CHAIN_CACHE_HIT]->v[0], staged_r);
+	assert_int_equal(live_r->refs, 1);			/* the old ruleset let go */
+
+	/* a runtime edit keeps the generation and the other chains */
+	assert_int_equal(dlb_rules_publish(DLB_CHAIN_QUERY, &live_r, 1, NULL), 0);
+	assert_int_equal(dlb_rules_current()->gen, 7);
+	assert_ptr_equal(dlb_rules_chain(DLB_CHAIN_CACHE_HIT)->v[0], staged_r);
+	dlb_rules_shutdown();
+	assert_int_equal(live_r->refs, 1);
+	assert_int_equal(staged_r->refs, 1);
+	dlb_rule_unref(live_r);
+	dlb_rule_unref(staged_r);
+}
+
 static void
 test_rule_counters(void **state)
 {
@@ -1943,6 +1992,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tags),
+		cmocka_unit_test(test_ruleset_staging),
 		cmocka_unit_test_setup_teardown(test_reset_decisions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sel_header, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sel_edns, setup, teardown),

@@ -1,0 +1,145 @@
+"""Live reload (SIGHUP; reload() in the console): the config file is
+evaluated again and its rules (every chain at once), Lua code (new worker
+states), ACL and policies replace the running ones; in-flight queries finish;
+a failed reload keeps the running configuration and says why (file:line).
+docs/rules.md, "Live reload".
+"""
+
+import signal
+import threading
+import time
+
+import pytest
+
+from dnslbtest import UdpClient, lua_server, make_query, parse, udp_query
+
+pytestmark = pytest.mark.dnslb_only("dnsdist has no reload (SIGHUP ends it)")
+
+
+def rewrite(d, body):
+    d.body = body
+    with open(d.conf_path, "w") as f:
+        f.write(d.render_conf())
+
+
+def reload_and_wait(d, ok=True):
+    start = len(d.lines)
+    d.send_signal(signal.SIGHUP)
+    pat = r"Reloaded '" if ok else r"Reload of '.*' failed"
+    i = d.wait_line(pat, start=start, timeout=10)
+    assert i is not None, "no reload line in:\n" + d.output()
+    return d.lines[i]
+
+
+def rcode(d, name, qtype="A"):
+    r = udp_query(d.port, name, qtype)
+    assert r is not None, "no answer for " + name
+    return r.rcode()
+
+
+def conf_a(r):
+    return (lua_server(r, name="b") +
+            'local helper = {}\n'
+            'function helper.answer(dq) return DNSAction.Spoof, "192.0.2.1" end\n'
+            'addAction("blocked.reload.test.", RCodeAction(DNSRCode.REFUSED))\n'
+            'addAction("lua.reload.test.", LuaAction(function(dq) return helper.answer(dq) end))\n')
+
+
+def conf_b(r):
+    return (lua_server(r, name="b") +
+            'local helper = {}\n'
+            'function helper.answer(dq) return DNSAction.Spoof, "192.0.2.2" end\n'
+            'addAction("blocked.reload.test.", RCodeAction(DNSRCode.NXDOMAIN))\n'
+            'addAction("lua.reload.test.", LuaAction(function(dq) return helper.answer(dq) end))\n'
+            'addResponseAction(AllRule(), LimitTTLResponseAction(0, 7))\n')
+
+
+def a_of(d, name):
+    r = udp_query(d.port, name)
+    assert r is not None
+    return [rd.address for rrs in r.answer for rd in rrs]
+
+
+def test_reload_swaps_rules_and_lua(dnslb, responder):
+    d = dnslb(conf_a(responder), args=("--workers", "2"))
+    assert rcode(d, "x.blocked.reload.test.") == 5
+    assert a_of(d, "lua.reload.test.") == ["192.0.2.1"]
+    rewrite(d, conf_b(responder))
+    reload_and_wait(d)
+    assert rcode(d, "x.blocked.reload.test.") == 3
+    # every worker now runs the new Lua code (several queries: both workers)
+    for _ in range(20):
+        assert a_of(d, "lua.reload.test.") == ["192.0.2.2"]
+    r = udp_query(d.port, "ttl.reload.test.")
+    assert r is not None and all(rrs.ttl <= 7 for rrs in r.answer)
+    assert d.stats()["lua-errors"] == 0
+
+
+def test_failed_reload_keeps_running_config(dnslb, responder):
+    d = dnslb(conf_a(responder))
+    rewrite(d, conf_a(responder) + 'addAction(QTypeRule(DNSQType.A), NoSuchAction())\n')
+    line = reload_and_wait(d, ok=False)
+    assert "running configuration is kept" in line
+    # the setLocal() line, configuration A, then the bad line
+    assert "%s:%d:" % (d.conf_path, 1 + conf_a(responder).count("\n") + 1) in line, line
+    assert rcode(d, "x.blocked.reload.test.") == 5
+    assert a_of(d, "lua.reload.test.") == ["192.0.2.1"]
+
+
+def test_reload_refuses_server_changes(dnslb, make_responder):
+    r1, r2 = make_responder(), make_responder()
+    d = dnslb(conf_a(r1))
+    rewrite(d, conf_b(r1) + lua_server(r2, name="new"))
+    line = reload_and_wait(d, ok=False)
+    assert "the servers changed" in line, line
+    assert rcode(d, "x.blocked.reload.test.") == 5     # still configuration A
+
+
+def test_reload_acl(dnslb, responder):
+    d = dnslb(conf_a(responder))
+    assert udp_query(d.port, "acl.reload.test.") is not None
+    rewrite(d, conf_a(responder) + 'setACL({"192.0.2.0/24"})\n')
+    reload_and_wait(d)
+    assert udp_query(d.port, "acl.reload.test.", timeout=1.0) is None
+    assert d.stats()["acl-drops"] >= 1
+
+
+def test_reload_under_load_loses_nothing(dnslb, responder):
+    d = dnslb(conf_a(responder), args=("--workers", "2"))
+    stop = threading.Event()
+    results = {"sent": 0, "lost": 0, "bad": 0}
+
+    def load():
+        with UdpClient(d.port) as c:
+            n = 0
+            while not stop.is_set():
+                name = ("lua.reload.test." if n % 2 else "q%d.load.reload.test." % n)
+                q = make_query(name)
+                c.send(q.to_wire())
+                results["sent"] += 1
+                while True:
+                    w = c.recv(2.0)
+                    if w is None:
+                        results["lost"] += 1
+                        break
+                    m = parse(w)
+                    if m.id == q.id:
+                        if m.rcode() != 0:
+                            results["bad"] += 1
+                        break
+                n += 1
+
+    t = threading.Thread(target=load)
+    t.start()
+    try:
+        for i in range(6):
+            time.sleep(0.3)
+            rewrite(d, conf_b(responder) if i % 2 == 0 else conf_a(responder))
+            reload_and_wait(d)
+    finally:
+        stop.set()
+        t.join(10)
+    assert results["sent"] > 50
+    assert results["lost"] == 0, results
+    assert results["bad"] == 0, results
+    assert d.stats()["lua-errors"] == 0
