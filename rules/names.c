@@ -9,7 +9,10 @@
  * backward-shift deletion, no tombstones). A match walks the qname's labels
  * from the root end: one hash and one probe sequence per label, comparing
  * hashes in the slots and labels (memcmp) only on a hash match - O(labels)
- * whatever the size of the set, and a miss reads no node.
+ * whatever the size of the set, and a miss reads no node. The rules split
+ * the qname once per query (struct dlb_qname_labels in the dq) and every
+ * set's lookup of that query reuses the split and the label hashes
+ * (dlb_suffix_set_match_labels): the hash has one process-wide seed.
  * Memory: nodes live in a per-set arena of 64 KiB chunks, addressed by
  * 32-bit references (freed nodes go to free lists by size class), so a name
  * of one new label costs its node (15 octets + the label, rounded to 8) plus
@@ -37,7 +40,7 @@
 #define NAMES_SEED	0x6c62646e735f7365ULL	/* fixed: see the file comment */
 #define SFX_LIST_LOG2	2			/* up to 4 children: a plain list */
 #define SFX_CHUNK	65536			/* arena chunk, octets */
-#define SFX_MAX_LABELS	128			/* 255 octets: <= 127 labels + the root */
+#define SFX_MAX_LABELS	DLB_QNAME_MAX_LABELS	/* 255 octets: <= 127 labels + the root */
 
 static uint8_t
 lower(uint8_t c)
@@ -482,24 +485,43 @@ dlb_suffix_set_remove(struct dlb_suffix_set *s, const uint8_t *lc, size_t len)
 	return true;
 }
 
-bool
-dlb_suffix_set_match(const struct dlb_suffix_set *s, const uint8_t *lc, size_t len)
+void
+dlb_qname_labels_init(struct dlb_qname_labels *l, const uint8_t *lc, size_t len)
 {
-	uint8_t off[SFX_MAX_LABELS];
+	int k = name_labels(lc, len, l->off, NULL);
+
+	/* a malformed name: no label, as name_labels' -1 made the walk do */
+	l->n = (uint8_t)(k < 0 ? 0 : k);
+	l->h = l->n;
+	l->name_hashed = false;
+}
+
+/*
+ * The walk from the root end over @l's labels; the hashes not yet in @l
+ * are computed as the walk reaches their label (it always goes from the
+ * root end down, so the hashed labels stay a suffix: hash[h..n-1]).
+ */
+bool
+dlb_suffix_set_match_labels(const struct dlb_suffix_set *s, const uint8_t *lc,
+			    struct dlb_qname_labels *l)
+{
 	const struct sfx_node *n = root_of(s);
-	int k;
+	int k = l->n;
 
 	if (n->terminal)
 		return true;	/* "." matches everything */
 	if (n->nkids == 0)
 		return false;
-	k = name_labels(lc, len, off, NULL);
 	while (k-- > 0) {
-		const uint8_t *l = lc + off[k] + 1;
-		uint8_t ll = lc[off[k]];
+		const uint8_t *lab = lc + l->off[k] + 1;
+		uint8_t ll = lc[l->off[k]];
+		uint32_t ref;
 
-		uint32_t ref = child_ref(s, n, l, ll, label_hash32(l, ll));
-
+		if (k < l->h) {
+			l->hash[k] = label_hash32(lab, ll);
+			l->h = (uint8_t)k;
+		}
+		ref = child_ref(s, n, lab, ll, l->hash[k]);
 		if (ref == 0)
 			return false;
 		n = node_at(s, ref);
@@ -507,6 +529,21 @@ dlb_suffix_set_match(const struct dlb_suffix_set *s, const uint8_t *lc, size_t l
 			return true;
 	}
 	return false;
+}
+
+bool
+dlb_suffix_set_match(const struct dlb_suffix_set *s, const uint8_t *lc, size_t len)
+{
+	struct dlb_qname_labels l;
+	const struct sfx_node *n = root_of(s);
+
+	/* the same early exits as the walk, before splitting the name */
+	if (n->terminal)
+		return true;
+	if (n->nkids == 0)
+		return false;
+	dlb_qname_labels_init(&l, lc, len);
+	return dlb_suffix_set_match_labels(s, lc, &l);
 }
 
 size_t
@@ -915,6 +952,19 @@ dlb_name_set_match(const struct dlb_name_set *s, const uint8_t *lc, size_t len)
 	if (s->n == 0 || len == 0 || len > DLB_MAX_NAME)
 		return false;
 	return s->v[ns_find(s, lc, len, ns_hash(lc, len))].name != NULL;
+}
+
+bool
+dlb_name_set_match_labels(const struct dlb_name_set *s, const uint8_t *lc, size_t len,
+			  struct dlb_qname_labels *l)
+{
+	if (s->n == 0 || len == 0 || len > DLB_MAX_NAME)
+		return false;
+	if (!l->name_hashed) {
+		l->name_hash = ns_hash(lc, len);
+		l->name_hashed = true;
+	}
+	return s->v[ns_find(s, lc, len, l->name_hash)].name != NULL;
 }
 
 size_t

@@ -116,6 +116,29 @@ dlb_dq_reset_decisions(struct dlb_dq *dq)
 	dq->response = false;
 	dq->cache_hit = false;
 	dq->be_index = -1;
+	dq->qlabels_ready = false;
+}
+
+/*
+ * The qname split into labels for this query: split at the first call,
+ * shared by every suffix / name set lookup until the dq is rebuilt (the
+ * memset up to tags, dlb_dq_reset_decisions) or Lua code ran (dq_lua_ran).
+ */
+static struct dlb_qname_labels *
+dq_qlabels(struct dlb_dq *dq)
+{
+	if (!dq->qlabels_ready) {
+		dlb_qname_labels_init(&dq->qlabels, dq->m->qname_lc, dq->m->qname_len);
+		dq->qlabels_ready = true;
+	}
+	return &dq->qlabels;
+}
+
+/* Lua code ran on @dq: it may have replaced the message (dq:setContent). */
+static inline void
+dq_lua_ran(struct dlb_dq *dq)
+{
+	dq->qlabels_ready = false;
 }
 
 /* ---- message walking (responses, record counts) ------------------------------ */
@@ -459,10 +482,11 @@ sel_match_slow(const struct dlb_sel *s, struct dlb_dq *dq, struct dlb_stats *st)
 					      s->u.name.len);
 	case DLB_SEL_QNAME_SET:
 		return s->u.nameset != NULL &&
-		       dlb_name_set_match(s->u.nameset, m->qname_lc, m->qname_len);
+		       dlb_name_set_match_labels(s->u.nameset, m->qname_lc, m->qname_len,
+						 dq_qlabels(dq));
 	case DLB_SEL_SUFFIX:
 		return s->u.suffixes != NULL &&
-		       dlb_suffix_set_match(s->u.suffixes, m->qname_lc, m->qname_len);
+		       dlb_suffix_set_match_labels(s->u.suffixes, m->qname_lc, dq_qlabels(dq));
 	case DLB_SEL_REGEX:
 		return match_regex(s->u.re, m);
 	case DLB_SEL_QTYPE:
@@ -574,6 +598,7 @@ sel_match_slow(const struct dlb_sel *s, struct dlb_dq *dq, struct dlb_stats *st)
 		if (dq->lua == NULL)
 			return false;
 		rc = dlb_luaw_rule(dq->lua, s->u.lua.fn, s->u.lua.src, dq);
+		dq_lua_ran(dq);
 		if (rc < 0) {
 			if (st != NULL)
 				st->lua_errors++;
@@ -793,6 +818,7 @@ run_lua_query(const struct dlb_act *a, struct dlb_dq *dq, struct dlb_stats *st, 
 	rc = dq->lua == NULL ? -1 :
 	     dlb_luaw_action(dq->lua, a->u.lua.fn, a->u.lua.src, dq, false, lua_arg,
 			     sizeof(lua_arg), &arglen);
+	dq_lua_ran(dq);
 	if (arglen >= sizeof(lua_arg))
 		arglen = sizeof(lua_arg) - 1;
 
@@ -1088,6 +1114,7 @@ run_lua_response(const struct dlb_act *a, struct dlb_dq *dq, struct dlb_stats *s
 	rc = dq->lua == NULL ? -1 :
 	     dlb_luaw_action(dq->lua, a->u.lua.fn, a->u.lua.src, dq, true, lua_arg,
 			     sizeof(lua_arg), &arglen);
+	dq_lua_ran(dq);
 	switch (rc) {
 	case DLB_DRA_ALLOW:
 	case DLB_DRA_HEADER_MODIFY:

@@ -66,6 +66,30 @@ const char *dlb_tags_get(const struct dlb_tags *t, const char *key);
 /** Iterate: @pos starts at 0; @return false at the end. */
 bool dlb_tags_next(const struct dlb_tags *t, size_t *pos, const char **key, const char **value);
 
+/* ---- the qname split into labels, once per query -------------------------- */
+
+#define DLB_QNAME_MAX_LABELS 128	/* 255 octets: <= 127 labels + the root */
+
+/*
+ * The qname (m->qname_lc) split into labels, filled at most once per query
+ * by the first selector that needs it (dlb_qname_labels_init) and shared by
+ * every suffix set lookup of that query. The label hashes are the ones the
+ * suffix sets key their child slots with (one process-wide seed, the same
+ * for every set); they are computed lazily, from the root end, as far as a
+ * lookup walks: hash[h..n-1] are valid.
+ */
+struct dlb_qname_labels {
+	uint8_t n;				/* labels, root excluded (0: malformed too) */
+	uint8_t h;				/* hash[h..n-1] computed */
+	bool name_hashed;			/* name_hash computed */
+	uint32_t name_hash;			/* the name sets' hash of the whole name */
+	uint8_t off[DLB_QNAME_MAX_LABELS];	/* label i's length octet at lc + off[i] */
+	uint32_t hash[DLB_QNAME_MAX_LABELS];
+};
+
+/** Split the lowercased wire name @lc (@len octets) into @l (no hash yet). */
+void dlb_qname_labels_init(struct dlb_qname_labels *l, const uint8_t *lc, size_t len);
+
 /* ---- the query (dq) / response (dr) view -------------------------------- */
 
 /*
@@ -104,11 +128,17 @@ struct dlb_dq {
 	struct sockaddr_storage ecs_fixed;	/* SetECSAction: family 0 = none */
 	uint8_t ecs_fixed_bits;
 	uint32_t max_returned_ttl;	/* SetMaxReturnedTTLAction: 0 = none */
+	bool qlabels_ready;		/* qlabels holds m's qname (false: not yet split).
+					 * Before tags, so that the memset up to tags of
+					 * every dq construction clears it; also cleared by
+					 * dlb_dq_reset_decisions and after Lua code (which
+					 * may replace the message) */
 	struct dlb_tags tags;
 	/* --- response chains only --- */
 	bool response;
 	bool cache_hit;			/* cache-hit chain */
 	int be_index;			/* the backend that answered, -1 */
+	struct dlb_qname_labels qlabels;	/* valid when qlabels_ready (rules/rules.c) */
 };
 
 /** Defaults for every decided field (pool NULL, ttl -1, ...); keeps the packet fields. */
@@ -367,6 +397,13 @@ int dlb_suffix_set_add(struct dlb_suffix_set *s, const uint8_t *lc, size_t len);
 bool dlb_suffix_set_remove(struct dlb_suffix_set *s, const uint8_t *lc, size_t len);
 /** Is the lowercased wire name @lc at or below one of the suffixes? */
 bool dlb_suffix_set_match(const struct dlb_suffix_set *s, const uint8_t *lc, size_t len);
+/**
+ * The same for @lc already split into @l (dlb_qname_labels_init on that
+ * very @lc): the labels' hashes it walks to are computed into @l once and
+ * reused by later lookups of @l in any set.
+ */
+bool dlb_suffix_set_match_labels(const struct dlb_suffix_set *s, const uint8_t *lc,
+				 struct dlb_qname_labels *l);
 size_t dlb_suffix_set_count(const struct dlb_suffix_set *s);
 /** Bytes allocated (docs: memory per name). */
 size_t dlb_suffix_set_memory(const struct dlb_suffix_set *s);
@@ -379,6 +416,9 @@ void dlb_name_set_free(struct dlb_name_set *s);
 int dlb_name_set_add(struct dlb_name_set *s, const uint8_t *lc, size_t len);
 bool dlb_name_set_remove(struct dlb_name_set *s, const uint8_t *lc, size_t len);
 bool dlb_name_set_match(const struct dlb_name_set *s, const uint8_t *lc, size_t len);
+/** The same, the whole name's hash computed into @l once (@l from this @lc, @len). */
+bool dlb_name_set_match_labels(const struct dlb_name_set *s, const uint8_t *lc, size_t len,
+			       struct dlb_qname_labels *l);
 size_t dlb_name_set_count(const struct dlb_name_set *s);
 void dlb_name_set_clear(struct dlb_name_set *s);
 struct dlb_name_set *dlb_name_set_copy(const struct dlb_name_set *s);

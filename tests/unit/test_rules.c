@@ -1261,6 +1261,153 @@ test_query_continue(void **state)
 	dlb_rules_shutdown();
 }
 
+/* ---- suffix rules sharing the dq's qname labels ----------------------------------------- */
+
+/* A suffix selector of the names in @csv (comma-separated, any case). */
+static struct dlb_sel *
+sel_suffixes(const char *csv)
+{
+	struct dlb_sel *s = dlb_sel_new(DLB_SEL_SUFFIX);
+	char buf[256], *save = NULL;
+
+	s->u.suffixes = dlb_suffix_set_new();
+	assert_non_null(s->u.suffixes);
+	snprintf(buf, sizeof(buf), "%s", csv);
+	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+		uint8_t w[DLB_MAX_NAME];
+		int n = dlb_wire_name_from_text(t, w, sizeof(w));
+
+		assert_true(n > 0);
+		assert_int_equal(dlb_suffix_set_add(s->u.suffixes, w, (size_t)n), 0);
+	}
+	return s;
+}
+
+static struct dlb_act *
+act_tag(const char *name)
+{
+	struct dlb_act *a = act_new(DLB_ACT_TAG);
+
+	a->u.tag.name = strdup(name);
+	a->u.tag.value = strdup("1");
+	return a;
+}
+
+/* The tags set, in chain order, as "a,c,d". */
+static const char *
+tags_set(char *out, size_t outsz)
+{
+	size_t pos = 0;
+	const char *k, *v;
+
+	out[0] = '\0';
+	for (size_t it = 0; dlb_tags_next(&E.dq.tags, &it, &k, &v);)
+		pos += (size_t)snprintf(out + pos, outsz - pos, "%s%s", pos ? "," : "", k);
+	return out;
+}
+
+/*
+ * Re-use E.dq for a new query @qname: the packet is parsed again into E.m
+ * and the dq rebuilt as @how says: 0 the way dnslb/query.c's dq_init does
+ * (memset up to tags, then dlb_dq_reset_decisions), 1 the memset alone,
+ * 2 dlb_dq_reset_decisions alone. The labels of the previous query must
+ * never be seen again.
+ */
+static void
+requery(const char *qname, int how)
+{
+	struct pb p;
+	struct dlb_dq keep = E.dq;
+
+	pb_hdr(&p, 0x4321, DLB_F_RD, 1, 0, 0, 0);
+	pb_question(&p, qname, 1, 1);
+	memcpy(E.pkt, p.b, p.n);
+	assert_int_equal(dlb_wire_parse_query(E.pkt, p.n, &E.m), DLB_OK);
+	if (how == 0 || how == 1) {
+		memset(&E.dq, 0, offsetof(struct dlb_dq, tags));
+		E.dq.pkt = keep.pkt;
+		E.dq.cap = keep.cap;
+		E.dq.m = keep.m;
+		E.dq.remote = keep.remote;
+		E.dq.local = keep.local;
+		E.dq.cfg = keep.cfg;
+		E.dq.now = keep.now;
+		E.dq.rng = keep.rng;
+		E.dq.be_index = -1;
+	}
+	if (how == 0 || how == 2)
+		dlb_dq_reset_decisions(&E.dq);
+	dlb_tags_clear(&E.dq.tags);
+	E.dq.len = p.n;
+}
+
+static void
+test_suffix_rules_shared_labels(void **state)
+{
+	struct dlb_rule *r[12];
+	const struct dlb_chain *c;
+	struct dlb_sel *ns;
+	uint8_t w[DLB_MAX_NAME];
+	char got[128];
+	int n = 0, len;
+
+	(void)state;
+	r[n++] = rule(sel_suffixes("com"), act_tag("a"));			/* the TLD only */
+	r[n++] = rule(sel_suffixes("net,org"), act_tag("b"));
+	r[n++] = rule(sel_suffixes("Example.COM"), act_tag("c"));		/* added lowercased */
+	r[n++] = rule(sel_suffixes("www.example.com"), act_tag("d"));		/* 3 labels deep */
+	r[n++] = rule(sel_suffixes("other.example.com,x.www.example.com"), act_tag("e"));
+	ns = dlb_sel_new(DLB_SEL_QNAME_SET);
+	ns->u.nameset = dlb_name_set_new();
+	len = dlb_wire_name_from_text("www.example.com.", w, sizeof(w));
+	assert_int_equal(dlb_name_set_add(ns->u.nameset, w, (size_t)len), 0);
+	r[n++] = rule(ns, act_tag("f"));
+	r[n++] = rule(sel_suffixes("example.net"), act_tag("g"));
+	r[n++] = rule(sel_suffixes("www.example.net,mail.example.org"), act_tag("h"));
+	r[n++] = rule(sel_suffixes("com"), act_tag("i"));			/* again, all hashed */
+	c = publish(DLB_CHAIN_QUERY, r, n);
+
+	/* qname_lc is lowercase whatever the client wrote */
+	load_simple("WWW.Example.COM", 1);
+	assert_int_equal(dlb_rules_run_query(c, &E.dq, &E.st), DLB_R_FORWARD);
+	assert_string_equal(tags_set(got, sizeof(got)), "a,c,d,f,i");
+	assert_true(E.dq.qlabels_ready);
+
+	/*
+	 * The same dq for a second query of the same length and label count
+	 * (offsets that would still fit): rebuilt each way the dq is rebuilt.
+	 */
+	for (int how = 0; how < 3; how++) {
+		requery("www.EXAMPLE.net", how);
+		assert_false(E.dq.qlabels_ready);
+		assert_int_equal(dlb_rules_run_query(c, &E.dq, &E.st), DLB_R_FORWARD);
+		assert_string_equal(tags_set(got, sizeof(got)), "b,g,h");
+
+		requery("a.b.c.mail.Example.ORG", how);
+		assert_int_equal(dlb_rules_run_query(c, &E.dq, &E.st), DLB_R_FORWARD);
+		assert_string_equal(tags_set(got, sizeof(got)), "b,h");
+
+		requery("x.www.example.com", how);
+		assert_int_equal(dlb_rules_run_query(c, &E.dq, &E.st), DLB_R_FORWARD);
+		assert_string_equal(tags_set(got, sizeof(got)), "a,c,d,e,i");
+
+		requery(".", how);
+		assert_int_equal(dlb_rules_run_query(c, &E.dq, &E.st), DLB_R_FORWARD);
+		assert_string_equal(tags_set(got, sizeof(got)), "");
+
+		requery("www.example.com", how);
+		assert_int_equal(dlb_rules_run_query(c, &E.dq, &E.st), DLB_R_FORWARD);
+		assert_string_equal(tags_set(got, sizeof(got)), "a,c,d,f,i");
+	}
+
+	/* dlb_sel_match on its own shares them too */
+	requery("www.example.com", 0);
+	assert_true(match(r[3]->sel));
+	assert_true(match(r[0]->sel));
+	assert_false(match(r[6]->sel));
+	dlb_rules_shutdown();
+}
+
 static void
 test_query_qps_actions(void **state)
 {
@@ -1711,13 +1858,16 @@ static const char lua_text[] =
 	"x = LuaResponseAction(function(dr) return DNSResponseAction.ServFail end)\n"	/* 22 */
 	"x = LuaResponseAction(function(dr) return DNSResponseAction.Delay, 30 end)\n"	/* 23 */
 	"x = LuaResponseAction(function(dr) return DNSResponseAction.None end)\n"	/* 24 */
-	"x = LuaResponseAction(function(dr) error('resp boom') end)\n";		/* 25 */
+	"x = LuaResponseAction(function(dr) error('resp boom') end)\n"		/* 25 */
+	"x = LuaAction(function(dq) dq:setContent("
+	"'\\18\\52\\1\\0\\0\\1\\0\\0\\0\\0\\0\\0\\3www\\7example\\3net\\0\\0\\1\\0\\1') "
+	"return DNSAction.None end)\n";						/* 26 */
 
 enum {
 	L_DROP = 1, L_NXD, L_REFUSED, L_SERVFAIL, L_SPOOF_IP, L_SPOOF_IPS, L_SPOOF_NAME,
 	L_SPOOF_RAW, L_SPOOF_PACKET, L_ALLOW, L_HEADER_MODIFY, L_POOL, L_DELAY, L_TRUNCATE,
 	L_NONE, L_NO_RECURSE, L_ERROR, L_RULE_A, L_RULE_ERROR, L_R_ALLOW, L_R_DROP,
-	L_R_SERVFAIL, L_R_DELAY, L_R_NONE, L_R_ERROR,
+	L_R_SERVFAIL, L_R_DELAY, L_R_NONE, L_R_ERROR, L_SET_CONTENT,
 };
 
 static struct dlb_lua_conf *lua_lc;
@@ -1752,7 +1902,7 @@ teardown_lua(void **state)
 static struct dlb_act *
 act_lua(int fn)
 {
-	struct dlb_act *a = act_new(fn >= L_R_ALLOW ? DLB_RACT_LUA : DLB_ACT_LUA);
+	struct dlb_act *a = act_new(fn >= L_R_ALLOW && fn <= L_R_ERROR ? DLB_RACT_LUA : DLB_ACT_LUA);
 
 	a->u.lua.fn = fn;
 	snprintf(a->u.lua.src, sizeof(a->u.lua.src), "cfg:%d", fn);
@@ -1965,6 +2115,28 @@ test_lua_rules_and_responses(void **state)
 
 /* ---- cost of a chain of non-matching rules --------------------------------------------------- */
 
+/* A LuaAction that replaces the message (dq:setContent): later suffix rules see the new qname. */
+static void
+test_lua_set_content_labels(void **state)
+{
+	struct dlb_rule *r[5];
+	char got[64];
+
+	(void)state;
+	load_simple("www.example.com", 1);
+	E.dq.lua = lua_w;
+	r[0] = rule(sel_suffixes("example.com"), act_tag("c1"));
+	r[1] = rule(dlb_sel_new(DLB_SEL_ALL), act_lua(L_SET_CONTENT));	/* -> www.example.net */
+	r[2] = rule(sel_suffixes("example.com"), act_tag("c2"));
+	r[3] = rule(sel_suffixes("example.net"), act_tag("n2"));
+	r[4] = rule(sel_suffixes("www.example.net"), act_tag("w2"));
+	assert_int_equal(run_q(r, 5), DLB_R_FORWARD);
+	assert_int_equal(E.st.lua_errors, 0);
+	assert_int_equal(E.m.qname_lc[13], 'n');
+	assert_string_equal(tags_set(got, sizeof(got)), "c1,n2,w2");
+	dlb_rules_shutdown();
+}
+
 static void
 test_chain_cost(void **state)
 {
@@ -2010,6 +2182,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_query_terminal, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_query_continue, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_query_qps_actions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_suffix_rules_shared_labels, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_response_chain, setup, teardown),
 		cmocka_unit_test(test_bucket),
 		cmocka_unit_test(test_bucket_threads),
@@ -2018,6 +2191,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_lua_query_actions, setup_lua, teardown_lua),
 		cmocka_unit_test_setup_teardown(test_lua_rules_and_responses, setup_lua,
 						teardown_lua),
+		cmocka_unit_test_setup_teardown(test_lua_set_content_labels, setup_lua, teardown_lua),
 		cmocka_unit_test_setup_teardown(test_chain_cost, setup, teardown),
 	};
 

@@ -254,6 +254,71 @@ test_suffix_format_and_copy(void **state)
 	dlb_suffix_set_free(s);
 }
 
+/*
+ * One dlb_qname_labels shared by lookups in several sets (as the rules share
+ * the dq's): every answer equals dlb_suffix_set_match's, whichever set walked
+ * deeper first (the hashes are filled lazily from the root end) and in any
+ * order of the sets.
+ */
+static void
+test_suffix_shared_labels(void **state)
+{
+	static const char *const names[] = {
+		"www.example.com", "WWW.Example.COM", "example.com", "com", ".",
+		"a.b.c.d.example.com", "x.www.example.com", "example.org", "www.example.net",
+		"deep.a.b.c.d.e.f.g.h.i.j.example.net", "z9.example", "y9.example", "bench.example",
+	};
+	struct dlb_suffix_set *set[5];
+	uint8_t w[DLB_MAX_NAME], bad[] = { 3, 'a', 'b' };
+	struct dlb_qname_labels l;
+
+	(void)state;
+	for (size_t i = 0; i < 5; i++) {
+		set[i] = dlb_suffix_set_new();
+		assert_non_null(set[i]);
+	}
+	sfx_add(set[0], "com");				/* stops at the TLD */
+	sfx_add(set[1], "www.Example.com");		/* walks 3 labels */
+	sfx_add(set[1], "j.example.net");
+	sfx_add(set[2], "z9.example");
+	sfx_add(set[2], "y9.example");
+	sfx_add(set[3], "c.d.example.com");
+	sfx_add(set[3], "org");
+	/* set[4] empty */
+	for (int order = 0; order < 2; order++) {
+		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+			size_t n = wire(names[i], w);
+
+			dlb_qname_labels_init(&l, w, n);
+			for (size_t j = 0; j < 5; j++) {
+				size_t k = order == 0 ? j : 4 - j;
+				bool want = dlb_suffix_set_match(set[k], w, n);
+
+				assert_int_equal(dlb_suffix_set_match_labels(set[k], w, &l), want);
+				/* again, the hashes now all there */
+				assert_int_equal(dlb_suffix_set_match_labels(set[k], w, &l), want);
+			}
+		}
+	}
+	/* a few answers spelled out */
+	dlb_qname_labels_init(&l, w, wire("WWW.EXAMPLE.COM", w));
+	assert_true(dlb_suffix_set_match_labels(set[0], w, &l));
+	assert_true(dlb_suffix_set_match_labels(set[1], w, &l));
+	assert_false(dlb_suffix_set_match_labels(set[2], w, &l));
+	assert_false(dlb_suffix_set_match_labels(set[3], w, &l));
+	assert_false(dlb_suffix_set_match_labels(set[4], w, &l));
+	assert_int_equal(l.n, 3);
+	/* a malformed name splits into no label: only the root would match it */
+	dlb_qname_labels_init(&l, bad, sizeof(bad));
+	assert_int_equal(l.n, 0);
+	for (size_t j = 0; j < 5; j++)
+		assert_false(dlb_suffix_set_match_labels(set[j], bad, &l));
+	sfx_add(set[4], ".");
+	assert_true(dlb_suffix_set_match_labels(set[4], bad, &l));
+	for (size_t i = 0; i < 5; i++)
+		dlb_suffix_set_free(set[i]);
+}
+
 static void
 test_suffix_memory(void **state)
 {
@@ -1537,6 +1602,7 @@ main(void)
 		cmocka_unit_test(test_suffix_basic),
 		cmocka_unit_test(test_suffix_deep_and_wide),
 		cmocka_unit_test(test_suffix_format_and_copy),
+		cmocka_unit_test(test_suffix_shared_labels),
 		cmocka_unit_test(test_suffix_memory),
 		cmocka_unit_test(test_name_set),
 		cmocka_unit_test(test_answer_spoof),
