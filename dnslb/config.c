@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "dnslb/cache.h"
+#include "dnslb/util.h"
 
 /* a.root-servers.net. in wire form: dnsdist's default health-check name */
 static const uint8_t default_check_name[] = "\x01" "a" "\x0c" "root-servers" "\x03" "net";
@@ -129,21 +130,6 @@ dlb_config_free(struct dlb_config *cfg)
 	free(cfg);
 }
 
-/* A random (version 4, RFC 4122 variant) UUID in its 36-character text form. */
-static void
-make_uuid(char *out, size_t outsz)
-{
-	uint8_t u[16];
-
-	randombytes_buf(u, sizeof(u));
-	u[6] = (uint8_t)((u[6] & 0x0f) | 0x40);
-	u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);
-	snprintf(out, outsz,
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
-		 u[12], u[13], u[14], u[15]);
-}
-
 struct dlb_backend *
 dlb_backend_new(void)
 {
@@ -156,7 +142,7 @@ dlb_backend_new(void)
 		return NULL;
 	}
 	be->index = -1;
-	make_uuid(be->uuid, sizeof(be->uuid));
+	dlb_uuid_v4(be->uuid, sizeof(be->uuid));
 	be->order = 1;
 	be->weight = 1;
 	memcpy(be->check_name, default_check_name, sizeof(default_check_name));

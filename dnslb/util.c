@@ -5,6 +5,7 @@
 
 #include <sodium.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -85,6 +86,20 @@ dlb_now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void
+dlb_uuid_v4(char *out, size_t outsz)
+{
+	uint8_t u[16];
+
+	randombytes_buf(u, sizeof(u));
+	u[6] = (uint8_t)((u[6] & 0x0f) | 0x40);
+	u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);
+	snprintf(out, outsz,
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
+		 u[12], u[13], u[14], u[15]);
 }
 
 const char *

@@ -25,6 +25,12 @@ uint32_t dlb_rng_u32(struct dlb_rng *r);
 uint32_t dlb_rng_uniform(struct dlb_rng *r, uint32_t n);
 void dlb_rng_bytes(struct dlb_rng *r, void *out, size_t len);
 
+/**
+ * A random (version 4, RFC 4122 variant) UUID in its 36-character text form
+ * into @out (>= 37 bytes). libsodium must be initialised (sodium_init).
+ */
+void dlb_uuid_v4(char *out, size_t outsz);
+
 /** Monotonic time in seconds (CLOCK_MONOTONIC). */
 double dlb_now(void);
 

@@ -25,6 +25,7 @@
 #include "dnslb/cache.h"
 #include "dnslb/rcu.h"
 #include "dnslb/wire.h"
+#include "perf/bench_util.h"
 
 #define T0	1700000000.0
 #define BATCH	32
@@ -38,39 +39,6 @@ struct qmsg {
 
 static struct dlb_rcu_thread rt;
 
-static double
-mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static long
-vmrss_kib(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	long kib = -1;
-
-	if (f == NULL)
-		return -1;
-	while (fgets(line, sizeof(line), f) != NULL)
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
-}
-
-static uint64_t
-rnd(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
 
 /* "<label>.example.com" in wire form at @out; @return its length. */
 static size_t

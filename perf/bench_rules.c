@@ -51,6 +51,7 @@
 #include "dnslb/util.h"
 #include "dnslb/wire.h"
 #include "rules/rules.h"
+#include "perf/bench_util.h"
 
 #define MAXRUNS	15
 #define NQ	1024		/* prepared queries, used in turn */
@@ -68,39 +69,6 @@ static struct sockaddr_in client, local;
 static struct dlb_rng rng;
 static struct dlb_stats stats;
 
-static double
-mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static long
-vmrss_kib(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	long kib = -1;
-
-	if (f == NULL)
-		return -1;
-	while (fgets(line, sizeof(line), f) != NULL)
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
-}
-
-static uint64_t
-rnd(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
 
 static int
 cmp_double(const void *a, const void *b)

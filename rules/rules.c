@@ -1212,19 +1212,6 @@ dlb_act_run(const struct dlb_act *a, struct dlb_dq *dq)
 
 static uint64_t rule_creation;	/* main thread */
 
-static void
-make_uuid(char *out, size_t outsz)
-{
-	uint8_t u[16];
-
-	randombytes_buf(u, sizeof(u));
-	u[6] = (uint8_t)((u[6] & 0x0f) | 0x40);
-	u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);
-	snprintf(out, outsz,
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
-		 u[12], u[13], u[14], u[15]);
-}
 
 struct dlb_rule *
 dlb_rule_new(struct dlb_sel *sel, struct dlb_act *act, const char *name, const char *uuid)
@@ -1249,7 +1236,7 @@ dlb_rule_new(struct dlb_sel *sel, struct dlb_act *act, const char *name, const c
 	if (uuid != NULL && uuid[0] != '\0')
 		snprintf(r->uuid, sizeof(r->uuid), "%s", uuid);
 	else
-		make_uuid(r->uuid, sizeof(r->uuid));
+		dlb_uuid_v4(r->uuid, sizeof(r->uuid));
 	r->creation = rule_creation++;
 	r->refs = 1;
 	r->sel = sel;
