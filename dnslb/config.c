@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "dnslb/cache.h"
+#include "dnslb/rcu.h"
 #include "dnslb/util.h"
 
 /* a.root-servers.net. in wire form: dnsdist's default health-check name */
@@ -111,6 +112,50 @@ dlb_config_new(void)
 	return cfg;
 }
 
+/* A published copy of the ACL (what workers read), retired through the epoch. */
+struct acl_box {
+	ck_epoch_entry_t epoch;
+	struct dlb_nmg g;
+};
+
+static void
+acl_free(struct dlb_nmg *g)
+{
+	struct acl_box *b = container_of(g, struct acl_box, g);
+
+	dlb_nmg_deinit(&b->g);
+	free(b);
+}
+
+static void
+acl_reclaim(ck_epoch_entry_t *e)
+{
+	acl_free(&container_of(e, struct acl_box, epoch)->g);
+}
+
+int
+dlb_config_publish_acl(struct dlb_config *cfg, struct dlb_rcu_thread *rt)
+{
+	struct acl_box *b = calloc(1, sizeof(*b));
+	struct dlb_nmg *prev;
+
+	if (b == NULL)
+		return -1;
+	dlb_nmg_init(&b->g);
+	if (dlb_nmg_copy(&b->g, &cfg->acl) != 0) {
+		free(b);
+		return -1;
+	}
+	prev = __atomic_exchange_n(&cfg->acl_live, &b->g, __ATOMIC_ACQ_REL);
+	if (prev != NULL) {
+		if (rt != NULL)
+			dlb_rcu_defer(rt, &container_of(prev, struct acl_box, g)->epoch, acl_reclaim);
+		else
+			acl_free(prev);
+	}
+	return 0;
+}
+
 void
 dlb_config_free(struct dlb_config *cfg)
 {
@@ -126,6 +171,8 @@ dlb_config_free(struct dlb_config *cfg)
 	/* caches last: pools point at them, and they are never freed earlier */
 	for (int i = 0; i < cfg->ncaches; i++)
 		dlb_cache_free(cfg->caches[i]);
+	if (cfg->acl_live != NULL)
+		acl_free(cfg->acl_live);
 	dlb_nmg_deinit(&cfg->acl);
 	free(cfg);
 }

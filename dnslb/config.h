@@ -161,9 +161,10 @@ struct dlb_config {
 	struct dlb_pool *pools[DLB_MAX_POOLS];	/* created by getPool() or a backend's pool= */
 	int npools;
 
-	struct dlb_nmg acl;			/* default: dnsdist's private ranges (config time) */
-	struct dlb_nmg *acl_live;		/* atomic: what workers check; NULL: &acl. A
-						 * reload publishes a new one (dlb_config_acl) */
+	struct dlb_nmg acl;			/* default: dnsdist's private ranges. The main
+						 * thread's copy, edited by setACL & co. */
+	struct dlb_nmg *acl_live;		/* atomic: the copy workers check, published by
+						 * dlb_config_publish_acl; NULL (config time): &acl */
 
 	struct dlb_cache *caches[DLB_MAX_POOLS * 2];	/* every newPacketCache(), freed with cfg */
 	int ncaches;
@@ -222,6 +223,14 @@ dlb_config_acl(const struct dlb_config *cfg)
 
 	return g != NULL ? g : &cfg->acl;
 }
+
+struct dlb_rcu_thread;
+/**
+ * Publish a copy of cfg->acl as the ACL workers check (before they start,
+ * and after every change at runtime or by a reload). The previous copy is
+ * retired through @rt (NULL: freed at once). Main thread. @return 0 or -1.
+ */
+int dlb_config_publish_acl(struct dlb_config *cfg, struct dlb_rcu_thread *rt);
 
 /**
  * What a reload cannot change in a running process: NULL when @a and @b

@@ -418,42 +418,6 @@ maintenance_cb(struct ev_loop *loop, ev_timer *t, int revents)
 }
 
 
-/* An ACL published by a reload, freed through the epoch. */
-struct acl_box {
-	ck_epoch_entry_t epoch;
-	struct dlb_nmg g;
-};
-
-static void
-acl_reclaim(ck_epoch_entry_t *e)
-{
-	struct acl_box *b = container_of(e, struct acl_box, epoch);
-
-	dlb_nmg_deinit(&b->g);
-	free(b);
-}
-
-static int
-publish_acl(const struct dlb_nmg *from)
-{
-	struct acl_box *b = calloc(1, sizeof(*b)), *old;
-	struct dlb_nmg *prev;
-
-	if (b == NULL)
-		return -1;
-	dlb_nmg_init(&b->g);
-	if (dlb_nmg_copy(&b->g, from) != 0) {
-		free(b);
-		return -1;
-	}
-	prev = __atomic_exchange_n(&cfg->acl_live, &b->g, __ATOMIC_ACQ_REL);
-	if (prev != NULL) {
-		old = container_of(prev, struct acl_box, g);
-		dlb_rcu_defer(&main_rcu, &old->epoch, acl_reclaim);
-	}
-	return 0;
-}
-
 /*
  * The policies of @ncfg into the running config: built-in ones as they are,
  * Lua ones appended to cfg->lua_policies (numbered in the new Lua
@@ -547,7 +511,8 @@ reload_config(char *err, size_t errlen)
 			 "dnslb", DLB_MAX_LUA_POLICIES);
 		goto out;
 	}
-	if (publish_acl(&ncfg->acl) != 0) {
+	if (dlb_nmg_copy(&cfg->acl, &ncfg->acl) != 0 ||
+	    dlb_config_publish_acl(cfg, &main_rcu) != 0) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
@@ -690,6 +655,11 @@ main(int argc, char **argv)
 		goto out_workers;
 
 	cfg->be_totals = be_totals;
+	/* from now on workers read a published copy of the ACL: setACL & co. may change it */
+	if (dlb_config_publish_acl(cfg, NULL) != 0) {
+		dlb_err("out of memory");
+		goto out_workers;
+	}
 
 	/* the initial health checks decide each backend's state before serving */
 	loop = ev_default_loop(0);
@@ -755,11 +725,6 @@ out:
 	dlb_lua_conf_free(retired_lc);
 	main_lc = retired_lc = NULL;
 	dlb_rcu_unregister(&main_rcu);	/* everything retired is freed before the caches go */
-	if (cfg != NULL && cfg->acl_live != NULL) {
-		/* the ACL of the last reload (no worker runs any more) */
-		acl_reclaim(&container_of(cfg->acl_live, struct acl_box, g)->epoch);
-		cfg->acl_live = NULL;
-	}
 	dlb_config_free(cfg);
 	fflush(stdout);
 	return rc;

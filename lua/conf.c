@@ -308,6 +308,18 @@ l_add_local(lua_State *L)
 
 /* ---- ACL ---------------------------------------------------------------- */
 
+/* At runtime the workers read a published copy: publish the changed ACL. */
+static int
+acl_changed(lua_State *L, const char *fn)
+{
+	struct dlb_lua_conf *lc = conf_get(L);
+
+	if (lc->phase == DLB_LUA_PHASE_RUNNING && lc->cfg->acl_live != NULL &&
+	    dlb_config_publish_acl(lc->cfg, lc->rt) != 0)
+		return luaL_error(L, "%s: out of memory", fn);
+	return 0;
+}
+
 static int
 l_set_acl(lua_State *L)
 {
@@ -320,7 +332,7 @@ l_set_acl(lua_State *L)
 		dlb_nmg_clear(&cfg->acl);
 		if (dlb_nmg_add(&cfg->acl, &nm) != 0)
 			return luaL_error(L, "setACL: out of memory");
-		return 0;
+		return acl_changed(L, "setACL");
 	}
 	luaL_checktype(L, 1, LUA_TTABLE);
 	n = (lua_Integer)lua_rawlen(L, 1);
@@ -338,7 +350,7 @@ l_set_acl(lua_State *L)
 		if (dlb_nmg_add(&cfg->acl, &nm) != 0)
 			return luaL_error(L, "setACL: out of memory");
 	}
-	return 0;
+	return acl_changed(L, "setACL");
 }
 
 static int
@@ -349,7 +361,7 @@ l_add_acl(lua_State *L)
 	dlb_lua_check_netmask(L, 1, "addACL", &nm);
 	if (dlb_nmg_add(&conf_get(L)->cfg->acl, &nm) != 0)
 		return luaL_error(L, "addACL: out of memory");
-	return 0;
+	return acl_changed(L, "addACL");
 }
 
 static int
@@ -359,7 +371,7 @@ l_rm_acl(lua_State *L)
 
 	dlb_lua_check_netmask(L, 1, "rmACL", &nm);
 	dlb_nmg_remove(&conf_get(L)->cfg->acl, &nm);
-	return 0;
+	return acl_changed(L, "rmACL");
 }
 
 static int

@@ -143,3 +143,20 @@ def test_reload_under_load_loses_nothing(dnslb, responder):
     assert results["lost"] == 0, results
     assert results["bad"] == 0, results
     assert d.stats()["lua-errors"] == 0
+
+
+def test_acl_changed_at_runtime_is_published(dnslb, responder):
+    """setACL at runtime (here from maintenance(), as the console would) is
+    seen by the workers: they read a published copy, never the one being
+    edited."""
+    conf = (conf_a(responder) +
+            'local n = 0\n'
+            'function maintenance()\n'
+            '  n = n + 1\n'
+            '  if n == 2 then setACL({"192.0.2.0/24"}) infolog("acl changed") end\n'
+            'end\n')
+    d = dnslb(conf, args=("--workers", "2"))
+    assert udp_query(d.port, "before.acl.reload.test.") is not None
+    assert d.wait_line("acl changed", timeout=5) is not None
+    assert udp_query(d.port, "after.acl.reload.test.", timeout=1.0) is None
+    assert d.stats()["acl-drops"] >= 1
