@@ -444,9 +444,11 @@ handle_answer(struct dlb_worker *w, struct dlb_be_sock *s, unsigned i)
 		return;
 	}
 	len = dlb_query_finish_response(w, &pkt, len, slot, &delay_ms);
-	if (len == 0)
-		;	/* dropped by a response rule, or a prefetch */
-	else if (slot->client.proto == DLB_CLIENT_TCP)
+	if (len == 0) {
+		/* dropped by a response rule, or a prefetch */
+		if (slot->client.proto == DLB_CLIENT_TCP)
+			dlb_tcp_drop(w, &slot->client);
+	} else if (slot->client.proto == DLB_CLIENT_TCP)
 		dlb_tcp_deliver(w, &slot->client, pkt, len);
 	else if (delay_ms > 0)
 		dlb_worker_delay_reply(w, &slot->client, pkt, len, delay_ms);

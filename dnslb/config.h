@@ -181,8 +181,9 @@ struct dlb_config {
 
 	int workers;				/* 0 = number of CPUs */
 	int policy;				/* enum dlb_policy, global (atomic) */
-	struct dlb_lua_policy lua_policies[DLB_MAX_LUA_POLICIES];	/* append-only */
-	int nlua_policies;
+	struct dlb_lua_policy lua_policies[DLB_MAX_LUA_POLICIES];
+	int nlua_policies;			/* slots in use (atomic); config time: appended */
+	int lua_policy_next;			/* reloads: the next slot, as a ring (main thread) */
 	int udp_timeout_ms;			/* setUDPTimeout, default 2000 */
 	int max_udp_outstanding;		/* setMaxUDPOutstanding, per backend and worker, default 65535 */
 	bool servfail_when_no_server;

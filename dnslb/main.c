@@ -56,9 +56,11 @@ static struct dlb_rcu_thread main_rcu;	/* cache expunges from Lua and cleaning *
 static struct dlb_health *health;
 static struct cli cli;			/* the command line, applied again by reloads */
 static uint64_t lua_gen;		/* the rules' Lua generation (rules/rules.h) */
-static struct dlb_lua_conf *retired_lc;	/* a config state replaced by a reload, freed
-					 * at the next maintenance tick (reload() may be
-					 * running in it) */
+#define MAX_RETIRED_LC 4
+static struct dlb_lua_conf *retired_lc[MAX_RETIRED_LC];	/* config states replaced by
+					 * reloads, freed at the next maintenance tick
+					 * (reload() may be running in one of them) */
+static int nretired_lc;
 
 /* per-backend rates over the last second, computed by the maintenance timer */
 static struct {
@@ -121,7 +123,7 @@ usage(FILE *f)
 		"  -V, --version          print the version and exit\n"
 		"  -h, --help             this text\n\n"
 		"Each BACKEND-ADDRESS is added as newServer(\"ADDRESS\").\n"
-		"Signals: TERM/INT exit, HUP is logged and ignored, USR1 prints the counters.\n");
+		"Signals: TERM/INT exit, HUP reloads the config file, USR1 prints the counters.\n");
 }
 
 static int
@@ -394,10 +396,8 @@ maintenance_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	if (health != NULL)
 		dlb_health_lazy_tick(health);
 	dlb_rules_maintenance(now);
-	if (retired_lc != NULL) {
-		dlb_lua_conf_free(retired_lc);
-		retired_lc = NULL;
-	}
+	while (nretired_lc > 0)
+		dlb_lua_conf_free(retired_lc[--nretired_lc]);
 	if (main_lc != NULL)
 		dlb_lua_conf_maintenance(main_lc);
 	if (last_clean == 0)
@@ -420,38 +420,41 @@ maintenance_cb(struct ev_loop *loop, ev_timer *t, int revents)
 
 /*
  * The policies of @ncfg into the running config: built-in ones as they are,
- * Lua ones appended to cfg->lua_policies (numbered in the new Lua
- * generation) and renumbered. @return 0, or -1 when there is no room left.
+ * Lua ones into the slots of cfg->lua_policies that follow the running
+ * generation's (a ring: at most half of it per generation, so the running
+ * one is never overwritten), renumbered. @return 0, or -1 (too many).
  */
 static int
-adopt_policy(const struct dlb_config *ncfg, int p, int base, int *out)
+adopt_policy(int p, int base, int *out)
 {
 	if (p < DLB_POLICY_LUA) {
 		*out = p;
 		return 0;
 	}
-	if (base + (p - DLB_POLICY_LUA) >= DLB_MAX_LUA_POLICIES)
-		return -1;
-	*out = DLB_POLICY_LUA + base + (p - DLB_POLICY_LUA);
+	*out = DLB_POLICY_LUA + (base + (p - DLB_POLICY_LUA)) % DLB_MAX_LUA_POLICIES;
 	return 0;
 }
 
 static int
 adopt_policies(const struct dlb_config *ncfg)
 {
-	int base = cfg->nlua_policies, gp, pp[DLB_MAX_POOLS];
+	int base = cfg->lua_policy_next, gp, pp[DLB_MAX_POOLS], n = ncfg->nlua_policies;
 
-	if (base + ncfg->nlua_policies > DLB_MAX_LUA_POLICIES ||
-	    adopt_policy(ncfg, ncfg->policy, base, &gp) != 0)
+	if (n > DLB_MAX_LUA_POLICIES / 2)
 		return -1;
+	adopt_policy(ncfg->policy, base, &gp);
 	for (int i = 0; i < ncfg->npools; i++) {
 		pp[i] = ncfg->pools[i]->policy;
-		if (pp[i] >= 0 && adopt_policy(ncfg, pp[i], base, &pp[i]) != 0)
-			return -1;
+		if (pp[i] >= 0)
+			adopt_policy(pp[i], base, &pp[i]);
 	}
-	for (int i = 0; i < ncfg->nlua_policies; i++)
-		cfg->lua_policies[base + i] = ncfg->lua_policies[i];
-	__atomic_store_n(&cfg->nlua_policies, base + ncfg->nlua_policies, __ATOMIC_RELEASE);
+	for (int i = 0; i < n; i++)
+		cfg->lua_policies[(base + i) % DLB_MAX_LUA_POLICIES] = ncfg->lua_policies[i];
+	if (base + n > cfg->nlua_policies)
+		__atomic_store_n(&cfg->nlua_policies,
+				 base + n < DLB_MAX_LUA_POLICIES ? base + n : DLB_MAX_LUA_POLICIES,
+				 __ATOMIC_RELEASE);
+	cfg->lua_policy_next = (base + n) % DLB_MAX_LUA_POLICIES;
 	__atomic_store_n(&cfg->policy, gp, __ATOMIC_RELAXED);
 	for (int i = 0; i < ncfg->npools; i++)
 		__atomic_store_n(&cfg->pools[i]->policy, pp[i], __ATOMIC_RELAXED);
@@ -469,7 +472,7 @@ adopt_policies(const struct dlb_config *ncfg)
  * configuration is kept and @err says why (file:line for Lua errors).
  */
 static int
-reload_config(char *err, size_t errlen)
+reload_config(bool in_lua, char *err, size_t errlen)
 {
 	struct dlb_config *ncfg = dlb_config_new();
 	struct dlb_lua_conf *nlc = NULL;
@@ -478,6 +481,10 @@ reload_config(char *err, size_t errlen)
 	const char *diff;
 	int rc = -1;
 
+	if (in_lua && nretired_lc == MAX_RETIRED_LC) {
+		snprintf(err, errlen, "too many reloads within a second; try again");
+		goto out;
+	}
 	if (ncfg == NULL || (staged = dlb_rules_stage_begin()) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
@@ -507,8 +514,8 @@ reload_config(char *err, size_t errlen)
 	if (dlb_lua_conf_adopt(nlc, cfg, &main_rcu, err, errlen) != 0)
 		goto out;
 	if (adopt_policies(ncfg) != 0) {
-		snprintf(err, errlen, "too many Lua policies over successive reloads (%d); restart "
-			 "dnslb", DLB_MAX_LUA_POLICIES);
+		snprintf(err, errlen, "too many Lua policies for a reload (at most %d)",
+			 DLB_MAX_LUA_POLICIES / 2);
 		goto out;
 	}
 	if (dlb_nmg_copy(&cfg->acl, &ncfg->acl) != 0 ||
@@ -524,9 +531,10 @@ reload_config(char *err, size_t errlen)
 	}
 	dlb_rules_stage_commit(staged, lua_gen, &main_rcu);
 	staged = NULL;
-	if (retired_lc != NULL)
-		dlb_lua_conf_free(retired_lc);
-	retired_lc = main_lc;
+	if (in_lua)
+		retired_lc[nretired_lc++] = main_lc;	/* reload() is running in it */
+	else
+		dlb_lua_conf_free(main_lc);
 	main_lc = nlc;
 	nlc = NULL;
 	rc = 0;
@@ -542,17 +550,23 @@ out:
 	return rc;
 }
 
-/* SIGHUP and the console's reload(). */
+/* SIGHUP (@in_lua false) and reload() in the config state. */
 static int
-reload_hook(char *err, size_t errlen)
+do_reload(bool in_lua, char *err, size_t errlen)
 {
-	if (reload_config(err, errlen) != 0) {
+	if (reload_config(in_lua, err, errlen) != 0) {
 		dlb_err("Reload of '%s' failed, the running configuration is kept: %s", cli.config,
 			err);
 		return -1;
 	}
 	dlb_info("Reloaded '%s': rules, Lua code, ACL and policies replaced", cli.config);
 	return 0;
+}
+
+static int
+reload_hook(char *err, size_t errlen)
+{
+	return do_reload(true, err, errlen);
 }
 
 static void
@@ -568,7 +582,7 @@ signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 		char err[1024];
 
 		dlb_info("Received SIGHUP, reloading '%s'", cli.config);
-		reload_hook(err, sizeof(err));
+		do_reload(false, err, sizeof(err));
 		break;
 	}
 	case SIGUSR1:
@@ -655,6 +669,7 @@ main(int argc, char **argv)
 		goto out_workers;
 
 	cfg->be_totals = be_totals;
+	cfg->lua_policy_next = cfg->nlua_policies % DLB_MAX_LUA_POLICIES;
 	/* from now on workers read a published copy of the ACL: setACL & co. may change it */
 	if (dlb_config_publish_acl(cfg, NULL) != 0) {
 		dlb_err("out of memory");
@@ -722,8 +737,9 @@ out_workers:
 out:
 	dlb_rules_shutdown();
 	dlb_lua_conf_free(main_lc);	/* lc, or the state of the last reload */
-	dlb_lua_conf_free(retired_lc);
-	main_lc = retired_lc = NULL;
+	while (nretired_lc > 0)
+		dlb_lua_conf_free(retired_lc[--nretired_lc]);
+	main_lc = NULL;
 	dlb_rcu_unregister(&main_rcu);	/* everything retired is freed before the caches go */
 	dlb_config_free(cfg);
 	fflush(stdout);

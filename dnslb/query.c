@@ -233,14 +233,20 @@ query_rules(struct dlb_worker *w, struct dlb_query *q, const struct dlb_chain *c
 	case DLB_R_DROP:
 		return DLB_V_DROP;
 	case DLB_R_SERVFAIL:
+		q->m.flags = q->orig_flags;	/* the client's RD and CD, whatever rules did */
 		n = dlb_wire_build_answer(q->pkt, &q->m, DLB_RCODE_SERVFAIL, &w->cfg->selfans,
 					  q->pkt, q->cap);
 		if (n < 0)
 			return q->tcp ? DLB_V_CLOSE : DLB_V_DROP;
 		q->len = (size_t)n;
 		/* fall through */
-	case DLB_R_ANSWER:
-		return answer_rules(w, q, DLB_CHAIN_SELF_ANSWERED);
+	case DLB_R_ANSWER: {
+		enum dlb_verdict av = answer_rules(w, q, DLB_CHAIN_SELF_ANSWERED);
+
+		if (av == DLB_V_ANSWER)
+			cap_ttls(q->pkt, q->len, q->max_returned_ttl);
+		return av;
+	}
 	case DLB_R_CONTINUE:
 	case DLB_R_FORWARD:
 	default:
@@ -372,6 +378,7 @@ dlb_query_process(struct dlb_worker *w, struct dlb_query *q)
 	}
 	if (q->be == NULL) {
 		w->stats.no_policy++;
+		q->m.flags = q->orig_flags;	/* the client's RD and CD, whatever rules did */
 		if (cfg->servfail_when_no_server)
 			return answer_locally(w, q, DLB_RCODE_SERVFAIL, false);
 		return DLB_V_DROP;
@@ -442,6 +449,23 @@ dlb_query_pp_header(const struct dlb_worker *w, const struct dlb_client *c, bool
 	if (dlb_query_client_local(w, c, &local) == NULL)
 		return dlb_pp2_local(out);
 	return dlb_pp2_build(out, tcp, &c->peer.sa, &local.sa);
+}
+
+size_t
+dlb_query_slot_servfail(const struct dlb_slot *s, const struct dlb_client *cl, uint8_t *buf)
+{
+	size_t n = DLB_DNS_HDR;
+
+	dlb_wr16(buf, cl->orig_id);
+	dlb_wr16(buf + 2, (uint16_t)(DLB_F_QR | (cl->orig_flags & (DLB_F_RD | DLB_F_CD)) |
+				     (cl->orig_flags & 0x7800) | DLB_RCODE_SERVFAIL));
+	dlb_wr16(buf + 4, 1);
+	memset(buf + 6, 0, 6);
+	memcpy(buf + n, s->qname_wire, s->key.qname_len);
+	n += s->key.qname_len;
+	dlb_wr16(buf + n, s->key.qtype);
+	dlb_wr16(buf + n + 2, s->key.qclass);
+	return n + 4;
 }
 
 void
@@ -583,28 +607,10 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 				cache = NULL;
 			tempfail = dr.tempfail_ttl;
 			if (v == DLB_R_SERVFAIL) {
-				struct dlb_dnsmsg qm;
-				int n;
-
-				/* answer from the question the slot kept */
-				memset(&qm, 0, sizeof(qm));
-				qm.id = s->client.orig_id;
-				qm.flags = s->client.orig_flags;
-				qm.qdcount = rm.qdcount > 0 ? 1 : 0;
-				qm.qname_off = DLB_DNS_HDR;
-				qm.qname_len = s->key.qname_len;
-				qm.qtype = s->key.qtype;
-				qm.qclass = s->key.qclass;
-				memcpy(w->scratch, pkt, DLB_DNS_HDR);
-				memcpy(w->scratch + DLB_DNS_HDR, s->qname_wire, s->key.qname_len);
-				n = dlb_wire_build_answer(w->scratch, &qm, DLB_RCODE_SERVFAIL,
-							  &w->cfg->selfans, w->scratch,
-							  DLB_RBUF_SIZE);
-				if (n < 0)
-					return 0;
+				/* the question the slot kept, as the client wrote it */
+				len = dlb_query_slot_servfail(s, &s->client, w->scratch);
 				pkt = w->scratch;
 				*pktp = pkt;
-				len = (size_t)n;
 				cache = NULL;
 			}
 			if (dr.delay_ms > 0 && s->client.proto == DLB_CLIENT_UDP)

@@ -99,6 +99,14 @@ size_t dlb_query_pp_header(const struct dlb_worker *w, const struct dlb_client *
 const struct sockaddr *dlb_query_client_local(const struct dlb_worker *w,
 					      const struct dlb_client *c, union dlb_sockaddr *out);
 
+/**
+ * A SERVFAIL for the query of slot @s from client @cl into @buf (at least
+ * DLB_DNS_HDR + DLB_MAX_NAME + 4 bytes): the client's ID, opcode, RD and CD,
+ * its question as it wrote it. @return its length.
+ */
+size_t dlb_query_slot_servfail(const struct dlb_slot *s, const struct dlb_client *cl,
+			       uint8_t *buf);
+
 /** Fill slot @s for query @q of client @c (question, cache key, client). */
 void dlb_query_fill_slot(struct dlb_slot *s, const struct dlb_query *q, const struct dlb_client *c);
 

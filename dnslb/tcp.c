@@ -650,26 +650,25 @@ dlb_tcp_deliver(struct dlb_worker *w, const struct dlb_client *cl, const uint8_t
 	client_process(c);
 }
 
+void
+dlb_tcp_drop(struct dlb_worker *w, const struct dlb_client *cl)
+{
+	struct dlb_tcp_client *c = client_lookup(w, cl);
+
+	if (c == NULL)
+		return;	/* the client went away meanwhile */
+	c->inflight--;
+	client_close(c);	/* nothing to say on a stream, as for a dropped query */
+}
+
 /* A forwarded TCP query failed: SERVFAIL, so pipelined neighbours survive. */
 static void
 client_fail(struct dlb_worker *w, const struct dlb_client *cl, const struct dlb_slot *s,
 	    bool count_self)
 {
 	uint8_t buf[DLB_DNS_HDR + DLB_MAX_NAME + 4];
-	size_t n = 0;
+	size_t n = dlb_query_slot_servfail(s, cl, buf);
 
-	dlb_wr16(buf, cl->orig_id);
-	dlb_wr16(buf + 2, (uint16_t)(DLB_F_QR | (cl->orig_flags & (DLB_F_RD | DLB_F_CD)) |
-				     (cl->orig_flags & 0x7800) | DLB_RCODE_SERVFAIL));
-	dlb_wr16(buf + 4, 1);
-	memset(buf + 6, 0, 6);
-	n = DLB_DNS_HDR;
-	/* echo the question as the client wrote it */
-	memcpy(buf + n, s->qname_wire, s->key.qname_len);
-	n += s->key.qname_len;
-	dlb_wr16(buf + n, s->key.qtype);
-	dlb_wr16(buf + n + 2, s->key.qclass);
-	n += 4;
 	if (count_self)
 		w->stats.self_answered++;	/* a timeout is counted as such instead */
 	dlb_query_account_answer(w, buf, n, cl->t_start);
@@ -963,9 +962,11 @@ up_read_frames(struct dlb_tcp_up *u)
 		w->be_stats[s.be_index].outstanding--;
 		u->last_use = ev_now(w->loop);
 		alen = dlb_query_finish_response(w, &pkt, flen, &s, &delay_ms);
-		if (alen == 0)
-			;	/* dropped by a rule, or a prefetch */
-		else if (s.client.proto == DLB_CLIENT_TCP)
+		if (alen == 0) {
+			/* dropped by a rule, or a prefetch */
+			if (s.client.proto == DLB_CLIENT_TCP)
+				dlb_tcp_drop(w, &s.client);
+		} else if (s.client.proto == DLB_CLIENT_TCP)
 			dlb_tcp_deliver(w, &s.client, pkt, alen);
 		else if (delay_ms > 0)
 			dlb_worker_delay_reply(w, &s.client, pkt, alen, delay_ms);

@@ -22,6 +22,11 @@ void dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l);
 void dlb_tcp_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *c);
 /** Answer TCP client @c with @pkt (copied). A client that went away is ignored. */
 void dlb_tcp_deliver(struct dlb_worker *w, const struct dlb_client *c, const uint8_t *pkt, size_t len);
+/**
+ * The answer to TCP client @c's query was dropped (a response rule): release
+ * its in-flight place and close the connection, as for a dropped query.
+ */
+void dlb_tcp_drop(struct dlb_worker *w, const struct dlb_client *c);
 /** Close every TCP connection of the worker (shutdown). */
 void dlb_tcp_worker_close_all(struct dlb_worker *w);
 

@@ -971,16 +971,25 @@ dlb_lua_to_nameset(lua_State *L, int idx)
 	return u != NULL ? u->s : NULL;
 }
 
+/* (NULL once finalized: a script may call __gc itself through getmetatable) */
 static struct dlb_suffix_set *
 check_smn(lua_State *L, int idx)
 {
-	return ((struct lsmn *)luaL_checkudata(L, idx, MT_SMN))->s;
+	struct dlb_suffix_set *s = ((struct lsmn *)luaL_checkudata(L, idx, MT_SMN))->s;
+
+	if (s == NULL)
+		luaL_error(L, "this SuffixMatchNode was finalized");
+	return s;
 }
 
 static struct dlb_name_set *
 check_nameset(lua_State *L, int idx)
 {
-	return ((struct lnameset *)luaL_checkudata(L, idx, MT_NAMESET))->s;
+	struct dlb_name_set *s = ((struct lnameset *)luaL_checkudata(L, idx, MT_NAMESET))->s;
+
+	if (s == NULL)
+		luaL_error(L, "this DNSNameSet was finalized");
+	return s;
 }
 
 typedef void name_op_fn(lua_State *L, void *set, const uint8_t *lc, size_t len);

@@ -2758,7 +2758,7 @@ l_chain_mv_top(lua_State *L)
 	const struct dlb_chain *c;
 	struct dlb_rule **v;
 
-	if (dlb_lua_silent(L))
+	if (dlb_lua_replaying(L))
 		return 0;
 	c = dlb_rules_chain(cd->kind);
 	if (c->n == 0)
@@ -2775,7 +2775,7 @@ l_chain_clear(lua_State *L)
 {
 	const struct chain_def *cd = chain_up(L);
 
-	if (dlb_lua_silent(L))
+	if (dlb_lua_replaying(L))
 		return 0;
 	publish(L, cd->names[OP_CLEAR], cd->kind, NULL, 0);
 	return 0;
@@ -2878,7 +2878,7 @@ l_chain_set(lua_State *L)
 		lua_pop(L, 1);
 		v[i - 1] = r;	/* the table keeps the box (and its reference) alive */
 	}
-	if (dlb_lua_silent(L))
+	if (dlb_lua_replaying(L))
 		return 0;
 	publish(L, fn, cd->kind, v, (int)n);
 	return 0;

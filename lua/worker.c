@@ -683,8 +683,16 @@ l_dq_set_content(lua_State *L)
 		rc = dlb_wire_parse_response_question(s, len, &m);
 	else
 		rc = dlb_wire_parse_query(s, len, &m);
-	/* a query may be made into an answer (then returned with HeaderModify) */
-	if (rc != DLB_OK && (is_response(L) || rc != DLB_ENOTQUERY))
+	/*
+	 * A query may be made into an answer (then returned with HeaderModify):
+	 * QR or TC set is fine, if its header and question are sound.
+	 */
+	if (rc == DLB_ENOTQUERY && !is_response(L)) {
+		rc = dlb_wire_parse_response_question(s, len, &m);
+		if (rc == DLB_EEMPTY)
+			rc = DLB_OK;
+	}
+	if (rc != DLB_OK)
 		return luaL_error(L, "setContent: not a valid DNS message (%s)", dlb_strerror(rc));
 	memmove(dq->pkt, s, len);
 	dq->len = len;
@@ -844,7 +852,11 @@ l_dq_spoof(lua_State *L)
 	}
 	if (rc < 0)
 		return luaL_error(L, "spoof: cannot build the answer (%s)", dlb_strerror(rc));
+	if (rc == 0)
+		return 0;	/* no address of the asked type: nothing spoofed (dnsdist) */
 	dq->len = (size_t)rc;
+	/* the message is an answer now: describe it (header, question) */
+	(void)dlb_wire_parse_response_question(dq->pkt, dq->len, dq->m);
 	dq->m->flags = hdr_flags(dq);
 	((struct dq_box *)lua_touserdata(L, 1))->rewrites++;
 	return 0;
@@ -1220,27 +1232,74 @@ log_error(struct dlb_lua_worker *lw, const char *what, const char *src, const ch
 		dlb_warn("%s (%s) failed on worker %d: %s", what, src, lw->id, msg);
 }
 
+/* A signature of @pool's membership: the cached Server objects are still right if it matches. */
+static lua_Integer
+pool_signature(const struct dlb_pool *pool)
+{
+	uint64_t h = 1469598103934665603ULL ^ (uint64_t)pool->n;
+
+	for (int i = 0; i < pool->n; i++)
+		h = (h ^ (uint64_t)(uintptr_t)pool->members[i]) * 1099511628211ULL;
+	return (lua_Integer)(h >> 1);
+}
+
 /*
- * Push the table of Server objects of @pool's members (in order), built once
- * per pool and kept in the registry.
+ * Push a fresh table of Server objects of @pool's members (in order): the
+ * objects are made once per pool (again when its membership changed) and
+ * kept in the registry, the table is new for every call, so a policy that
+ * changes it changes nothing for the next query. Allocates: call it
+ * protected.
  */
 static void
 push_pool_servers(lua_State *L, const struct dlb_pool *pool)
 {
-	static const char key = 'p';
+	static const char key = 'p', sig_key = 's';
+	lua_Integer sig = pool_signature(pool);
+	bool cached = false;
 
-	push_registry_table(L, &key);
-	if (lua_rawgetp(L, -1, pool) != LUA_TTABLE) {
+	push_registry_table(L, &sig_key);
+	push_registry_table(L, &key);			/* sigs, cache */
+	lua_rawgetp(L, -2, pool);			/* sigs, cache, sig? */
+	if (lua_type(L, -1) == LUA_TNUMBER && lua_tointeger(L, -1) == sig) {
 		lua_pop(L, 1);
+		cached = lua_rawgetp(L, -1, pool) == LUA_TTABLE;
+		if (!cached)
+			lua_pop(L, 1);
+	} else {
+		lua_pop(L, 1);
+	}
+	if (!cached) {
 		lua_createtable(L, pool->n, 0);
 		for (int i = 0; i < pool->n; i++) {
 			dlb_lua_push_server(L, pool->members[i]);
 			lua_rawseti(L, -2, i + 1);
 		}
 		lua_pushvalue(L, -1);
-		lua_rawsetp(L, -3, pool);
+		lua_rawsetp(L, -3, pool);		/* cache[pool] = t */
+		lua_pushinteger(L, sig);
+		lua_rawsetp(L, -4, pool);		/* sigs[pool] = sig */
 	}
-	lua_remove(L, -2);
+	/* stack: sigs, cache, cached table */
+	lua_createtable(L, pool->n, 0);
+	for (int i = 1; i <= pool->n; i++) {
+		lua_rawgeti(L, -2, i);
+		lua_rawseti(L, -2, i);
+	}
+	lua_replace(L, -4);
+	lua_pop(L, 2);
+}
+
+/* Protected trampoline of a policy call: (function, pool, dq) -> function(servers, dq). */
+static int
+policy_call(lua_State *L)
+{
+	const struct dlb_pool *pool = lua_touserdata(L, 2);
+
+	lua_pushvalue(L, 1);
+	push_pool_servers(L, pool);
+	lua_pushvalue(L, 3);
+	lua_call(L, 2, 1);
+	return 1;
 }
 
 /*
@@ -1266,10 +1325,14 @@ call_fn_pool(struct dlb_lua_worker *lw, const char *what, int fn, const char *sr
 		}
 		return -1;
 	}
-	lua_rawgeti(L, SLOT_FNS, fn);
 	if (pool != NULL) {
-		push_pool_servers(L, pool);
-		nargs++;
+		/* the servers table is built inside the protected call (it allocates) */
+		lua_pushcfunction(L, policy_call);
+		lua_rawgeti(L, SLOT_FNS, fn);
+		lua_pushlightuserdata(L, (void *)(uintptr_t)pool);
+		nargs = 3;
+	} else {
+		lua_rawgeti(L, SLOT_FNS, fn);
 	}
 	lua_pushvalue(L, SLOT_DQ);
 	lw->box->dq = dq;
@@ -1405,7 +1468,10 @@ dlb_luaw_policy(struct dlb_lua_worker *lw, int fn, const char *src, const struct
 		if (i >= 1 && i <= pool->n)
 			idx = pool->members[i - 1]->index;
 	} else if ((be = dlb_lua_to_server(L, -1)) != NULL) {
-		idx = be->index;
+		/* only a server of this pool: a stale object of another one is "none" */
+		for (int i = 0; i < pool->n; i++)
+			if (pool->members[i] == be)
+				idx = be->index;
 	} else if (!lua_isnil(L, -1)) {
 		log_error(lw, "Lua policy", lw->srcs[fn], "it must return a Server, a position or nil");
 		lua_settop(L, SLOT__TOP);

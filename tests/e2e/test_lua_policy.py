@@ -98,3 +98,38 @@ def test_lua_policy_nil_means_no_server_and_error_falls_back(dnslb, make_respond
     assert st["no-policy"] >= 1
     assert st["lua-errors"] >= 1
     assert "none.pol.test." not in seen_names(a)
+
+
+def test_lua_policy_gets_a_fresh_servers_table(dnslb, make_responder):
+    """A policy that edits its servers table changes nothing for the next
+    query (dnsdist builds the table for every call)."""
+    rs = [make_responder() for _ in range(3)]
+    conf = ("".join(lua_server(r, name="b%d" % i) for i, r in enumerate(rs)) +
+            'setServerPolicyLua("eat", function(servers, dq)\n'
+            '  table.remove(servers, 1)\n'
+            '  return servers[1]\n'
+            'end)\n')
+    d = dnslb(conf)
+    names = ["n%d.fresh.pol.test." % i for i in range(6)]
+    res = ask_all(d.port, names)
+    assert all(rc == 0 for rc in res.values()), res
+    assert set(names) <= seen_names(rs[1])      # always the 2nd server
+    assert not (set(names) & (seen_names(rs[0]) | seen_names(rs[2])))
+
+
+def test_lua_policy_under_memory_pressure_does_not_abort(dnslb, responder):
+    """A worker state at its memory cap: the policy's call fails (counted),
+    the process keeps serving."""
+    conf = (lua_server(responder, name="a") +
+            'setLuaMemoryLimit("1M")\n'
+            'hog = {}\n'
+            'addAction(AllRule(), LuaAction(function(dq)\n'
+            '  pcall(function() while true do hog = {next = hog, pad = string.rep("x", 1000)} end end)\n'
+            '  return DNSAction.None\n'
+            'end))\n'
+            'setServerPolicyLua("p", function(servers, dq) return servers[1] end)\n')
+    d = dnslb(conf)
+    ask_all(d.port, ["m%d.mem.pol.test." % i for i in range(5)])
+    assert d.alive()
+    st = d.stats()
+    assert st["queries"] >= 5

@@ -160,3 +160,79 @@ def test_acl_changed_at_runtime_is_published(dnslb, responder):
     assert d.wait_line("acl changed", timeout=5) is not None
     assert udp_query(d.port, "after.acl.reload.test.", timeout=1.0) is None
     assert d.stats()["acl-drops"] >= 1
+
+
+@pytest.mark.parametrize("tail", [
+    'addAction(AllRule(), RCodeAction(DNSRCode.REFUSED))\n'
+    'addAction(AllRule(), RCodeAction(DNSRCode.NXDOMAIN))\n'
+    'mvRuleToTop()\n',
+    'addAction(AllRule(), RCodeAction(DNSRCode.REFUSED))\n'
+    'clearRules()\n'
+    'setRules({newRuleAction(AllRule(), RCodeAction(DNSRCode.NXDOMAIN))})\n',
+])
+def test_reload_builds_the_same_chain_as_startup(dnslb, responder, tail):
+    d = dnslb(lua_server(responder, name="b") + tail)
+    assert rcode(d, "same.reload.test.") == 3
+    reload_and_wait(d)
+    assert rcode(d, "same.reload.test.") == 3
+
+
+def test_many_reloads_with_a_lua_policy(dnslb, make_responder):
+    """Lua policies of each reload reuse the slots of older generations:
+    reloads never run out (40 here), and the policy keeps working."""
+    a, b = make_responder(), make_responder()
+    conf = (lua_server(a, name="a") + lua_server(b, name="b") +
+            'setServerPolicyLua("second", function(servers, dq) return servers[2] end)\n')
+    d = dnslb(conf)
+    for i in range(40):
+        reload_and_wait(d)
+    assert rcode(d, "many.reload.test.") == 0
+    assert any(q.qname.lower() == "many.reload.test." for q in b.client_queries())
+    assert not any(q.qname.lower() == "many.reload.test." for q in a.client_queries())
+    assert d.stats()["lua-errors"] == 0
+
+
+def test_response_rule_drop_over_tcp_closes_the_connection(dnslb, responder):
+    """A response rule that drops the answer to a TCP client closes that
+    connection (as a dropped query does) instead of leaving it hanging."""
+    import socket
+    import struct
+    conf = (lua_server(responder, name="b") +
+            'addResponseAction(QNameRule("dropme.reload.test."), DropResponseAction())\n')
+    d = dnslb(conf)
+    q = make_query("dropme.reload.test.").to_wire()
+    s = socket.create_connection(("127.0.0.1", d.port), timeout=3)
+    try:
+        s.sendall(struct.pack("!H", len(q)) + q)
+        assert s.recv(2) == b""      # closed, no answer
+    finally:
+        s.close()
+    assert rcode(d, "fine.reload.test.") == 0
+
+
+def test_servfail_from_a_response_rule_echoes_the_question(dnslb, responder):
+    conf = (lua_server(responder, name="b") +
+            'addResponseAction(AllRule(), LuaResponseAction(function(dr)'
+            ' return DNSResponseAction.ServFail end))\n')
+    d = dnslb(conf)
+    r = udp_query(d.port, "Sf.Reload.Test.")
+    assert r is not None and r.rcode() == 2
+    assert len(r.question) == 1 and r.question[0].name.to_text() == "Sf.Reload.Test."
+
+
+def test_reload_from_lua(dnslb, responder):
+    """reload() in the config state (what the console calls): it returns
+    true; the state that called it stays valid until the call returns."""
+    conf = (conf_a(responder) +
+            'local n = 0\n'
+            'function maintenance()\n'
+            '  n = n + 1\n'
+            '  if n == 2 and not reloaded then\n'
+            '    reloaded = true\n'
+            '    local ok, err = reload()\n'
+            '    infolog("reload() gave " .. tostring(ok) .. " " .. tostring(err))\n'
+            '  end\n'
+            'end\n')
+    d = dnslb(conf)
+    assert d.wait_line("reload\\(\\) gave true nil", timeout=6) is not None, d.output()
+    assert rcode(d, "x.blocked.reload.test.") == 5
