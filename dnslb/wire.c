@@ -836,3 +836,20 @@ dlb_wire_strip_ecs(uint8_t *pkt, size_t len, enum dlb_ecs_added added)
 	}
 	return len;
 }
+
+const char *
+dlb_wire_rcode_text(unsigned rcode)
+{
+	static const char *const texts[] = {
+		"No Error", "Form Error", "Server Failure", "Non-Existent domain",
+		"Not Implemented", "Query Refused", "Name Exists when it should not",
+		"RR Set Exists when it should not", "RR Set that should exist does not",
+		"Server Not Authoritative for zone / Not Authorized",
+		"Name not contained in zone", "Err#11", "Err#12", "Err#13", "Err#14", "Err#15",
+		"Bad OPT Version / TSIG Signature Failure", "Key not recognized",
+		"Signature out of time window", "Bad TKEY Mode", "Duplicate key name",
+		"Algorithm not supported", "Bad Truncation", "Bad/missing Server Cookie",
+	};
+
+	return rcode < sizeof(texts) / sizeof(texts[0]) ? texts[rcode] : NULL;
+}

@@ -211,6 +211,13 @@ size_t dlb_wire_add_ecs(uint8_t *pkt, size_t len, size_t cap, const struct dlb_d
  */
 size_t dlb_wire_strip_ecs(uint8_t *pkt, size_t len, enum dlb_ecs_added added);
 
+/**
+ * dnsdist's text for an (extended) rcode, as RCode::to_s / ERCode::to_s
+ * print it ("No Error", "Non-Existent domain", ..., "Err#11"); NULL beyond
+ * the known ones (print "Err#<n>").
+ */
+const char *dlb_wire_rcode_text(unsigned rcode);
+
 /** Settings for locally generated answers (from the config). */
 struct dlb_selfanswer_opts {
 	bool add_edns;		/* setAddEDNSToSelfGeneratedResponses, default true */

@@ -214,26 +214,16 @@ fmt_rate(double v, char *out, size_t outsz)
 
 /* ---- DNS constants --------------------------------------------------------- */
 
-/* dnsdist's RCode::rcodes_s: ERCode::to_s() texts */
-static const char *const rcode_texts[] = {
-	"No Error", "Form Error", "Server Failure", "Non-Existent domain", "Not Implemented",
-	"Query Refused", "Name Exists when it should not", "RR Set Exists when it should not",
-	"RR Set that should exist does not",
-	"Server Not Authoritative for zone / Not Authorized", "Name not contained in zone",
-	"Err#11", "Err#12", "Err#13", "Err#14", "Err#15",
-	"Bad OPT Version / TSIG Signature Failure", "Key not recognized",
-	"Signature out of time window", "Bad TKEY Mode", "Duplicate key name",
-	"Algorithm not supported", "Bad Truncation", "Bad/missing Server Cookie",
-};
-
 static const char *const section_names[] = { "QD", "AN", "NS", "AR" };
 
 /* ERCode::to_s */
 static void
 ercode_text(unsigned rcode, char *out, size_t outsz)
 {
-	if (rcode < sizeof(rcode_texts) / sizeof(rcode_texts[0]))
-		snprintf(out, outsz, "%s", rcode_texts[rcode]);
+	const char *t = dlb_wire_rcode_text(rcode);
+
+	if (t != NULL)
+		snprintf(out, outsz, "%s", t);
 	else
 		snprintf(out, outsz, "Err#%u", rcode);
 }

@@ -89,14 +89,6 @@ qtype_name(uint16_t t, char *buf, size_t bufsz)
 	return buf;
 }
 
-/* dnsdist's RCode::to_s for the header's 4-bit rcode. */
-static const char *const rcode_names[16] = {
-	"No Error", "Form Error", "Server Failure", "Non-Existent domain", "Not Implemented",
-	"Query Refused", "Name Exists when it should not", "RR Set Exists when it should not",
-	"RR Set that should exist does not", "Server Not Authoritative for zone / Not Authorized",
-	"Name not contained in zone", "Err#11", "Err#12", "Err#13", "Err#14", "Err#15",
-};
-
 static int
 log_open_fd(const char *path, bool append)
 {
@@ -290,7 +282,7 @@ log_text(const struct dlb_log *l, const struct dlb_dq *dq, char *out, size_t out
 	if (dq->response)
 		n = snprintf(out, outsz, "%sAnswer to %s for %s %s (%s) with id %d", stamp, remote,
 			     name, qtype_name(qtype, tbuf, sizeof(tbuf)),
-			     rcode_names[dq->len >= 4 ? dq->pkt[3] & 0xf : 0], (int)rawid);
+			     dlb_wire_rcode_text(dq->len >= 4 ? dq->pkt[3] & 0xfu : 0), (int)rawid);
 	else
 		n = snprintf(out, outsz, "%sPacket from %s for %s %s with id %d", stamp, remote,
 			     name, qtype_name(qtype, tbuf, sizeof(tbuf)), (int)rawid);
