@@ -56,29 +56,41 @@ parse_answer(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m)
 	return rc == DLB_OK || rc == DLB_EEMPTY;
 }
 
+/*
+ * The fields every dq (query or response view) starts with: the packet,
+ * who asked and how, this worker's context, no decision taken yet. The
+ * memset stops before the tags (dlb_dq_reset_decisions empties them), so
+ * it stays small; the qname split is marked not done.
+ */
+static void
+dq_base(struct dlb_worker *w, struct dlb_dq *dq, uint8_t *pkt, size_t len, size_t cap,
+	struct dlb_dnsmsg *m, const struct sockaddr *remote, const struct sockaddr *local,
+	bool tcp, uint64_t gen)
+{
+	memset(dq, 0, offsetof(struct dlb_dq, tags));
+	dq->pkt = pkt;
+	dq->len = len;
+	dq->cap = cap;
+	dq->m = m;
+	dq->remote = remote;
+	dq->local = local;
+	dq->tcp = tcp;
+	dq->worker = w->id;
+	dq->lua = dlb_worker_lua(w, gen);
+	dq->cfg = w->cfg;
+	dq->now = dlb_worker_now(w);
+	dq->t_start = dq->now;
+	dq->rng = &w->rng;
+	dlb_dq_reset_decisions(dq);	/* also no tags, response = false, be_index = -1 */
+}
+
 /* The response view of an answer about to go to the client of @q. */
 static void
 dr_from_query(struct dlb_worker *w, const struct dlb_query *q, struct dlb_dq *dr,
 	      struct dlb_dnsmsg *rm)
 {
-	memset(dr, 0, offsetof(struct dlb_dq, tags));
-	dlb_dq_reset_decisions(dr);
-	dr->pkt = q->pkt;
-	dr->len = q->len;
-	dr->cap = q->len;
-	dr->m = rm;
-	dr->remote = q->client;
-	dr->local = q->local;
-	dr->tcp = q->tcp;
-	dr->worker = w->id;
-	dr->lua = dlb_worker_lua(w, q->rs->gen);
-	dr->cfg = w->cfg;
-	dr->now = dlb_worker_now(w);
-	dr->t_start = dr->now;
-	dr->rng = &w->rng;
+	dq_base(w, dr, q->pkt, q->len, q->len, rm, q->client, q->local, q->tcp, q->rs->gen);
 	dr->response = true;
-	dr->be_index = -1;
-	dlb_tags_clear(&dr->tags);
 	if (q->tags != NULL)
 		dr->tags = *q->tags;
 }
@@ -183,23 +195,7 @@ static void
 dq_init(struct dlb_worker *w, struct dlb_query *q, struct dlb_dq *dq)
 {
 	q->has_dq = true;
-	memset(dq, 0, offsetof(struct dlb_dq, tags));
-	dq->pkt = q->pkt;
-	dq->len = q->len;
-	dq->cap = q->cap;
-	dq->m = &q->m;
-	dq->remote = q->client;
-	dq->local = q->local;
-	dq->tcp = q->tcp;
-	dq->worker = w->id;
-	dq->lua = dlb_worker_lua(w, q->rs->gen);
-	dq->cfg = w->cfg;
-	dq->now = dlb_worker_now(w);
-	dq->t_start = dq->now;
-	dq->rng = &w->rng;
-	dq->be_index = -1;
-	dlb_dq_reset_decisions(dq);
-	dlb_tags_clear(&dq->tags);
+	dq_base(w, dq, q->pkt, q->len, q->cap, &q->m, q->client, q->local, q->tcp, q->rs->gen);
 }
 
 /*
@@ -540,21 +536,10 @@ dr_from_slot(struct dlb_worker *w, const struct dlb_slot *s, uint8_t *pkt, size_
 {
 	const struct dlb_client *c = &s->client;
 
-	memset(dr, 0, offsetof(struct dlb_dq, tags));
-	dlb_dq_reset_decisions(dr);
-	dr->pkt = pkt;
-	dr->len = len;
-	dr->cap = len;		/* response actions never grow the answer */
-	dr->m = rm;
-	dr->remote = &c->peer.sa;
-	dr->local = dlb_query_client_local(w, c, local);
-	dr->tcp = c->proto == DLB_CLIENT_TCP;
-	dr->worker = w->id;
-	dr->lua = dlb_worker_lua(w, gen);
-	dr->cfg = w->cfg;
-	dr->now = dlb_worker_now(w);
+	/* cap: response actions never grow the answer */
+	dq_base(w, dr, pkt, len, len, rm, &c->peer.sa, dlb_query_client_local(w, c, local),
+		c->proto == DLB_CLIENT_TCP, gen);
 	dr->t_start = c->t_start;
-	dr->rng = &w->rng;
 	dr->response = true;
 	dr->be_index = s->be_index;
 	dr->tempfail_ttl = s->tempfail_ttl;
