@@ -12,12 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <ev.h>
 
 #include "dnslb/cache.h"
 #include "dnslb/config.h"
+#include "dnslb/daemon.h"
 #include "dnslb/health.h"
 #include "dnslb/log.h"
 #include "dnslb/rcu.h"
@@ -536,6 +538,7 @@ reload_config(bool in_lua, char *err, size_t errlen)
 	else
 		dlb_lua_conf_free(main_lc);
 	main_lc = nlc;
+	dlb_daemon.lc = nlc;
 	nlc = NULL;
 	rc = 0;
 out:
@@ -600,6 +603,7 @@ main(int argc, char **argv)
 	ev_timer maintenance;
 	ev_signal sigs[4];
 	static const int signums[4] = { SIGTERM, SIGINT, SIGHUP, SIGUSR1 };
+	bool services_ok = false;
 	int rc = 1;
 
 	if (parse_cli(argc, argv, &cli) != 0)
@@ -612,6 +616,8 @@ main(int argc, char **argv)
 		return 1;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	dlb_daemon.start = dlb_daemon_now();
+	dlb_daemon.start_wall = (double)time(NULL);
 
 	cfg = dlb_config_new();
 	if (cfg == NULL) {
@@ -706,6 +712,13 @@ main(int argc, char **argv)
 		}
 	}
 
+	dlb_daemon.cfg = cfg;
+	dlb_daemon.workers = workers;
+	dlb_daemon.nworkers = nworkers;
+	dlb_daemon.loop = loop;
+	dlb_daemon.lc = main_lc;
+	dlb_daemon.health = health;
+	dlb_daemon.running = true;
 	for (int i = 0; i < 4; i++) {
 		ev_signal_init(&sigs[i], signal_cb, signums[i]);
 		ev_signal_start(loop, &sigs[i]);
@@ -714,9 +727,16 @@ main(int argc, char **argv)
 	ev_timer_start(loop, &maintenance);
 	dlb_lua_conf_set_phase(lc, DLB_LUA_PHASE_RUNNING);
 	dlb_lua_conf_set_reload_hook(reload_hook);
-	dlb_info("dnslb %s running with %d worker%s", DLB_VERSION, nworkers,
-		 nworkers == 1 ? "" : "s");
-	ev_run(loop, 0);
+	if (dlb_daemon_start_services(err, sizeof(err)) != 0) {
+		dlb_err("%s", err);
+	} else {
+		services_ok = true;
+		dlb_info("dnslb %s running with %d worker%s", DLB_VERSION, nworkers,
+			 nworkers == 1 ? "" : "s");
+		ev_run(loop, 0);
+	}
+	dlb_daemon.running = false;
+	dlb_daemon_stop_services();
 	ev_timer_stop(loop, &maintenance);
 	dlb_lua_conf_set_reload_hook(NULL);
 
@@ -726,9 +746,10 @@ main(int argc, char **argv)
 		ev_signal_stop(loop, &sigs[i]);
 	dlb_health_free(health);
 	health = NULL;
+	dlb_daemon.health = NULL;
 	ev_loop_destroy(loop);
 	dlb_info("Exiting");
-	rc = 0;
+	rc = services_ok ? 0 : 1;
 out_workers:
 	cfg->be_totals = NULL;
 	dlb_health_free(health);
