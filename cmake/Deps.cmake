@@ -1,5 +1,6 @@
 # All dependencies come from Debian 12 packages:
 #   libev-dev liblua5.4-dev libck-dev libhiredis-dev libsodium-dev libxxhash-dev libcmocka-dev
+#   libedit-dev (console line editing) libmicrohttpd-dev (web server) libcjson-dev (JSON)
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 
@@ -17,6 +18,9 @@ endif()
 pkg_check_modules(CK REQUIRED IMPORTED_TARGET ck)
 pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+pkg_check_modules(EDIT REQUIRED IMPORTED_TARGET libedit)
+pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)
+pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
 
 # libev ships no pkg-config file on Debian.
 find_path(LIBEV_INCLUDE_DIR ev.h REQUIRED)
@@ -25,4 +29,5 @@ find_library(LIBEV_LIBRARY ev REQUIRED)
 add_library(dlb_deps INTERFACE)
 target_include_directories(dlb_deps INTERFACE ${LIBEV_INCLUDE_DIR})
 target_link_libraries(dlb_deps INTERFACE ${LIBEV_LIBRARY} PkgConfig::LUA54 PkgConfig::CK
-                      PkgConfig::SODIUM PkgConfig::XXHASH Threads::Threads m)
+                      PkgConfig::SODIUM PkgConfig::XXHASH PkgConfig::EDIT PkgConfig::MHD
+                      PkgConfig::CJSON Threads::Threads m)
