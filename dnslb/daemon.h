@@ -18,6 +18,7 @@ struct dlb_config;
 struct dlb_worker;
 struct dlb_lua_conf;
 struct dlb_health;
+struct dlb_rcu_thread;
 struct ev_loop;
 
 struct dlb_daemon {
@@ -27,6 +28,7 @@ struct dlb_daemon {
 	struct ev_loop *loop;		/* the main thread's loop */
 	struct dlb_lua_conf *lc;	/* the config state (replaced by reloads) */
 	struct dlb_health *health;
+	struct dlb_rcu_thread *rcu;	/* the main thread's RCU record (cache expunges) */
 	double start;			/* CLOCK_MONOTONIC seconds at startup */
 	double start_wall;		/* time(NULL) at startup */
 	bool running;			/* the workers run: the loop is live */

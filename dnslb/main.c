@@ -718,6 +718,7 @@ main(int argc, char **argv)
 	dlb_daemon.loop = loop;
 	dlb_daemon.lc = main_lc;
 	dlb_daemon.health = health;
+	dlb_daemon.rcu = &main_rcu;
 	dlb_daemon.running = true;
 	for (int i = 0; i < 4; i++) {
 		ev_signal_init(&sigs[i], signal_cb, signums[i]);
