@@ -162,6 +162,7 @@ fill_reply(struct dlb_listener *l, struct dlb_sendbatch *b, unsigned i, const st
 {
 	struct msghdr *mh = &b->msgs[i].msg_hdr;
 
+	l->udp_responses++;
 	b->iov[i].iov_base = (void *)pkt;
 	b->iov[i].iov_len = len;
 	b->addr[i] = c->peer;

@@ -56,6 +56,7 @@ struct dlb_stats {
 	DLB_STATS_COUNTERS(DLB_STATS_FIELD)
 #undef DLB_STATS_FIELD
 	double latency_sum_us;			/* for latency-sum (ms, integer) */
+	double latency_avg[4];			/* latency-avg100/1000/10000/1000000 (µs) */
 } __attribute__((aligned(64)));
 
 /** Per-worker, per-backend counters (indexed by backend->index). */
@@ -90,6 +91,11 @@ dlb_stats_latency(struct dlb_stats *s, double usec)
 		s->latency_slow++;
 	s->latency_count++;
 	s->latency_sum_us += usec;
+	/* dnsdist's moving averages: avg = (w - 1) / w * avg + x / w */
+	s->latency_avg[0] = 0.99 * s->latency_avg[0] + usec / 100.0;
+	s->latency_avg[1] = 0.999 * s->latency_avg[1] + usec / 1000.0;
+	s->latency_avg[2] = 0.9999 * s->latency_avg[2] + usec / 10000.0;
+	s->latency_avg[3] = 0.999999 * s->latency_avg[3] + usec / 1000000.0;
 	s->latency_sum = (uint64_t)(s->latency_sum_us / 1000.0);
 }
 

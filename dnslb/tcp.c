@@ -326,6 +326,7 @@ client_queue(struct dlb_tcp_client *c, const uint8_t *pkt, size_t len)
 		client_close(c);
 		return false;
 	}
+	c->l->tcp_responses++;
 	o->next = NULL;
 	o->len = len + 2;
 	o->off = 0;

@@ -50,6 +50,7 @@ struct dlb_listener {
 	struct dlb_sendbatch out;	/* replies to clients */
 	uint32_t tcp_conns;		/* current TCP connections (this worker) */
 	uint64_t udp_queries, tcp_queries;
+	uint64_t udp_responses, tcp_responses;	/* answers queued for clients */
 };
 
 /* One UDP socket towards a backend, with its ID table. */

@@ -56,6 +56,7 @@
 #include "lua/explain.h"
 #include "lua/objects.h"
 #include "lua/rules_lua.h"
+#include "lua/stats_lua.h"
 #include "lua/worker.h"
 
 #ifndef DLB_VERSION
@@ -2846,6 +2847,7 @@ conf_setup(lua_State *L)
 	dlb_lua_objects_register(L);
 	dlb_lua_rules_register(L);
 	dlb_lua_explain_register(L);
+	dlb_lua_stats_register(L);
 	if (dlb_lua_phase_throwaway(conf_get(L)->phase))
 		worker_setup(L);
 	return 0;
