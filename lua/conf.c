@@ -974,6 +974,14 @@ l_new_server(lua_State *L)
 	struct dlb_backend *scratch, *be;
 	bool want_default = false;
 
+	/*
+	 * The workers size their per-backend sockets, in-flight tables and
+	 * counters when they start, and the health checker its probes: a server
+	 * added to the running config would be outside all of them.
+	 */
+	if (lc->phase == DLB_LUA_PHASE_RUNNING)
+		return luaL_error(L, "newServer: servers cannot be added at runtime yet: add it to "
+				  "the configuration file and restart dnslb");
 	/* Parse into GC-owned scratch memory: a Lua error from here on leaks nothing. */
 	scratch = lua_newuserdatauv(L, sizeof(*scratch), 0);
 	be = dlb_backend_new();
