@@ -40,6 +40,7 @@
 #include "lua/worker.h"
 
 #include <lauxlib.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,10 +147,118 @@ push_registry_table(lua_State *L, const char *key)
 	lua_rawsetp(L, LUA_REGISTRYINDEX, key);
 }
 
+/*
+ * Functions numbered in a running config state (the console): their bytecode,
+ * by (origin of the config state, number). Append-only, published with a
+ * release store of the count; read by the workers on the first call of a
+ * number their state lacks. Kept until exit (the console makes few).
+ */
+struct runtime_fn {
+	unsigned long origin;
+	int n;
+	char src[SRC_MAX];
+	size_t len;
+	char code[];
+};
+
+#define MAX_RUNTIME_FNS		1024
+#define MAX_RUNTIME_FN_BYTES	(256 * 1024)
+static struct runtime_fn *runtime_fns[MAX_RUNTIME_FNS];
+static unsigned nruntime_fns;	/* atomic: published entries */
+
+struct dump_buf {
+	char *p;
+	size_t len, cap;
+	bool too_big;
+};
+
+static int
+dump_writer(lua_State *L, const void *chunk, size_t sz, void *ud)
+{
+	struct dump_buf *b = ud;
+
+	(void)L;
+	if (b->too_big || b->len + sz > MAX_RUNTIME_FN_BYTES) {
+		b->too_big = true;
+		return 1;
+	}
+	if (b->len + sz > b->cap) {
+		size_t ncap = b->cap ? b->cap * 2 : 1024;
+		char *np;
+
+		while (ncap < b->len + sz)
+			ncap *= 2;
+		np = realloc(b->p, ncap);
+		if (np == NULL)
+			return 1;
+		b->p = np;
+		b->cap = ncap;
+	}
+	memcpy(b->p + b->len, chunk, sz);
+	b->len += sz;
+	return 0;
+}
+
+/* Keep the bytecode of function @idx (number @n, defined at @src) for the workers. */
+static void
+keep_runtime_fn(lua_State *L, int idx, int n, const char *src)
+{
+	struct dump_buf b = { NULL, 0, 0, false };
+	struct runtime_fn *f;
+	const char *up;
+	int rc;
+
+	if (lua_iscfunction(L, idx))
+		luaL_error(L, "a C function cannot be a Lua rule or policy created at runtime");
+	for (int i = 1; (up = lua_getupvalue(L, idx, i)) != NULL; i++) {
+		lua_pop(L, 1);
+		if (strcmp(up, "_ENV") != 0)
+			luaL_error(L, "a function created at runtime (console) runs in each worker's "
+				   "own state and cannot capture the local variable '%s': use a "
+				   "global", up);
+	}
+	if (__atomic_load_n(&nruntime_fns, __ATOMIC_RELAXED) >= MAX_RUNTIME_FNS)
+		luaL_error(L, "too many Lua functions created at runtime (at most %d): reload",
+			   MAX_RUNTIME_FNS);
+	lua_pushvalue(L, idx);
+	rc = lua_dump(L, dump_writer, &b, 0);
+	lua_pop(L, 1);
+	if (rc != 0 || b.too_big) {
+		free(b.p);
+		luaL_error(L, b.too_big ? "function too large to hand to the workers" :
+				  "out of memory");
+	}
+	f = malloc(sizeof(*f) + b.len);
+	if (f == NULL) {
+		free(b.p);
+		luaL_error(L, "out of memory");
+	}
+	f->origin = dlb_lua_conf_origin(dlb_lua_conf_of(L));
+	f->n = n;
+	snprintf(f->src, sizeof(f->src), "%s", src);
+	f->len = b.len;
+	memcpy(f->code, b.p, b.len);
+	free(b.p);
+	runtime_fns[nruntime_fns] = f;
+	__atomic_store_n(&nruntime_fns, nruntime_fns + 1, __ATOMIC_RELEASE);
+}
+
+static const struct runtime_fn *
+find_runtime_fn(unsigned long origin, int n)
+{
+	unsigned cnt = __atomic_load_n(&nruntime_fns, __ATOMIC_ACQUIRE);
+
+	for (unsigned i = cnt; i-- > 0;)
+		if (runtime_fns[i]->origin == origin && runtime_fns[i]->n == n)
+			return runtime_fns[i];
+	return NULL;
+}
+
 int
 dlb_lua_register_fn(lua_State *L, int idx, char *src, size_t srcsz)
 {
 	lua_Debug ar;
+	struct dlb_lua_conf *lc = dlb_lua_conf_of(L);
 	int n;
 
 	idx = lua_absindex(L, idx);
@@ -160,6 +269,8 @@ dlb_lua_register_fn(lua_State *L, int idx, char *src, size_t srcsz)
 
 	push_registry_table(L, &srcs_key);
 	n = (int)lua_rawlen(L, -1) + 1;
+	if (lc != NULL && dlb_lua_conf_phase(lc) == DLB_LUA_PHASE_RUNNING)
+		keep_runtime_fn(L, idx, n, src);
 	lua_pushstring(L, src);
 	lua_rawseti(L, -2, n);
 	push_registry_table(L, &fns_key);
@@ -1289,6 +1400,58 @@ push_pool_servers(lua_State *L, const struct dlb_pool *pool)
 	lua_pop(L, 2);
 }
 
+/* (fns table, runtime_fn) -> fns[n] = the loaded function. */
+static int
+load_fn_protected(lua_State *L)
+{
+	const struct runtime_fn *f = lua_touserdata(L, 2);
+
+	if (luaL_loadbufferx(L, f->code, f->len, f->src, "b") != LUA_OK)
+		return lua_error(L);
+	lua_rawseti(L, 1, f->n);
+	return 0;
+}
+
+/*
+ * Function @fn was numbered after this state was built (created from the
+ * console): load its bytecode into SLOT_FNS[@fn]. Its only upvalue, if any,
+ * is _ENV, which lua_load sets to this state's globals. @return 0 (loaded,
+ * or no such function: the caller reports it), -1 on a load error (logged).
+ */
+static int
+load_runtime_fn(struct dlb_lua_worker *lw, int fn)
+{
+	lua_State *L = lw->L;
+	const struct runtime_fn *f = find_runtime_fn(dlb_lua_conf_origin(lw->lc), fn);
+	int st;
+
+	if (f == NULL)
+		return 0;
+	if (fn > lw->nfns) {
+		char (*ns)[SRC_MAX] = realloc(lw->srcs, ((size_t)fn + 1) * sizeof(*ns));
+
+		if (ns == NULL)
+			return -1;
+		for (int i = lw->nfns + 1; i <= fn; i++)
+			ns[i][0] = '\0';
+		lw->srcs = ns;
+		lw->nfns = fn;
+	}
+	/* protected: loading and storing allocate, under the state's memory cap */
+	lua_pushcfunction(L, load_fn_protected);
+	lua_pushvalue(L, SLOT_FNS);
+	lua_pushlightuserdata(L, (void *)(uintptr_t)f);
+	st = lua_pcall(L, 2, 0, 0);
+	if (st != LUA_OK) {
+		log_error(lw, "Lua function", f->src,
+			  lua_isstring(L, -1) ? lua_tostring(L, -1) : "cannot load it");
+		lua_pop(L, 1);
+		return -1;
+	}
+	snprintf(lw->srcs[fn], sizeof(lw->srcs[fn]), "%s", f->src);
+	return 0;
+}
+
 /* Protected trampoline of a policy call: (function, pool, dq) -> function(servers, dq). */
 static int
 policy_call(lua_State *L)
@@ -1314,6 +1477,9 @@ call_fn_pool(struct dlb_lua_worker *lw, const char *what, int fn, const char *sr
 	lua_State *L = lw->L;
 	int st, nargs = 1;
 
+	if ((fn > lw->nfns || (fn >= 1 && lw->srcs[fn][0] == '\0')) &&
+	    load_runtime_fn(lw, fn) != 0)
+		return -1;
 	if (fn < 1 || fn > lw->nfns || (src != NULL && strcmp(lw->srcs[fn], src) != 0)) {
 		if (!lw->mismatch_logged) {
 			lw->mismatch_logged = true;

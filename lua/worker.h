@@ -32,6 +32,12 @@ struct dlb_lua_worker;
 /**
  * Store the function at @idx as the next Lua rule function of this state.
  * @src gets "file:line" of its definition. @return its number (>= 1).
+ *
+ * In the running config state (the console, maintenance()) the worker
+ * states cannot replay the code that made the function, so its bytecode is
+ * kept (lua_dump) and each worker loads it into its own state the first
+ * time it calls that number. Such a function may use globals (the worker's
+ * own) but not capture local variables: that raises, as does a C function.
  */
 int dlb_lua_register_fn(lua_State *L, int idx, char *src, size_t srcsz);
 

@@ -539,3 +539,44 @@ end), DropAction())
         assert seen(responder, "after%d.ns2.test." % i) == 1
     s = counters(d, {"lua-errors": 5, "rule-drop": 0})
     assert set(s["backends"]) == {"b1"}, "a server was added: %r" % sorted(s["backends"])
+
+
+# ---------------------------------------------------------------------------
+# Lua functions created at runtime (the console, maintenance()): the workers
+# load their bytecode on first use
+
+
+@pytest.mark.dnslb_only("dnsdist has one Lua state: nothing to hand over")
+def test_lua_action_added_at_runtime_runs_in_the_workers(dnslb, responder):
+    d = dnslb(lua_server(responder) + """
+spoofto = "192.0.2.77"
+local ticks = 0
+function maintenance()
+  ticks = ticks + 1
+  if ticks == 1 then
+    addAction("rt.lua.test.", LuaAction(function(dq)
+      return DNSAction.Spoof, spoofto
+    end))
+    addAction(AndRule{QNameSuffixRule("rtrule.lua.test."), LuaRule(function(dq)
+      return dq.qtype == DNSQType.A
+    end)}, RCodeAction(DNSRCode.REFUSED))
+    print("T added")
+    local captured = "x"
+    local ok, err = pcall(LuaAction, function(dq) return DNSAction.Spoof, captured end)
+    print("T capture " .. tostring(ok) .. " " .. tostring(err))
+  end
+end
+""")
+    assert d.wait_line(lambda l: l.startswith("T added"), timeout=5.0) is not None, d.output()
+    # both workers (a few queries, different source ports) run the new function
+    for i in range(6):
+        r = udp_query(d.port, "q%d.rt.lua.test." % i)
+        assert r is not None and a_addrs(r) == ["192.0.2.77"], r
+        r = udp_query(d.port, "q%d.rtrule.lua.test." % i)
+        assert r is not None and r.rcode() == dns.rcode.REFUSED
+    r = udp_query(d.port, "q0.rtrule.lua.test.", "AAAA")
+    assert r is not None and r.rcode() == dns.rcode.NOERROR   # the LuaRule did not match
+    out = d.output()
+    assert "T capture false" in out and "cannot capture the local variable 'captured'" in out
+    s = d.stats()
+    assert s["lua-errors"] == 0
