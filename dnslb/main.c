@@ -28,6 +28,7 @@
 #include "dnslb/wire.h"
 #include "dnslb/worker.h"
 #include "lua/conf.h"
+#include "lua/console_lua.h"
 #include "lua/worker.h"
 #include "rules/rules.h"
 
@@ -48,6 +49,11 @@ struct cli {
 	int nacls;
 	const char *backends[DLB_MAX_BACKENDS];
 	int nbackends;
+	/* console client mode (lua/console_lua.h) */
+	bool client;			/* -c, or -e */
+	const char *client_addr;	/* -c ADDR / --client=ADDR / a positional argument */
+	const char *execute;		/* -e */
+	const char *setkey;		/* -k */
 };
 
 static struct dlb_worker *workers[DLB_MAX_WORKERS];
@@ -121,6 +127,10 @@ usage(FILE *f)
 		"      --disable-syslog   log to stdout only\n"
 		"  -u, --uid USER         drop privileges to USER after binding\n"
 		"  -g, --gid GROUP        drop privileges to GROUP after binding\n"
+		"  -c, --client [ADDR]    console client: connect to ADDR, else to the config's\n"
+		"                         controlSocket (the config is only read for it and setKey)\n"
+		"  -e, --execute CMD      with -c: run one console command, print the reply, exit\n"
+		"  -k, --setkey KEY       the console key (base64), over the config's setKey\n"
 		"  -v, --verbose          verbose logging\n"
 		"  -V, --version          print the version and exit\n"
 		"  -h, --help             this text\n\n"
@@ -142,6 +152,9 @@ parse_cli(int argc, char **argv, struct cli *c)
 		{ "disable-syslog", no_argument, NULL, OPT_NOSYSLOG },
 		{ "uid", required_argument, NULL, 'u' },
 		{ "gid", required_argument, NULL, 'g' },
+		{ "client", optional_argument, NULL, 'c' },
+		{ "execute", required_argument, NULL, 'e' },
+		{ "setkey", required_argument, NULL, 'k' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -151,7 +164,7 @@ parse_cli(int argc, char **argv, struct cli *c)
 
 	memset(c, 0, sizeof(*c));
 	c->workers = -1;
-	while ((opt = getopt_long(argc, argv, "C:l:a:u:g:vVh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "C:l:a:u:g:vVhce:k:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'C':
 			c->config = optarg;
@@ -196,6 +209,18 @@ parse_cli(int argc, char **argv, struct cli *c)
 		case 'g':
 			c->gid = optarg;
 			break;
+		case 'c':
+			c->client = true;
+			if (optarg != NULL)
+				c->client_addr = optarg;
+			break;
+		case 'e':
+			c->execute = optarg;
+			c->client = true;
+			break;
+		case 'k':
+			c->setkey = optarg;
+			break;
 		case 'v':
 			c->verbose = true;
 			break;
@@ -211,6 +236,10 @@ parse_cli(int argc, char **argv, struct cli *c)
 		}
 	}
 	for (int i = optind; i < argc; i++) {
+		if (c->client) {
+			c->client_addr = argv[i];	/* dnsdist -c ADDR */
+			continue;
+		}
 		if (c->nbackends == DLB_MAX_BACKENDS) {
 			fprintf(stderr, "too many backends\n");
 			return -1;
@@ -608,9 +637,16 @@ main(int argc, char **argv)
 
 	if (parse_cli(argc, argv, &cli) != 0)
 		return 1;
-	dlb_log_init(!cli.disable_syslog && !cli.check_config, cli.verbose);
+	dlb_log_init(!cli.disable_syslog && !cli.check_config && !cli.client, cli.verbose);
 	dlb_wire_hash_init();
 	dlb_rcu_init();
+	if (cli.client)
+		return dlb_lua_console_client_main(cli.config, cli.client_addr, cli.execute,
+						   cli.setkey);
+	if (cli.setkey != NULL && dlb_lua_console_cli_key(cli.setkey, err, sizeof(err)) != 0) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
 	if (dlb_rcu_register(&main_rcu) != 0) {
 		fprintf(stderr, "out of memory\n");
 		return 1;

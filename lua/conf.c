@@ -53,6 +53,7 @@
 #include "dnslb/rcu.h"
 #include "dnslb/wire.h"
 #include "lua/args.h"
+#include "lua/console_lua.h"
 #include "lua/explain.h"
 #include "lua/objects.h"
 #include "lua/rules_lua.h"
@@ -2855,6 +2856,7 @@ conf_setup(lua_State *L)
 	dlb_lua_objects_register(L);
 	dlb_lua_rules_register(L);
 	dlb_lua_explain_register(L);
+	dlb_lua_console_register(L);
 	dlb_lua_stats_register(L);
 	if (dlb_lua_phase_throwaway(conf_get(L)->phase))
 		worker_setup(L);

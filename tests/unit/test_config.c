@@ -988,8 +988,15 @@ test_runtime_phase(void **state)
 	assert_int_equal(f->cfg->nfrontends, 0);
 	assert_int_equal(f->cfg->max_udp_outstanding, 65535);
 
+	/* a server cannot join the running workers' tables (docs/configuration.md) */
+	run_fail(f, "newServer('192.0.2.2')", "servers cannot be added at runtime yet");
+	assert_int_equal(f->cfg->nbackends, 0);
+	dlb_lua_conf_set_phase(f->lc, DLB_LUA_PHASE_CONFIG);
+	run(f, "newServer('192.0.2.1')");
+	dlb_lua_conf_set_phase(f->lc, DLB_LUA_PHASE_RUNNING);
+
 	/* what dnsdist allows at runtime still works */
-	run(f, "newServer('192.0.2.1')\ngetServer(0):setDown()\nsetServerPolicy(wrandom)\n"
+	run(f, "getServer(0):setDown()\nsetServerPolicy(wrandom)\n"
 	       "addACL('192.0.2.0/24')\nsetUDPTimeout(3)\nsetServFailWhenNoServer(true)");
 	assert_int_equal(f->cfg->nbackends, 1);
 	assert_int_equal(f->cfg->policy, DLB_POLICY_WRANDOM);
