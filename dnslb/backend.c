@@ -17,6 +17,7 @@
 #include "dnslb/log.h"
 #include "dnslb/proxyproto.h"
 #include "dnslb/query.h"
+#include "dnslb/rings.h"
 #include "dnslb/tcp.h"
 #include "dnslb/worker.h"
 
@@ -222,6 +223,7 @@ dlb_backend_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
 					break;
 				}
 				w->be_stats[b].drops++;
+				dlb_rings_slot(w, slot, NULL, 0, b);
 				if (slot->client.proto != DLB_CLIENT_INTERNAL &&
 				    !(w->cfg->failover_on_timeout && failover_retry(w, slot))) {
 					w->stats.downstream_timeouts++;
@@ -277,6 +279,7 @@ answer_servfail(struct dlb_worker *w, struct dlb_query *q, const struct dlb_clie
 	if (n < 0)
 		return;
 	w->stats.self_answered++;
+	dlb_rings_local_answer(w, q, q->pkt, (size_t)n);
 	dlb_query_account_answer(w, q->pkt, (size_t)n, c->t_start);
 	dlb_frontend_queue_reply(w, c, q->pkt, (size_t)n);
 }

@@ -16,6 +16,7 @@
 #include "dnslb/config.h"
 #include "dnslb/log.h"
 #include "dnslb/query.h"
+#include "dnslb/rings.h"
 #include "dnslb/tcp.h"
 #include "dnslb/worker.h"
 
@@ -283,6 +284,7 @@ handle_udp_query(struct dlb_worker *w, struct dlb_listener *l, unsigned i)
 	case DLB_V_CLOSE:
 		return;
 	case DLB_V_ANSWER:
+		dlb_rings_local_answer(w, &q, q.pkt, q.len);
 		dlb_query_account_answer(w, q.pkt, q.len, dlb_worker_now(w));
 		if (q.delay_ms > 0)
 			dlb_worker_delay_reply(w, &c, q.pkt, q.len, q.delay_ms);

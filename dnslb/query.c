@@ -9,6 +9,7 @@
 #include "dnslb/config.h"
 #include "dnslb/frontend.h"
 #include "dnslb/proxyproto.h"
+#include "dnslb/rings.h"
 #include "dnslb/tcp.h"
 #include "dnslb/worker.h"
 #include "lua/worker.h"
@@ -178,6 +179,7 @@ cache_answer(struct dlb_worker *w, struct dlb_query *q)
 	q->cap = cap;
 	q->len = n;
 	w->stats.cache_hits++;
+	dlb_rings_cache_hit(w);
 	return answer_rules(w, q, DLB_CHAIN_CACHE_HIT);
 }
 
@@ -314,6 +316,7 @@ dlb_query_process(struct dlb_worker *w, struct dlb_query *q)
 	q->tags = NULL;
 	q->has_dq = false;
 	rc = dlb_wire_parse_query(q->pkt, q->len, &q->m);
+	dlb_rings_query(w, q, rc);
 
 	switch (rc) {
 	case DLB_OK:
@@ -507,6 +510,7 @@ dlb_query_answer_stale(struct dlb_worker *w, const struct dlb_slot *s)
 			       DLB_RBUF_SIZE);
 	if (n == 0)
 		return false;
+	dlb_rings_slot(w, s, w->scratch, n, DLB_RING_BE_CACHE);
 	dlb_query_account_answer(w, w->scratch, n, s->client.t_start);
 	if (s->client.proto == DLB_CLIENT_UDP)
 		dlb_frontend_send_reply(w, &s->client, w->scratch, n);
@@ -632,6 +636,7 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 	w->stats.responses++;
 	if (DLB_RCODE(flags) == DLB_RCODE_SERVFAIL)
 		w->stats.servfail_responses++;
+	dlb_rings_slot(w, s, pkt, len, s->be_index);
 	dlb_query_account_answer(w, pkt, len, s->client.t_start);
 	return len;
 }

@@ -33,6 +33,7 @@
 #include "dnslb/log.h"
 #include "dnslb/proxyproto.h"
 #include "dnslb/query.h"
+#include "dnslb/rings.h"
 #include "dnslb/worker.h"
 
 
@@ -509,6 +510,7 @@ client_process(struct dlb_tcp_client *c)
 			client_close(c);
 			return;
 		case DLB_V_ANSWER:
+			dlb_rings_local_answer(w, &q, q.pkt, q.len);
 			dlb_query_account_answer(w, q.pkt, q.len, ev_now(w->loop));
 			if (!client_queue(c, q.pkt, q.len))
 				return;
@@ -672,6 +674,7 @@ client_fail(struct dlb_worker *w, const struct dlb_client *cl, const struct dlb_
 
 	if (count_self)
 		w->stats.self_answered++;	/* a timeout is counted as such instead */
+	dlb_rings_slot(w, s, buf, n, DLB_RING_BE_SELF);
 	dlb_query_account_answer(w, buf, n, cl->t_start);
 	if (cl->proto == DLB_CLIENT_TCP)
 		dlb_tcp_deliver(w, cl, buf, n);
@@ -780,6 +783,7 @@ up_fail_all(struct dlb_tcp_up *u, bool timeout)
 		w->be_stats[r->s.be_index].outstanding--;
 		if (timeout) {
 			w->be_stats[r->s.be_index].drops++;
+			dlb_rings_slot(w, &r->s, NULL, 0, r->s.be_index);
 			if (r->s.client.proto != DLB_CLIENT_INTERNAL) {
 				w->stats.downstream_timeouts++;
 				if (dlb_query_answer_stale(w, &r->s)) {

@@ -13,6 +13,7 @@
 #include "dnslb/config.h"
 #include "dnslb/frontend.h"
 #include "dnslb/log.h"
+#include "dnslb/rings.h"
 #include "dnslb/tcp.h"
 #include "lua/worker.h"
 
@@ -237,6 +238,11 @@ dlb_worker_new(int id, const struct dlb_config *cfg)
 		return NULL;
 	}
 	memset(w->be_stats, 0, (size_t)nb * sizeof(*w->be_stats));
+	w->rings = dlb_rings_new(cfg->workers);
+	if (w->rings == NULL) {
+		dlb_worker_free(w);
+		return NULL;
+	}
 	init_recv(w);
 	ev_set_userdata(w->loop, w);
 	for (int i = 0; i < cfg->nfrontends; i++) {
@@ -349,5 +355,6 @@ dlb_worker_free(struct dlb_worker *w)
 	free(w->scratch);
 	free(w->be);
 	free(w->be_stats);
+	dlb_rings_free(w->rings);
 	free(w);
 }

@@ -126,6 +126,7 @@ struct dlb_worker {
 
 	struct dlb_stats stats;
 	struct dlb_be_stats *be_stats;	/* [cfg->nbackends] */
+	struct dlb_rings *rings;	/* query and response rings (dnslb/rings.h) */
 
 	struct dlb_lua_worker *lua;	/* own Lua state for Lua rules (lua/worker.h) */
 	uint64_t lua_gen;		/* the ruleset generation it belongs to */

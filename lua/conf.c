@@ -56,6 +56,7 @@
 #include "lua/console_lua.h"
 #include "lua/explain.h"
 #include "lua/objects.h"
+#include "lua/rings_lua.h"
 #include "lua/rules_lua.h"
 #include "lua/stats_lua.h"
 #include "lua/worker.h"
@@ -2857,6 +2858,7 @@ conf_setup(lua_State *L)
 	dlb_lua_rules_register(L);
 	dlb_lua_explain_register(L);
 	dlb_lua_console_register(L);
+	dlb_lua_rings_register(L);
 	dlb_lua_stats_register(L);
 	if (dlb_lua_phase_throwaway(conf_get(L)->phase))
 		worker_setup(L);

@@ -1,0 +1,614 @@
+/*
+ * rings.c - per-worker query and response rings: sizing, recording from the
+ * query pipeline, and the readers behind topQueries() & co.
+ *
+ * Writers are the workers, each to its own rings (dlb_ring_push in rings.h:
+ * a seqlock per entry, relaxed atomic word stores). Readers run on the main
+ * thread: they copy each entry out (dlb_ring_read), check its sequence
+ * number did not move, and work on the copy. They allocate freely (a hash
+ * table of the keys they count); the writers never notice them.
+ */
+#include "dnslb/rings.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "dnslb/daemon.h"
+#include "dnslb/inflight.h"
+#include "dnslb/log.h"
+#include "dnslb/query.h"
+#include "dnslb/wire.h"
+#include "dnslb/worker.h"
+
+/* struct dlb_rings.cur: the query being processed */
+#define RINGS_CUR_NOTED 0x01		/* it is in the query ring: its answer goes in too */
+#define RINGS_CUR_HIT 0x02		/* answered from the cache */
+
+static size_t ring_total = DLB_RING_DEFAULT_SIZE;
+
+void
+dlb_rings_set_size(size_t n, size_t shards)
+{
+	(void)shards;	/* each worker's ring is a shard: see docs/rings.md */
+	ring_total = n > DLB_RING_MAX_SIZE ? DLB_RING_MAX_SIZE : n;
+}
+
+size_t
+dlb_rings_total_size(void)
+{
+	return ring_total;
+}
+
+static int
+ring_init(struct dlb_ring *ring, size_t cap)
+{
+	void *p;
+
+	atomic_init(&ring->pos, 0);
+	ring->cap = 0;
+	ring->slots = NULL;
+	if (cap == 0)
+		return 0;
+	/* zero pages, made resident only as the ring fills */
+	p = mmap(NULL, cap * sizeof(struct dlb_ring_slot), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	ring->slots = p;
+	ring->cap = cap;
+	return 0;
+}
+
+static void
+ring_deinit(struct dlb_ring *ring)
+{
+	if (ring->slots != NULL)
+		munmap(ring->slots, ring->cap * sizeof(struct dlb_ring_slot));
+	ring->slots = NULL;
+	ring->cap = 0;
+}
+
+struct dlb_rings *
+dlb_rings_new_cap(size_t cap)
+{
+	struct dlb_rings *r = calloc(1, sizeof(*r));
+
+	if (r == NULL)
+		return NULL;
+	if (ring_init(&r->query, cap) != 0 || ring_init(&r->resp, cap) != 0) {
+		dlb_rings_free(r);
+		return NULL;
+	}
+	return r;
+}
+
+struct dlb_rings *
+dlb_rings_new(int nworkers)
+{
+	size_t n = nworkers > 0 ? (size_t)nworkers : 1;
+	size_t cap = (ring_total + n - 1) / n;
+	struct dlb_rings *r = dlb_rings_new_cap(cap);
+
+	if (r == NULL)
+		dlb_err("ring buffers: cannot map 2 x %zu entries (%zu bytes)", cap,
+			2 * cap * sizeof(struct dlb_ring_slot));
+	return r;
+}
+
+void
+dlb_rings_free(struct dlb_rings *r)
+{
+	if (r == NULL)
+		return;
+	ring_deinit(&r->query);
+	ring_deinit(&r->resp);
+	free(r);
+}
+
+/* ---- reading ------------------------------------------------------------------ */
+
+bool
+dlb_ring_read(const struct dlb_ring *ring, size_t slot, struct dlb_ring_rec *out)
+{
+	struct dlb_ring_slot *s = &ring->slots[slot];
+	uint64_t w[DLB_RING_WORDS];
+
+	for (int tries = 0; tries < 8; tries++) {
+		uint64_t w0 = atomic_load_explicit(&s->w[0], memory_order_acquire), w0b;
+
+		if (w0 & 1)
+			continue;	/* being written: a few stores away from done */
+		w[0] = w0;
+		for (size_t i = 1; i < DLB_RING_WORDS; i++)
+			w[i] = atomic_load_explicit(&s->w[i], memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		w0b = atomic_load_explicit(&s->w[0], memory_order_relaxed);
+		if (w0b == w0) {
+			memcpy(out, w, sizeof(*out));
+			return true;
+		}
+	}
+	return false;
+}
+
+size_t
+dlb_ring_visit(const struct dlb_ring *ring, dlb_ring_visit_fn *fn, void *ud)
+{
+	uint64_t pos = atomic_load_explicit(&ring->pos, memory_order_acquire);
+	uint64_t n = pos < ring->cap ? pos : ring->cap;
+	struct dlb_ring_rec rec;
+	size_t seen = 0;
+
+	for (uint64_t i = pos - n; i < pos; i++) {
+		if (!dlb_ring_read(ring, (size_t)(i % ring->cap), &rec))
+			continue;
+		if (rec.namelen > DLB_RING_NAME_MAX)
+			continue;	/* cannot happen with a stable copy; never trust it */
+		fn(&rec, ud);
+		seen++;
+	}
+	return seen;
+}
+
+uint64_t
+dlb_rings_visit_all(bool resp, dlb_ring_visit_fn *fn, void *ud)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < dlb_daemon.nworkers; i++) {
+		const struct dlb_rings *r = dlb_daemon.workers[i]->rings;
+
+		if (r != NULL)
+			n += dlb_ring_visit(resp ? &r->resp : &r->query, fn, ud);
+	}
+	return n;
+}
+
+/* ---- recording ---------------------------------------------------------------- */
+
+static inline void
+rec_client(struct dlb_ring_rec *r, const struct sockaddr *sa)
+{
+	if (sa == NULL)
+		return;
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+
+		memcpy(r->addr, &s6->sin6_addr, 16);
+		r->port = ntohs(s6->sin6_port);
+		r->pflags |= DLB_RING_V6;
+	} else if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+
+		memcpy(r->addr, &s4->sin_addr, 4);
+		r->port = ntohs(s4->sin_port);
+	}
+}
+
+/* The name, or its last labels that fit (a name is at most 255 bytes). */
+static inline void
+rec_name(struct dlb_ring_rec *r, const uint8_t *name, size_t len)
+{
+	size_t off = 0;
+
+	if (len > DLB_RING_NAME_MAX) {
+		while (off < len && len - off > DLB_RING_NAME_MAX)
+			off += 1 + (size_t)name[off];
+		if (off >= len)
+			return;		/* not a wire name: keep none of it */
+		r->pflags |= DLB_RING_TRUNC_NAME;
+	}
+	r->namelen = (uint8_t)(len - off);
+	memcpy(r->name, name + off, len - off);
+}
+
+static inline uint16_t
+clamp16(size_t v)
+{
+	return v > UINT16_MAX ? UINT16_MAX : (uint16_t)v;
+}
+
+static inline int64_t
+now_us(struct dlb_worker *w)
+{
+	return (int64_t)(dlb_worker_now(w) * 1e6);
+}
+
+void
+dlb_rings_query(struct dlb_worker *w, const struct dlb_query *q, int rc)
+{
+	struct dlb_rings *rs = w->rings;
+	struct dlb_ring_rec r = { 0 };
+
+	if (rs == NULL)
+		return;
+	rs->cur = 0;
+	if (rc != DLB_OK || rs->query.cap == 0)
+		return;
+	r.when_us = now_us(w);
+	rec_client(&r, q->client);
+	rec_name(&r, q->m.qname_lc, q->m.qname_len);
+	r.qtype = q->m.qtype;
+	r.qclass = q->m.qclass;
+	r.size = clamp16(q->len);
+	r.id = q->m.id;
+	r.hflags = q->m.flags;
+	if (q->tcp)
+		r.pflags |= DLB_RING_TCP;
+	dlb_ring_push(&rs->query, &r);
+	rs->cur = RINGS_CUR_NOTED;
+}
+
+void
+dlb_rings_cache_hit(struct dlb_worker *w)
+{
+	if (w->rings != NULL)
+		w->rings->cur |= RINGS_CUR_HIT;
+}
+
+void
+dlb_rings_local_answer(struct dlb_worker *w, const struct dlb_query *q, const uint8_t *pkt,
+		       size_t len)
+{
+	struct dlb_rings *rs = w->rings;
+	struct dlb_ring_rec r = { 0 };
+
+	if (rs == NULL || !(rs->cur & RINGS_CUR_NOTED) || len < DLB_DNS_HDR)
+		return;
+	r.when_us = now_us(w);
+	rec_client(&r, q->client);
+	rec_name(&r, q->m.qname_lc, q->m.qname_len);
+	r.qtype = q->m.qtype;
+	r.qclass = q->m.qclass;
+	r.size = clamp16(len);
+	r.id = dlb_rd16(pkt);
+	r.hflags = dlb_rd16(pkt + 2);
+	r.ancount = dlb_rd16(pkt + 6);
+	r.backend = (rs->cur & RINGS_CUR_HIT) ? DLB_RING_BE_CACHE : DLB_RING_BE_SELF;
+	if (q->tcp)
+		r.pflags |= DLB_RING_TCP;
+	dlb_ring_push(&rs->resp, &r);
+	rs->cur = 0;
+}
+
+void
+dlb_rings_slot(struct dlb_worker *w, const struct dlb_slot *s, const uint8_t *pkt, size_t len,
+	       int backend)
+{
+	struct dlb_rings *rs = w->rings;
+	struct dlb_ring_rec r = { 0 };
+
+	if (rs == NULL || rs->resp.cap == 0 || s->client.proto == DLB_CLIENT_INTERNAL)
+		return;
+	r.when_us = now_us(w);
+	rec_client(&r, &s->client.peer.sa);
+	rec_name(&r, s->key.qname_lc, s->key.qname_len);
+	r.qtype = s->key.qtype;
+	r.qclass = s->key.qclass;
+	r.backend = (uint16_t)backend;
+	if (s->client.proto == DLB_CLIENT_TCP)
+		r.pflags |= DLB_RING_TCP;
+	if (pkt == NULL || len < DLB_DNS_HDR) {
+		/* a timeout: dnsdist's zeroed header but the ID */
+		r.usec = DLB_RING_TIMEOUT;
+		r.id = s->client.orig_id;
+	} else {
+		double usec = (dlb_worker_now(w) - s->client.t_start) * 1e6;
+
+		r.usec = usec <= 0 ? 0 : usec >= (double)(UINT32_MAX - 1) ? UINT32_MAX - 1
+									 : (uint32_t)usec;
+		r.size = clamp16(len);
+		r.id = dlb_rd16(pkt);
+		r.hflags = dlb_rd16(pkt + 2);
+		r.ancount = dlb_rd16(pkt + 6);
+	}
+	dlb_ring_push(&rs->resp, &r);
+}
+
+/* ---- text ---------------------------------------------------------------------- */
+
+void
+dlb_ring_client_text(const struct dlb_ring_rec *rec, bool port, char *out, size_t outsz)
+{
+	char a[INET6_ADDRSTRLEN];
+	bool v6 = rec->pflags & DLB_RING_V6;
+
+	if (inet_ntop(v6 ? AF_INET6 : AF_INET, rec->addr, a, sizeof(a)) == NULL)
+		strcpy(a, "?");
+	if (!port)
+		snprintf(out, outsz, "%s", a);
+	else if (v6)
+		snprintf(out, outsz, "[%s]:%u", a, rec->port);
+	else
+		snprintf(out, outsz, "%s:%u", a, rec->port);
+}
+
+void
+dlb_ring_name_text(const struct dlb_ring_rec *rec, char *out, size_t outsz)
+{
+	const char *pre = (rec->pflags & DLB_RING_TRUNC_NAME) ? "..." : "";
+	char t[DLB_WIRE_NAME_TEXT_MAX];
+
+	if (rec->namelen == 0 || dlb_wire_name_to_text(rec->name, rec->namelen, t, sizeof(t)) < 0)
+		strcpy(t, rec->namelen == 0 && !(rec->pflags & DLB_RING_TRUNC_NAME) ? "." : "?");
+	snprintf(out, outsz, "%s%s", pre, t);
+}
+
+/* ---- counting: a hash table of keys (names, addresses) ------------------------- */
+
+struct cslot {
+	uint64_t hash;			/* 0: empty */
+	uint64_t count;
+	uint32_t off;			/* key bytes in counter.keys */
+	uint16_t len;
+	uint16_t flags;			/* DLB_RING_TRUNC_NAME / DLB_RING_V6 of the key's entry */
+};
+
+struct counter {
+	struct cslot *t;
+	size_t cap, n;			/* cap: a power of two */
+	uint8_t *keys;
+	size_t kused, kcap;
+	uint64_t total;
+	bool oom;
+	const struct dlb_top_spec *spec;
+};
+
+static uint64_t
+key_hash(const uint8_t *k, size_t len, uint16_t flags)
+{
+	uint64_t h = 0xcbf29ce484222325ULL ^ flags;	/* FNV-1a */
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ k[i]) * 0x100000001b3ULL;
+	return h | 1;	/* never 0 */
+}
+
+static bool
+counter_grow(struct counter *c)
+{
+	size_t ncap = c->cap ? c->cap * 2 : 1024;
+	struct cslot *nt = calloc(ncap, sizeof(*nt));
+
+	if (nt == NULL)
+		return false;
+	for (size_t i = 0; i < c->cap; i++) {
+		size_t j;
+
+		if (c->t[i].hash == 0)
+			continue;
+		for (j = c->t[i].hash & (ncap - 1); nt[j].hash != 0; j = (j + 1) & (ncap - 1))
+			;
+		nt[j] = c->t[i];
+	}
+	free(c->t);
+	c->t = nt;
+	c->cap = ncap;
+	return true;
+}
+
+static void
+counter_add(struct counter *c, const uint8_t *k, size_t len, uint16_t flags, uint64_t v)
+{
+	uint64_t h = key_hash(k, len, flags);
+	size_t j;
+
+	if (c->oom)
+		return;
+	c->total += v;
+	if (2 * (c->n + 1) > c->cap && !counter_grow(c)) {
+		c->oom = true;
+		return;
+	}
+	for (j = h & (c->cap - 1); c->t[j].hash != 0; j = (j + 1) & (c->cap - 1)) {
+		struct cslot *s = &c->t[j];
+
+		if (s->hash == h && s->len == len && s->flags == flags &&
+		    memcmp(c->keys + s->off, k, len) == 0) {
+			s->count += v;
+			return;
+		}
+	}
+	if (c->kused + len > c->kcap) {
+		size_t nk = c->kcap ? c->kcap * 2 : 16384;
+		uint8_t *p;
+
+		while (nk < c->kused + len)
+			nk *= 2;
+		p = realloc(c->keys, nk);
+		if (p == NULL) {
+			c->oom = true;
+			return;
+		}
+		c->keys = p;
+		c->kcap = nk;
+	}
+	memcpy(c->keys + c->kused, k, len);
+	c->t[j] = (struct cslot){ .hash = h, .count = v, .off = (uint32_t)c->kused,
+				  .len = (uint16_t)len, .flags = flags };
+	c->kused += len;
+	c->n++;
+}
+
+/* The offset of the last @labels labels of wire name @n (@len bytes). */
+static size_t
+name_tail(const uint8_t *n, size_t len, int labels)
+{
+	size_t offs[DLB_RING_NAME_MAX], k = 0, off = 0;
+
+	while (off < len && n[off] != 0 && k < DLB_RING_NAME_MAX) {
+		offs[k++] = off;
+		off += 1 + (size_t)n[off];
+	}
+	if (labels < 0 || (size_t)labels >= k)
+		return 0;
+	return labels == 0 ? (off < len ? off : len) : offs[k - (size_t)labels];
+}
+
+static void
+count_name(struct counter *c, const struct dlb_ring_rec *r)
+{
+	size_t off = name_tail(r->name, r->namelen, c->spec->labels);
+	uint16_t flags = r->pflags & DLB_RING_TRUNC_NAME;
+
+	/* a truncated name grouped to labels it kept whole is a whole name again */
+	if (off > 0)
+		flags = 0;
+	counter_add(c, r->name + off, r->namelen - off, flags, 1);
+}
+
+static void
+count_addr(struct counter *c, const struct dlb_ring_rec *r, uint64_t v)
+{
+	bool v6 = r->pflags & DLB_RING_V6;
+
+	counter_add(c, r->addr, v6 ? 16 : 4, v6 ? DLB_RING_V6 : 0, v);
+}
+
+static void
+top_visit(const struct dlb_ring_rec *r, void *ud)
+{
+	struct counter *c = ud;
+	const struct dlb_top_spec *sp = c->spec;
+
+	switch (sp->kind) {
+	case DLB_TOP_QNAMES:
+		count_name(c, r);
+		break;
+	case DLB_TOP_RCODE:
+		if (r->usec != DLB_RING_TIMEOUT && DLB_RCODE(r->hflags) == sp->rcode)
+			count_name(c, r);
+		break;
+	case DLB_TOP_SLOW:
+		if (r->usec > sp->min_usec)
+			count_name(c, r);
+		break;
+	case DLB_TOP_TIMEOUTS:
+		if (r->usec == DLB_RING_TIMEOUT)
+			count_name(c, r);
+		break;
+	case DLB_TOP_CLIENTS:
+		count_addr(c, r, 1);
+		break;
+	case DLB_TOP_BANDWIDTH:
+		count_addr(c, r, r->size);
+		break;
+	}
+}
+
+/* Biggest first; ties in key order (wire bytes), so output is stable. */
+static int
+cslot_cmp(const void *a, const void *b, void *ud)
+{
+	const struct counter *c = ud;
+	const struct cslot *x = a, *y = b;
+	size_t l = x->len < y->len ? x->len : y->len;
+	int d;
+
+	if (x->count != y->count)
+		return x->count > y->count ? -1 : 1;
+	d = memcmp(c->keys + x->off, c->keys + y->off, l);
+	if (d != 0)
+		return d;
+	if (x->len != y->len)
+		return x->len < y->len ? -1 : 1;
+	return (int)x->flags - (int)y->flags;
+}
+
+static void
+key_text(const struct counter *c, const struct cslot *s, char *out, size_t outsz)
+{
+	struct dlb_ring_rec r;
+
+	r.pflags = (uint8_t)s->flags;
+	if (c->spec->kind == DLB_TOP_CLIENTS || c->spec->kind == DLB_TOP_BANDWIDTH) {
+		memset(r.addr, 0, sizeof(r.addr));
+		memcpy(r.addr, c->keys + s->off, s->len);
+		dlb_ring_client_text(&r, false, out, outsz);
+	} else {
+		r.namelen = (uint8_t)s->len;
+		memcpy(r.name, c->keys + s->off, s->len);
+		dlb_ring_name_text(&r, out, outsz);
+	}
+}
+
+long
+dlb_rings_top(const struct dlb_top_spec *spec, size_t n, struct dlb_top_entry **out,
+	      uint64_t *total, uint64_t *rest)
+{
+	struct counter c = { .spec = spec };
+	struct cslot *v = NULL;
+	size_t nv = 0, nout;
+	long ret = -1;
+
+	*out = NULL;
+	*total = *rest = 0;
+	if (spec->kind == DLB_TOP_BANDWIDTH || spec->kind == DLB_TOP_CLIENTS ||
+	    spec->kind == DLB_TOP_QNAMES)
+		dlb_rings_visit_all(false, top_visit, &c);
+	if (spec->kind != DLB_TOP_CLIENTS && spec->kind != DLB_TOP_QNAMES)
+		dlb_rings_visit_all(true, top_visit, &c);
+	if (c.oom)
+		goto out;
+	if (c.n > 0) {
+		v = malloc(c.n * sizeof(*v));
+		if (v == NULL)
+			goto out;
+		for (size_t i = 0; i < c.cap; i++)
+			if (c.t[i].hash != 0)
+				v[nv++] = c.t[i];
+		qsort_r(v, nv, sizeof(*v), cslot_cmp, &c);
+	}
+	nout = n < nv ? n : nv;
+	*out = calloc(nout > 0 ? nout : 1, sizeof(**out));
+	if (*out == NULL)
+		goto out;
+	for (size_t i = 0; i < nout; i++) {
+		key_text(&c, &v[i], (*out)[i].key, sizeof((*out)[i].key));
+		(*out)[i].count = v[i].count;
+	}
+	for (size_t i = nout; i < nv; i++)
+		*rest += v[i].count;
+	*total = c.total;
+	ret = (long)nout;
+out:
+	free(v);
+	free(c.t);
+	free(c.keys);
+	return ret;
+}
+
+static size_t
+top_copy(const struct dlb_top_spec *spec, size_t n, struct dlb_top_entry *out, uint64_t *total)
+{
+	struct dlb_top_entry *v;
+	uint64_t rest;
+	long k = dlb_rings_top(spec, n, &v, total, &rest);
+
+	if (k < 0) {
+		*total = 0;
+		return 0;
+	}
+	memcpy(out, v, (size_t)k * sizeof(*v));
+	free(v);
+	return (size_t)k;
+}
+
+size_t
+dlb_rings_top_names(size_t n, int labels, struct dlb_top_entry *out, uint64_t *total)
+{
+	struct dlb_top_spec spec = { .kind = DLB_TOP_QNAMES, .labels = labels > 0 ? labels : -1 };
+
+	return top_copy(&spec, n, out, total);
+}
+
+size_t
+dlb_rings_top_clients(size_t n, struct dlb_top_entry *out, uint64_t *total)
+{
+	struct dlb_top_spec spec = { .kind = DLB_TOP_CLIENTS, .labels = -1 };
+
+	return top_copy(&spec, n, out, total);
+}

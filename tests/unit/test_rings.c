@@ -1,0 +1,422 @@
+/*
+ * test_rings.c - the ring buffers: wrap-around, what a query and its answers
+ * record (names too long to keep whole, timeouts, cache hits), the top-N
+ * readers over several workers, and a writer racing a reader (run under
+ * ThreadSanitizer by tests/run-all): a reader never sees a torn entry.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <arpa/inet.h>
+#include <ev.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dnslb/daemon.h"
+#include "dnslb/inflight.h"
+#include "dnslb/query.h"
+#include "dnslb/rings.h"
+#include "dnslb/wire.h"
+#include "dnslb/worker.h"
+
+static struct dlb_ring_rec
+rec_named(const char *name, const char *addr, uint16_t rcode, uint32_t usec, uint16_t size)
+{
+	struct dlb_ring_rec r;
+	int n;
+
+	memset(&r, 0, sizeof(r));
+	n = dlb_wire_name_from_text(name, r.name, sizeof(r.name));
+	assert_true(n > 0);
+	r.namelen = (uint8_t)n;
+	if (strchr(addr, ':') != NULL) {
+		assert_int_equal(inet_pton(AF_INET6, addr, r.addr), 1);
+		r.pflags |= DLB_RING_V6;
+	} else {
+		assert_int_equal(inet_pton(AF_INET, addr, r.addr), 1);
+	}
+	r.hflags = (uint16_t)(DLB_F_QR | rcode);
+	r.usec = usec;
+	r.size = size;
+	r.qtype = 1;
+	r.qclass = 1;
+	return r;
+}
+
+struct collect {
+	struct dlb_ring_rec v[64];
+	size_t n;
+};
+
+static void
+collect_cb(const struct dlb_ring_rec *r, void *ud)
+{
+	struct collect *c = ud;
+
+	assert_true(c->n < 64);
+	c->v[c->n++] = *r;
+}
+
+static void
+test_wraps_oldest_first(void **state)
+{
+	struct dlb_rings *rs = dlb_rings_new_cap(4);
+	struct collect c = { .n = 0 };
+
+	(void)state;
+	assert_non_null(rs);
+	for (int i = 0; i < 10; i++) {
+		struct dlb_ring_rec r = rec_named("a.example.", "192.0.2.1", 0, 0, 0);
+
+		r.size = (uint16_t)i;
+		dlb_ring_push(&rs->query, &r);
+	}
+	assert_int_equal(dlb_ring_visit(&rs->query, collect_cb, &c), 4);
+	for (size_t i = 0; i < 4; i++) {
+		assert_int_equal(c.v[i].size, 6 + i);	/* the last four, oldest first */
+		assert_int_equal(c.v[i].seq % 2, 0);
+	}
+	c.n = 0;
+	assert_int_equal(dlb_ring_visit(&rs->resp, collect_cb, &c), 0);
+	dlb_rings_free(rs);
+
+	/* capacity 0: recording off, nothing to visit, nothing mapped */
+	rs = dlb_rings_new_cap(0);
+	assert_non_null(rs);
+	dlb_ring_push(&rs->query, &c.v[0]);
+	assert_int_equal(dlb_ring_visit(&rs->query, collect_cb, &c), 0);
+	dlb_rings_free(rs);
+}
+
+static void
+test_sizing(void **state)
+{
+	struct dlb_rings *rs;
+
+	(void)state;
+	assert_int_equal(dlb_rings_total_size(), DLB_RING_DEFAULT_SIZE);
+	dlb_rings_set_size(10, 3);
+	rs = dlb_rings_new(4);		/* 10 over 4 workers: 3 each */
+	assert_int_equal(rs->query.cap, 3);
+	assert_int_equal(rs->resp.cap, 3);
+	dlb_rings_free(rs);
+	dlb_rings_set_size(0, 1);
+	rs = dlb_rings_new(4);
+	assert_int_equal(rs->query.cap, 0);
+	dlb_rings_free(rs);
+	dlb_rings_set_size(DLB_RING_DEFAULT_SIZE, 10);
+}
+
+/* A fake worker: a loop for the clock and rings; nothing else is touched. */
+static struct dlb_worker *
+fake_worker(size_t cap)
+{
+	struct dlb_worker *w = calloc(1, sizeof(*w));
+
+	assert_non_null(w);
+	w->loop = ev_loop_new(0);
+	w->rings = dlb_rings_new_cap(cap);
+	assert_non_null(w->rings);
+	return w;
+}
+
+static void
+fake_worker_free(struct dlb_worker *w)
+{
+	dlb_rings_free(w->rings);
+	ev_loop_destroy(w->loop);
+	free(w);
+}
+
+/* Parse a query for @name into @q (packet in @buf). */
+static void
+make_query(struct dlb_query *q, uint8_t *buf, const char *name, uint16_t id)
+{
+	int n;
+
+	memset(q, 0, sizeof(*q));
+	memset(buf, 0, 12);
+	dlb_wr16(buf, id);
+	dlb_wr16(buf + 2, DLB_F_RD);
+	dlb_wr16(buf + 4, 1);
+	n = dlb_wire_name_from_text(name, buf + 12, DLB_MAX_NAME);
+	assert_true(n > 0);
+	dlb_wr16(buf + 12 + n, 1);
+	dlb_wr16(buf + 14 + n, 1);
+	q->pkt = buf;
+	q->len = (size_t)(16 + n);
+	q->cap = 512;
+	assert_int_equal(dlb_wire_parse_query(q->pkt, q->len, &q->m), DLB_OK);
+}
+
+static void
+test_recording(void **state)
+{
+	struct dlb_worker *w = fake_worker(8);
+	struct sockaddr_in6 sa = { .sin6_family = AF_INET6, .sin6_port = htons(5353) };
+	uint8_t buf[512], ans[64];
+	char longname[300], text[DLB_WIRE_NAME_TEXT_MAX + 4];
+	struct collect c = { .n = 0 };
+	struct dlb_query q;
+	struct dlb_slot s;
+
+	(void)state;
+	inet_pton(AF_INET6, "2001:db8::5", &sa.sin6_addr);
+
+	/* a query answered from the cache */
+	make_query(&q, buf, "WWW.Example.COM.", 0x1234);
+	q.client = (struct sockaddr *)&sa;
+	dlb_rings_query(w, &q, DLB_OK);
+	dlb_rings_cache_hit(w);
+	memcpy(ans, buf, q.len);
+	dlb_wr16(ans + 2, DLB_F_QR | DLB_F_RD | DLB_RCODE_NXDOMAIN);
+	dlb_rings_local_answer(w, &q, ans, q.len);
+	/* recorded once per query */
+	dlb_rings_local_answer(w, &q, ans, q.len);
+
+	/* a malformed one: neither the query nor its answer */
+	dlb_rings_query(w, &q, DLB_EMALF);
+	dlb_rings_local_answer(w, &q, ans, q.len);
+
+	/* a name longer than an entry keeps its last labels */
+	strcpy(longname, "");
+	for (int i = 0; i < 4; i++)
+		strcat(longname, "labellabellabellabellabel.");
+	for (int i = 0; i < 5; i++)
+		strcat(longname, "abcdefghij.");
+	strcat(longname, "example.");
+	make_query(&q, buf, longname, 7);
+	q.client = (struct sockaddr *)&sa;
+	q.tcp = true;
+	dlb_rings_query(w, &q, DLB_OK);
+
+	/* a backend's timeout, and a prefetch that is not recorded */
+	memset(&s, 0, sizeof(s));
+	s.client.proto = DLB_CLIENT_UDP;
+	s.client.orig_id = 99;
+	memcpy(&s.client.peer, &sa, sizeof(sa));
+	make_query(&q, buf, "slow.example.", 99);
+	s.key.qname_len = q.m.qname_len;
+	memcpy(s.key.qname_lc, q.m.qname_lc, q.m.qname_len);
+	s.key.qtype = 28;
+	s.key.qclass = 1;
+	dlb_rings_slot(w, &s, NULL, 0, 3);
+	s.client.proto = DLB_CLIENT_INTERNAL;
+	dlb_rings_slot(w, &s, NULL, 0, 3);
+
+	assert_int_equal(dlb_ring_visit(&w->rings->query, collect_cb, &c), 2);
+	dlb_ring_name_text(&c.v[0], text, sizeof(text));
+	assert_string_equal(text, "www.example.com.");	/* lowercase */
+	assert_int_equal(c.v[0].id, 0x1234);
+	assert_int_equal(c.v[0].port, 5353);
+	assert_true(c.v[0].pflags & DLB_RING_V6);
+	assert_false(c.v[0].pflags & DLB_RING_TCP);
+	dlb_ring_client_text(&c.v[0], true, text, sizeof(text));
+	assert_string_equal(text, "[2001:db8::5]:5353");
+	dlb_ring_client_text(&c.v[0], false, text, sizeof(text));
+	assert_string_equal(text, "2001:db8::5");
+
+	assert_true(c.v[1].pflags & DLB_RING_TRUNC_NAME);
+	assert_true(c.v[1].pflags & DLB_RING_TCP);
+	assert_true(c.v[1].namelen <= DLB_RING_NAME_MAX);
+	dlb_ring_name_text(&c.v[1], text, sizeof(text));
+	assert_string_equal(text, "...abcdefghij.abcdefghij.abcdefghij.abcdefghij.abcdefghij.example.");
+
+	c.n = 0;
+	assert_int_equal(dlb_ring_visit(&w->rings->resp, collect_cb, &c), 2);
+	assert_int_equal(c.v[0].backend, DLB_RING_BE_CACHE);
+	assert_int_equal(DLB_RCODE(c.v[0].hflags), DLB_RCODE_NXDOMAIN);
+	assert_int_equal(c.v[1].backend, 3);
+	assert_int_equal(c.v[1].usec, DLB_RING_TIMEOUT);
+	assert_int_equal(c.v[1].id, 99);
+	assert_int_equal(c.v[1].qtype, 28);
+	assert_int_equal(c.v[1].hflags, 0);
+	fake_worker_free(w);
+}
+
+static void
+test_top(void **state)
+{
+	struct dlb_worker *w[2] = { fake_worker(16), fake_worker(16) };
+	struct dlb_worker *const *saved = dlb_daemon.workers;
+	int saved_n = dlb_daemon.nworkers;
+	struct dlb_top_entry out[8], *v;
+	struct dlb_top_spec spec = { .kind = DLB_TOP_RCODE, .labels = -1, .rcode = 3 };
+	uint64_t total, rest;
+	struct dlb_ring_rec r;
+	long k;
+
+	(void)state;
+	/* none: empty, safe */
+	dlb_daemon.workers = NULL;
+	dlb_daemon.nworkers = 0;
+	assert_int_equal(dlb_rings_top_names(8, 0, out, &total), 0);
+	assert_int_equal(total, 0);
+
+	dlb_daemon.workers = w;
+	dlb_daemon.nworkers = 2;
+	for (int i = 0; i < 3; i++) {
+		r = rec_named("a.example.com.", "192.0.2.1", 0, 100, 50);
+		dlb_ring_push(&w[i % 2]->rings->query, &r);
+		dlb_ring_push(&w[i % 2]->rings->resp, &r);
+	}
+	r = rec_named("b.example.com.", "2001:db8::1", 3, 3000000, 70);
+	dlb_ring_push(&w[0]->rings->query, &r);
+	dlb_ring_push(&w[1]->rings->resp, &r);
+	r = rec_named("c.example.net.", "192.0.2.1", 3, DLB_RING_TIMEOUT, 0);
+	dlb_ring_push(&w[1]->rings->query, &r);
+	dlb_ring_push(&w[1]->rings->resp, &r);
+
+	assert_int_equal(dlb_rings_top_names(8, 0, out, &total), 3);
+	assert_int_equal(total, 5);
+	assert_string_equal(out[0].key, "a.example.com.");
+	assert_int_equal(out[0].count, 3);
+	assert_int_equal(out[1].count, 1);
+	assert_int_equal(dlb_rings_top_names(1, 0, out, &total), 1);
+	assert_int_equal(dlb_rings_top_names(8, 2, out, &total), 2);
+	assert_string_equal(out[0].key, "example.com.");
+	assert_int_equal(out[0].count, 4);
+	assert_string_equal(out[1].key, "example.net.");
+
+	assert_int_equal(dlb_rings_top_clients(8, out, &total), 2);
+	assert_string_equal(out[0].key, "192.0.2.1");
+	assert_int_equal(out[0].count, 4);
+	assert_string_equal(out[1].key, "2001:db8::1");
+
+	/* NXDOMAIN answers: the timeout (rcode bits set here on purpose) is not one */
+	k = dlb_rings_top(&spec, 8, &v, &total, &rest);
+	assert_int_equal(k, 1);
+	assert_string_equal(v[0].key, "b.example.com.");
+	assert_int_equal(total, 1);
+	free(v);
+
+	spec.kind = DLB_TOP_SLOW;
+	spec.min_usec = 2000 * 1000;
+	k = dlb_rings_top(&spec, 1, &v, &total, &rest);
+	assert_int_equal(k, 1);
+	assert_int_equal(total, 2);	/* slow answers and timeouts */
+	assert_int_equal(rest, 1);
+	free(v);
+
+	spec.kind = DLB_TOP_TIMEOUTS;
+	spec.labels = 0;		/* grouped to the root */
+	k = dlb_rings_top(&spec, 8, &v, &total, &rest);
+	assert_int_equal(k, 1);
+	assert_string_equal(v[0].key, ".");
+	free(v);
+
+	spec.kind = DLB_TOP_BANDWIDTH;
+	k = dlb_rings_top(&spec, 8, &v, &total, &rest);
+	assert_int_equal(k, 2);
+	assert_string_equal(v[0].key, "192.0.2.1");
+	assert_int_equal(v[0].count, 3 * 50 * 2);	/* queries and answers */
+	assert_int_equal(v[1].count, 70 * 2);
+	free(v);
+
+	dlb_daemon.workers = saved;
+	dlb_daemon.nworkers = saved_n;
+	fake_worker_free(w[0]);
+	fake_worker_free(w[1]);
+}
+
+/* ---- a writer racing a reader ---------------------------------------------- */
+
+#define RACE_WRITES 1000000
+
+struct race {
+	struct dlb_ring *ring;
+	_Atomic int done;
+	uint64_t reads, bad;
+};
+
+static struct dlb_ring_rec
+race_rec(uint64_t k)
+{
+	struct dlb_ring_rec r;
+
+	memset(&r, 0, sizeof(r));
+	r.usec = (uint32_t)k;
+	r.when_us = (int64_t)k;
+	memset(r.addr, (int)(k & 0xff), sizeof(r.addr));
+	r.size = (uint16_t)k;
+	r.id = (uint16_t)(k >> 16);
+	r.namelen = 10;
+	memset(r.name, (int)((k >> 8) & 0xff), sizeof(r.name));
+	return r;
+}
+
+static void *
+race_writer(void *arg)
+{
+	struct race *rc = arg;
+
+	for (uint64_t k = 1; k <= RACE_WRITES; k++) {
+		struct dlb_ring_rec r = race_rec(k);
+
+		dlb_ring_push(rc->ring, &r);
+	}
+	atomic_store(&rc->done, 1);
+	return NULL;
+}
+
+static void
+race_check(const struct dlb_ring_rec *r, void *ud)
+{
+	struct race *rc = ud;
+	struct dlb_ring_rec want = race_rec((uint64_t)r->when_us);
+
+	want.seq = r->seq;
+	rc->reads++;
+	if (memcmp(&want, r, sizeof(want)) != 0)
+		rc->bad++;
+}
+
+static void *
+race_reader(void *arg)
+{
+	struct race *rc = arg;
+
+	while (!atomic_load(&rc->done))
+		dlb_ring_visit(rc->ring, race_check, rc);
+	dlb_ring_visit(rc->ring, race_check, rc);
+	return NULL;
+}
+
+static void
+test_writer_reader_race(void **state)
+{
+	struct dlb_rings *rs = dlb_rings_new_cap(32);	/* small: the writer laps the reader */
+	struct race rc = { .reads = 0, .bad = 0 };
+	pthread_t wt, rt;
+
+	(void)state;
+	assert_non_null(rs);
+	rc.ring = &rs->query;
+	atomic_init(&rc.done, 0);
+	assert_int_equal(pthread_create(&rt, NULL, race_reader, &rc), 0);
+	assert_int_equal(pthread_create(&wt, NULL, race_writer, &rc), 0);
+	pthread_join(wt, NULL);
+	pthread_join(rt, NULL);
+	assert_true(rc.reads >= 32);
+	assert_int_equal(rc.bad, 0);
+	assert_int_equal(atomic_load(&rc.ring->pos), RACE_WRITES);
+	dlb_rings_free(rs);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_wraps_oldest_first),
+		cmocka_unit_test(test_sizing),
+		cmocka_unit_test(test_recording),
+		cmocka_unit_test(test_top),
+		cmocka_unit_test(test_writer_reader_race),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
