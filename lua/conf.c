@@ -59,6 +59,7 @@
 #include "lua/rings_lua.h"
 #include "lua/rules_lua.h"
 #include "lua/stats_lua.h"
+#include "lua/web_lua.h"
 #include "lua/worker.h"
 
 #ifndef DLB_VERSION
@@ -2860,6 +2861,7 @@ conf_setup(lua_State *L)
 	dlb_lua_console_register(L);
 	dlb_lua_rings_register(L);
 	dlb_lua_stats_register(L);
+	dlb_lua_web_register(L);
 	if (dlb_lua_phase_throwaway(conf_get(L)->phase))
 		worker_setup(L);
 	return 0;
