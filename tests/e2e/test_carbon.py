@@ -86,7 +86,7 @@ def carbon():
 
 def test_carbon_push(dnslb, responder, carbon):
     conf = (lua_server(responder, name="back.end")
-            + 'getPool(""):setCache(newPacketCache(100))\n'
+            + 'getPool(""):setCache(newPacketCache(10000))\n'
             + 'getPool("second.pool")\n'
             + 'carbonServer("127.0.0.1:%d", "test.host", 1, "myns", "inst")\n' % carbon.port)
     d = dnslb(conf)
@@ -121,7 +121,7 @@ def test_carbon_push(dnslb, responder, carbon):
               "cache-deferred-inserts", "cache-deferred-lookups", "cache-lookup-collisions",
               "cache-insert-collisions", "cache-ttl-too-shorts"):
         assert pool + k in push, k
-    assert push[pool + "cache-size"][0] == 100 and push[pool + "cache-entries"][0] == 2
+    assert push[pool + "cache-size"][0] == 10000 and push[pool + "cache-entries"][0] == 2
     assert push[base + "pools.second_pool.servers"][0] == 0
     assert base + "pools.second_pool.cache-size" not in push      # no cache there
     # pushes keep coming, one a second

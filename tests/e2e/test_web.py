@@ -138,7 +138,7 @@ RULE_LUA = '"quote \\" backslash \\\\ newline \\n end"'     # the same, as a Lua
 def test_metrics_prometheus_format(dnslb, responder):
     conf = (lua_server(responder, name="back.one", pool=["", "abuse"])
             + 'getPool("abuse"):setCache(newPacketCache(100))\n'
-            + 'getPool(""):setCache(newPacketCache(50))\n'
+            + 'getPool(""):setCache(newPacketCache(10000))\n'
             + 'addAction("blocked.example.", DropAction(), {name=%s})\n' % RULE_LUA
             + 'addAction("other.example.", RCodeAction(5))\n'
             + web_conf())
@@ -206,7 +206,7 @@ def test_metrics_prometheus_format(dnslb, responder):
     ps = {x.labels["pool"]: x.value for x in fams["dnsdist_pool_servers"].samples}
     assert ps == {"_default_": 1, "abuse": 1}
     cs = {x.labels["pool"]: x.value for x in fams["dnsdist_pool_cache_size"].samples}
-    assert cs == {"_default_": 50, "abuse": 100}
+    assert cs == {"_default_": 10000, "abuse": 100}
     hits = {x.labels["pool"]: x.value for x in fams["dnsdist_pool_cache_hits"].samples}
     assert hits["_default_"] == 2
 
@@ -266,7 +266,7 @@ def test_metrics_names_like_dnsdist(dnslb, make_responder):
 
 
 def test_jsonstat(dnslb, responder):
-    d = dnslb(lua_server(responder) + 'getPool(""):setCache(newPacketCache(100))\n'
+    d = dnslb(lua_server(responder) + 'getPool(""):setCache(newPacketCache(10000))\n'
               + web_conf())
     port = web_port(d)
     send_queries(d, ["j1.example.", "j2.example.", "j1.example."])
@@ -430,7 +430,7 @@ def test_api_statistics_pool_top(dnslb, make_responder):
 
 
 def test_cache_delete(dnslb, responder):
-    d = dnslb(lua_server(responder) + 'getPool(""):setCache(newPacketCache(100))\n'
+    d = dnslb(lua_server(responder) + 'getPool(""):setCache(newPacketCache(10000))\n'
               + 'getPool("other")\n' + web_conf())
     port = web_port(d)
     names = ["del.example.", "sub.del.example.", "keep.example."]
