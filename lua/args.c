@@ -273,6 +273,19 @@ const struct dlb_lua_named dlb_lua_qtypes[] = {
 	{ NULL, 0 },
 };
 
+const char *
+dlb_lua_qtype_text(unsigned t, char *buf, size_t bufsz)
+{
+	for (const struct dlb_lua_named *v = dlb_lua_qtypes; v->name != NULL; v++) {
+		if ((unsigned)v->value == t) {
+			snprintf(buf, bufsz, "%s", v->name);
+			return buf;
+		}
+	}
+	snprintf(buf, bufsz, "TYPE%u", t);
+	return buf;
+}
+
 const struct dlb_lua_named dlb_lua_qclasses[] = {
 	{ "IN", 1 }, { "CHAOS", 3 }, { "NONE", 254 }, { "ANY", 255 },
 	{ NULL, 0 },

@@ -121,6 +121,9 @@ extern const struct dlb_lua_named dlb_lua_qclasses[];
 extern const struct dlb_lua_named dlb_lua_opcodes[];
 extern const struct dlb_lua_named dlb_lua_rcodes[];
 
+/** QType::toString: the mnemonic of @t, else "TYPEn", written to @buf. @return @buf. */
+const char *dlb_lua_qtype_text(unsigned t, char *buf, size_t bufsz);
+
 /** Look @name up in @v, case-insensitively. @return false when it is not there. */
 bool dlb_lua_lookup_name(const struct dlb_lua_named *v, const char *name, int *out);
 

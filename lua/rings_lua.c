@@ -476,16 +476,6 @@ grepq_collect(bool resp, const struct grepq *g, size_t limit, struct hits *out)
 	free(h.v);
 }
 
-static const char *
-qtype_text(uint16_t qtype, char *buf, size_t bufsz)
-{
-	for (const struct dlb_lua_named *t = dlb_lua_qtypes; t->name != NULL; t++)
-		if (t->value == qtype)
-			return t->name;
-	snprintf(buf, bufsz, "TYPE%u", qtype);
-	return buf;
-}
-
 #define GREPQ_FMT "%-7s %-47s %-12s %-12s %-5s %-25s %-5s %-6s %-2s %-2s %-2s %s"
 
 static void
@@ -528,7 +518,7 @@ grepq_line(const struct hit *h, int64_t now_us, const struct dlb_config *cfg, ch
 			snprintf(rcode, sizeof(rcode), "Err#%u", rc);
 	}
 	snprintf(line, linesz, GREPQ_FMT, t, client, (r->pflags & DLB_RING_TCP) ? "DoTCP" : "DoUDP",
-		 server, id, name, qtype_text(r->qtype, tbuf, sizeof(tbuf)), lat,
+		 server, id, name, dlb_lua_qtype_text(r->qtype, tbuf, sizeof(tbuf)), lat,
 		 (r->hflags & DLB_F_TC) ? "TC" : "", (r->hflags & DLB_F_RD) ? "RD" : "",
 		 (r->hflags & DLB_F_AA) ? "AA" : "", rcode);
 }

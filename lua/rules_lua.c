@@ -228,19 +228,6 @@ ercode_text(unsigned rcode, char *out, size_t outsz)
 		snprintf(out, outsz, "Err#%u", rcode);
 }
 
-/* QType::toString: the mnemonic, else TYPEn */
-static void
-qtype_text(unsigned t, char *out, size_t outsz)
-{
-	for (const struct dlb_lua_named *v = dlb_lua_qtypes; v->name != NULL; v++) {
-		if ((unsigned)v->value == t) {
-			snprintf(out, outsz, "%s", v->name);
-			return;
-		}
-	}
-	snprintf(out, outsz, "TYPE%u", t);
-}
-
 /* A qtype at @idx: a number (DNSQType.A), a mnemonic ("AAAA", any case) or "TYPEn". */
 static uint16_t
 check_qtype(lua_State *L, int idx, const char *fn)
@@ -942,7 +929,7 @@ l_qtype_rule(lua_State *L)
 	char text[32];
 
 	s->u.num = t;
-	qtype_text(t, text, sizeof(text));
+	dlb_lua_qtype_text(t, text, sizeof(text));
 	set_desc(L, &s->desc, "qtype==%s", text);
 	return 1;
 }
@@ -1224,7 +1211,7 @@ l_records_type_count_rule(lua_State *L)
 	s->u.count.type = type;
 	s->u.count.min = (uint16_t)min;
 	s->u.count.max = (uint16_t)max;
-	qtype_text(type, text, sizeof(text));
+	dlb_lua_qtype_text(type, text, sizeof(text));
 	set_desc(L, &s->desc, "%u <= %s records in %s <= %u", min, text, section_names[sec], max);
 	return 1;
 }
@@ -1987,7 +1974,7 @@ describe_limit_ttl(lua_State *L, struct dlb_act *a)
 	if (a->u.ttl.ntypes > 0) {
 		sb_puts(&b, ", types in [");
 		for (int i = 0; i < a->u.ttl.ntypes; i++) {
-			qtype_text(a->u.ttl.types[i], text, sizeof(text));
+			dlb_lua_qtype_text(a->u.ttl.types[i], text, sizeof(text));
 			sb_printf(&b, "%s%s", i > 0 ? " " : "", text);
 		}
 		sb_puts(&b, "]");
