@@ -56,14 +56,17 @@ dlb_backend_local_open(struct dlb_worker *w, const struct dlb_backend *be)
 	bl->timeout = (be->udp_timeout_ms > 0 ? be->udp_timeout_ms : w->cfg->udp_timeout_ms) / 1000.0;
 	bl->nsocks = be->sockets > 0 ? be->sockets : 1;
 	bl->socks = calloc((size_t)bl->nsocks, sizeof(*bl->socks));
-	if (bl->socks == NULL)
+	if (bl->socks == NULL) {
+		bl->nsocks = 0;
 		return -1;
+	}
+	for (int i = 0; i < bl->nsocks; i++)
+		bl->socks[i].fd = -1;	/* a failure half-way closes only what was opened */
 	for (int i = 0; i < bl->nsocks; i++) {
 		struct dlb_be_sock *s = &bl->socks[i];
 
 		s->w = w;
 		s->be_index = be->index;
-		s->fd = -1;
 		if (dlb_inflight_init(&s->table, (uint32_t)w->cfg->max_udp_outstanding) != DLB_OK)
 			return -1;
 		if (be->tcp_only)
@@ -207,7 +210,7 @@ dlb_backend_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	double now = ev_now(loop);
 	double next = 0;
 
-	for (int b = 0; b < w->cfg->nbackends; b++) {
+	for (int b = 0; b < w->nbe; b++) {
 		struct dlb_be_local *bl = &w->be[b];
 
 		for (int i = 0; i < bl->nsocks; i++) {
@@ -260,7 +263,7 @@ be_sock_flush(struct dlb_worker *w, struct dlb_be_sock *s)
 void
 dlb_backend_flush(struct dlb_worker *w)
 {
-	for (int b = 0; b < w->cfg->nbackends; b++) {
+	for (int b = 0; b < w->nbe; b++) {
 		struct dlb_be_local *bl = &w->be[b];
 
 		for (int i = 0; i < bl->nsocks; i++)

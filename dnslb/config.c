@@ -360,7 +360,7 @@ dlb_config_resort_pools(struct dlb_config *cfg)
 }
 
 int
-dlb_config_add_backend(struct dlb_config *cfg, struct dlb_backend *be)
+dlb_config_append_backend(struct dlb_config *cfg, struct dlb_backend *be)
 {
 	if (cfg->nbackends >= DLB_MAX_BACKENDS)
 		return -1;
@@ -377,15 +377,32 @@ dlb_config_add_backend(struct dlb_config *cfg, struct dlb_backend *be)
 	if (be->name[0] == '\0')
 		snprintf(be->name, sizeof(be->name), "%s", be->addr_text);
 	be->index = cfg->nbackends;
-	cfg->backends[cfg->nbackends++] = be;
+	cfg->backends[cfg->nbackends] = be;
+	/* workers running: they see the slot filled before the count */
+	__atomic_store_n(&cfg->nbackends, cfg->nbackends + 1, __ATOMIC_RELEASE);
+	return 0;
+}
 
-	if (be->npools == 0) {
-		pool_insert_member(dlb_config_find_pool(cfg, ""), be);
-	} else {
-		for (int i = 0; i < be->npools; i++)
-			pool_insert_member(dlb_config_find_pool(cfg, be->pools[i]), be);
+int
+dlb_config_attach_backend(struct dlb_config *cfg, struct dlb_backend *be)
+{
+	if (be->npools == 0)
+		return pool_insert_member(dlb_config_get_pool(cfg, ""), be);
+	for (int i = 0; i < be->npools; i++) {
+		struct dlb_pool *p = dlb_config_get_pool(cfg, be->pools[i]);
+
+		if (p == NULL || pool_insert_member(p, be) != 0)
+			return -1;
 	}
 	return 0;
+}
+
+int
+dlb_config_add_backend(struct dlb_config *cfg, struct dlb_backend *be)
+{
+	if (dlb_config_append_backend(cfg, be) != 0)
+		return -1;
+	return dlb_config_attach_backend(cfg, be);
 }
 
 int
@@ -480,41 +497,69 @@ cmp_points(const void *a, const void *b)
 	return x->be->index - y->be->index;
 }
 
-int
-dlb_config_build_rings(struct dlb_config *cfg)
+static void
+ring_reclaim(ck_epoch_entry_t *e)
 {
+	free(container_of(e, struct dlb_ch_ring, epoch));
+}
+
+/* @pool's ring from its current members. @return 0 (*out NULL: no points) or -1. */
+static int
+ring_build(const struct dlb_pool *p, struct dlb_ch_ring **out)
+{
+	struct dlb_ch_ring *r;
+	size_t n = 0, k = 0;
+
+	*out = NULL;
+	for (int j = 0; j < p->n; j++)
+		n += (size_t)p->members[j]->weight;
+	if (n == 0)
+		return 0;
+	if (n > 10000000)
+		return -1;	/* absurd weights: refuse rather than eat memory */
+	r = malloc(sizeof(*r) + n * sizeof(r->p[0]));
+	if (r == NULL)
+		return -1;
+	for (int j = 0; j < p->n; j++) {
+		struct dlb_backend *be = p->members[j];
+		uint32_t base = fnv1a(be->uuid, strlen(be->uuid), 2166136261u);
+
+		for (int w = 0; w < be->weight; w++) {
+			uint32_t wi = (uint32_t)w;
+
+			r->p[k].hash = fnv1a(&wi, sizeof(wi), base);
+			r->p[k].be = be;
+			k++;
+		}
+	}
+	qsort(r->p, k, sizeof(r->p[0]), cmp_points);
+	r->n = (int)k;
+	*out = r;
+	return 0;
+}
+
+int
+dlb_config_build_rings(struct dlb_config *cfg, struct dlb_rcu_thread *rt)
+{
+	int rc = 0;
+
 	for (int i = 0; i < cfg->npools; i++) {
 		struct dlb_pool *p = cfg->pools[i];
-		size_t n = 0, k = 0;
+		struct dlb_ch_ring *r, *prev;
 
-		free(p->ring);
-		p->ring = NULL;
-		p->nring = 0;
-		for (int j = 0; j < p->n; j++)
-			n += (size_t)p->members[j]->weight;
-		if (n == 0)
+		if (ring_build(p, &r) != 0) {
+			rc = -1;
 			continue;
-		if (n > 10000000)
-			return -1;	/* absurd weights: refuse rather than eat memory */
-		p->ring = malloc(n * sizeof(*p->ring));
-		if (p->ring == NULL)
-			return -1;
-		for (int j = 0; j < p->n; j++) {
-			struct dlb_backend *be = p->members[j];
-			uint32_t base = fnv1a(be->uuid, strlen(be->uuid), 2166136261u);
-
-			for (int w = 0; w < be->weight; w++) {
-				uint32_t wi = (uint32_t)w;
-
-				p->ring[k].hash = fnv1a(&wi, sizeof(wi), base);
-				p->ring[k].be = be;
-				k++;
-			}
 		}
-		qsort(p->ring, k, sizeof(*p->ring), cmp_points);
-		p->nring = (int)k;
+		prev = __atomic_exchange_n(&p->ring, r, __ATOMIC_ACQ_REL);
+		if (prev == NULL)
+			continue;
+		if (rt != NULL)
+			dlb_rcu_defer(rt, &prev->epoch, ring_reclaim);
+		else
+			free(prev);
 	}
-	return 0;
+	return rc;
 }
 
 static bool

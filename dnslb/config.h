@@ -12,6 +12,7 @@
 #ifndef DNSLB_CONFIG_H
 #define DNSLB_CONFIG_H
 
+#include <ck_epoch.h>
 #include <net/if.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -131,6 +132,17 @@ struct dlb_ch_point {
 	struct dlb_backend *be;
 };
 
+/**
+ * A pool's consistent-hashing ring: `weight` points per member, sorted by
+ * hash. Immutable once published; a membership or weight change at runtime
+ * publishes a new one and retires the old through the epoch.
+ */
+struct dlb_ch_ring {
+	ck_epoch_entry_t epoch;
+	int n;
+	struct dlb_ch_point p[];
+};
+
 /** One backend's figures summed over the workers (for Lua and the console). */
 struct dlb_be_totals {
 	uint64_t queries, responses, drops, send_errors, outstanding, servfails, refused;
@@ -148,8 +160,7 @@ struct dlb_pool {
 	int n;
 	int policy;				/* -1 = use the global policy */
 	struct dlb_cache *cache;		/* setCache(); NULL = none. Owned by cfg->caches */
-	struct dlb_ch_point *ring;		/* chashed: `weight` points per member, sorted */
-	int nring;
+	struct dlb_ch_ring *ring;		/* chashed (atomic): NULL = no points */
 };
 
 struct dlb_config {
@@ -249,6 +260,15 @@ void dlb_config_free(struct dlb_config *cfg);
 struct dlb_backend *dlb_backend_new(void);
 /** Attach @be: index, default name, pool membership. @return 0 or -1 (too many). */
 int dlb_config_add_backend(struct dlb_config *cfg, struct dlb_backend *be);
+/**
+ * The two halves of dlb_config_add_backend, for a server added at runtime:
+ * append @be to cfg->backends (index, default name; nbackends published
+ * with a release store, so workers can open their sockets towards it), and
+ * later put it in its pools (be->pools, or the default pool). @return 0 or
+ * -1 (too many servers or pools).
+ */
+int dlb_config_append_backend(struct dlb_config *cfg, struct dlb_backend *be);
+int dlb_config_attach_backend(struct dlb_config *cfg, struct dlb_backend *be);
 /** Detach and free backend @idx, re-indexing the rest (config time only). */
 int dlb_config_remove_backend(struct dlb_config *cfg, int idx);
 /** Find or create a pool. @return NULL when there are too many. */
@@ -263,10 +283,19 @@ void dlb_config_resort_pools(struct dlb_config *cfg);
 int dlb_config_add_frontend(struct dlb_config *cfg, const struct dlb_frontend_cfg *fe);
 /**
  * Build every pool's consistent-hashing ring from its members' weights and
- * IDs (stable across restarts with id=). Main thread, before the workers
- * start. @return 0 or -1 (no memory).
+ * IDs (stable across restarts with id=) and publish it. Before the workers
+ * start @rt is NULL and old rings are freed at once; at runtime (a server
+ * added, removed, re-weighted or moved between pools) they are retired
+ * through @rt. Main thread. @return 0 or -1 (no memory: the old rings stay).
  */
-int dlb_config_build_rings(struct dlb_config *cfg);
+int dlb_config_build_rings(struct dlb_config *cfg, struct dlb_rcu_thread *rt);
+
+/** The published ring of @pool, or NULL. Thread: any, in an epoch section. */
+static inline const struct dlb_ch_ring *
+dlb_pool_ring(const struct dlb_pool *pool)
+{
+	return __atomic_load_n(&pool->ring, __ATOMIC_ACQUIRE);
+}
 
 /** Hash of a lowercased wire name for whashed/chashed (not keyed: stable across restarts). */
 uint32_t dlb_name_hash_seeded(const uint8_t *lc, size_t len, uint32_t seed);

@@ -57,6 +57,19 @@ int dlb_daemon_start_services(char *err, size_t errlen);
 /** Stop the services started, in reverse order. */
 void dlb_daemon_stop_services(void);
 
+struct dlb_backend;
+/**
+ * newServer() while the workers run: append @be (ownership: taken) to the
+ * running config, have the health checker check it and every worker open
+ * its sockets towards it (waiting up to 5 s), then put it in its pools and
+ * rebuild the consistent-hashing rings. Other servers' traffic is not
+ * touched. Only while dlb_daemon.running. @return 0 (@be taken), 1 (taken,
+ * but it could not be opened everywhere: it stays listed, since indexes
+ * never move at runtime, forced down and in no pool; @err says why), or -1
+ * (not taken: too many servers or pools, in @err). Thread: main.
+ */
+int dlb_daemon_add_backend(struct dlb_backend *be, char *err, size_t errlen);
+
 /** Monotonic seconds (CLOCK_MONOTONIC). */
 double dlb_daemon_now(void);
 

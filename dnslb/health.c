@@ -71,7 +71,7 @@ struct dlb_health {
 	struct ev_loop *loop;
 	struct dlb_config *cfg;
 	struct dlb_rng rng;
-	struct hc *hcs;
+	struct hc *hcs[DLB_MAX_BACKENDS];	/* [n]; each one stays put (ev watchers) */
 	int n;
 	int initial_pending;		/* initial checks still running */
 };
@@ -373,6 +373,22 @@ check_start(struct hc *c)
 	ev_timer_start(h->loop, &c->timeout);
 }
 
+static struct hc *
+hc_new(struct dlb_health *h, struct dlb_backend *be)
+{
+	struct hc *c = calloc(1, sizeof(*c));
+
+	if (c == NULL)
+		return NULL;
+	c->h = h;
+	c->be = be;
+	c->fd = -1;
+	ev_init(&c->next, check_next_cb);
+	ev_init(&c->timeout, check_timeout_cb);
+	ev_init(&c->io, check_io_cb);
+	return c;
+}
+
 struct dlb_health *
 dlb_health_new(struct ev_loop *loop, struct dlb_config *cfg)
 {
@@ -383,23 +399,39 @@ dlb_health_new(struct ev_loop *loop, struct dlb_config *cfg)
 	h->loop = loop;
 	h->cfg = cfg;
 	dlb_rng_init(&h->rng);
-	h->n = cfg->nbackends;
-	h->hcs = calloc((size_t)(h->n > 0 ? h->n : 1), sizeof(*h->hcs));
-	if (h->hcs == NULL) {
-		free(h);
-		return NULL;
-	}
-	for (int i = 0; i < h->n; i++) {
-		struct hc *c = &h->hcs[i];
-
-		c->h = h;
-		c->be = cfg->backends[i];
-		c->fd = -1;
-		ev_init(&c->next, check_next_cb);
-		ev_init(&c->timeout, check_timeout_cb);
-		ev_init(&c->io, check_io_cb);
+	for (int i = 0; i < cfg->nbackends; i++) {
+		h->hcs[i] = hc_new(h, cfg->backends[i]);
+		if (h->hcs[i] == NULL) {
+			dlb_health_free(h);
+			return NULL;
+		}
+		h->n = i + 1;
 	}
 	return h;
+}
+
+int
+dlb_health_add(struct dlb_health *h, struct dlb_backend *be)
+{
+	struct hc *c;
+
+	if (be->index != h->n || h->n >= DLB_MAX_BACKENDS)
+		return -1;
+	c = hc_new(h, be);
+	if (c == NULL)
+		return -1;
+	h->hcs[h->n++] = c;
+	if (be->lazy) {
+		__atomic_store_n(&be->healthy, 1, __ATOMIC_RELEASE);
+	} else if (__atomic_load_n(&be->admin, __ATOMIC_RELAXED) == DLB_BE_AUTO) {
+		/* down until its first check answers, which decides and is logged */
+		__atomic_store_n(&be->healthy, 0, __ATOMIC_RELEASE);
+		check_start(c);
+	} else {
+		ev_timer_set(&c->next, be->check_interval > 0 ? be->check_interval : 1, 0.);
+		ev_timer_start(h->loop, &c->next);
+	}
+	return 0;
 }
 
 void
@@ -407,7 +439,7 @@ dlb_health_initial(struct dlb_health *h)
 {
 	h->initial_pending = 0;
 	for (int i = 0; i < h->n; i++) {
-		struct hc *c = &h->hcs[i];
+		struct hc *c = h->hcs[i];
 
 		if (c->be->lazy) {
 			/* lazy: up until traffic says otherwise, no initial check */
@@ -431,7 +463,7 @@ void
 dlb_health_lazy_tick(struct dlb_health *h)
 {
 	for (int i = 0; i < h->n; i++) {
-		struct hc *c = &h->hcs[i];
+		struct hc *c = h->hcs[i];
 		const struct dlb_backend *be = c->be;
 		struct dlb_be_totals t;
 		uint64_t fails;
@@ -468,7 +500,7 @@ dlb_health_lazy_tick(struct dlb_health *h)
 uint64_t
 dlb_health_checks_sent(const struct dlb_health *h, int be_index)
 {
-	return be_index < h->n ? h->hcs[be_index].checks : 0;
+	return be_index >= 0 && be_index < h->n ? h->hcs[be_index]->checks : 0;
 }
 
 void
@@ -477,9 +509,9 @@ dlb_health_free(struct dlb_health *h)
 	if (h == NULL)
 		return;
 	for (int i = 0; i < h->n; i++) {
-		check_stop_io(&h->hcs[i]);
-		ev_timer_stop(h->loop, &h->hcs[i].next);
+		check_stop_io(h->hcs[i]);
+		ev_timer_stop(h->loop, &h->hcs[i]->next);
+		free(h->hcs[i]);
 	}
-	free(h->hcs);
 	free(h);
 }

@@ -30,6 +30,14 @@ void dlb_health_initial(struct dlb_health *h);
  * until `rise` probes succeed.
  */
 void dlb_health_lazy_tick(struct dlb_health *h);
+struct dlb_backend;
+/**
+ * Check @be too: a server newServer appended at runtime (its index must be
+ * the next one). An auto-mode server is down until its first check answers;
+ * that check starts now and decides, as the initial check does at startup.
+ * @return 0, or -1 (no memory, or not the next index).
+ */
+int dlb_health_add(struct dlb_health *h, struct dlb_backend *be);
 /** Health-check queries sent to backend @be_index so far. */
 uint64_t dlb_health_checks_sent(const struct dlb_health *h, int be_index);
 void dlb_health_free(struct dlb_health *h);

@@ -675,7 +675,7 @@ main(int argc, char **argv)
 	}
 	if (apply_cli(&cli, cfg) != 0)
 		goto out;
-	if (dlb_config_build_rings(cfg) != 0) {
+	if (dlb_config_build_rings(cfg, NULL) != 0) {
 		dlb_err("out of memory building the consistent-hashing rings");
 		goto out;
 	}

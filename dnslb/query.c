@@ -782,23 +782,25 @@ weighted(struct dlb_worker *w, const struct dlb_pool *pool, uint32_t r, bool has
 static struct dlb_backend *
 consistent_hashed(struct dlb_worker *w, const struct dlb_pool *pool, uint32_t h)
 {
+	const struct dlb_ch_ring *ring = dlb_pool_ring(pool);
 	struct load_bound lb;
-	int lo = 0, hi = pool->nring;
+	int lo = 0, hi;
 
-	if (pool->nring == 0)
+	if (ring == NULL || ring->n == 0)
 		return NULL;
+	hi = ring->n;
 	load_bound_init(w, pool, w->cfg->ch_balancing_factor, &lb);
 	while (lo < hi) {
 		int mid = (lo + hi) / 2;
 
-		if (pool->ring[mid].hash < h)
+		if (ring->p[mid].hash < h)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	for (int pass = 0; pass < 2; pass++) {
-		for (int k = 0; k < pool->nring; k++) {
-			struct dlb_backend *be = pool->ring[(lo + k) % pool->nring].be;
+		for (int k = 0; k < ring->n; k++) {
+			struct dlb_backend *be = ring->p[(lo + k) % ring->n].be;
 
 			if (dlb_backend_is_up(be) && (pass == 1 || !over_bound(w, &lb, be)))
 				return be;
@@ -829,7 +831,8 @@ lua_policy(struct dlb_worker *w, const struct dlb_pool *pool, int policy, struct
 		w->stats.lua_errors++;
 		return least_outstanding(w, pool);
 	}
-	return idx >= 0 && idx < cfg->nbackends ? cfg->backends[idx] : NULL;
+	/* a server added at runtime that this worker has not opened yet is not eligible */
+	return idx >= 0 && idx < w->nbe ? cfg->backends[idx] : NULL;
 }
 
 struct dlb_backend *

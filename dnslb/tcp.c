@@ -1157,7 +1157,7 @@ dlb_tcp_worker_close_all(struct dlb_worker *w)
 	for (uint32_t i = 0; i < w->nconns; i++)
 		if (w->conns[i] != NULL)
 			client_close(w->conns[i]);
-	for (int b = 0; b < w->cfg->nbackends; b++) {
+	for (int b = 0; b < w->nbe; b++) {
 		while (w->be[b].tcp_conns != NULL) {
 			struct dlb_tcp_up *u = w->be[b].tcp_conns;
 

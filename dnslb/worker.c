@@ -207,11 +207,40 @@ delay_free_all(struct dlb_worker *w)
 	w->ndelayed = 0;
 }
 
+/*
+ * Open and start the sockets towards the servers appended since the last
+ * time. One that cannot be opened (no fd left) keeps no socket and is
+ * counted in nbe_failed: main leaves it out of every pool.
+ */
+static void
+be_add_cb(struct ev_loop *loop, ev_async *a, int revents)
+{
+	struct dlb_worker *w = ev_userdata(loop);
+	int n = __atomic_load_n(&w->cfg->nbackends, __ATOMIC_ACQUIRE);
+
+	for (int b = w->nbe; b < n; b++) {
+		if (dlb_backend_local_open(w, w->cfg->backends[b]) == 0) {
+			dlb_backend_local_start(w, b);
+		} else {
+			dlb_backend_local_close(w, b);
+			__atomic_fetch_add(&w->nbe_failed, 1, __ATOMIC_RELAXED);
+		}
+		__atomic_store_n(&w->nbe, b + 1, __ATOMIC_RELEASE);
+	}
+}
+
+void
+dlb_worker_open_new_backends(struct dlb_worker *w)
+{
+	ev_async_send(w->loop, &w->be_add);
+}
+
 struct dlb_worker *
 dlb_worker_new(int id, const struct dlb_config *cfg)
 {
 	struct dlb_worker *w = calloc(1, sizeof(*w));
-	int nb = cfg->nbackends > 0 ? cfg->nbackends : 1;
+	/* sized for every server newServer may add at runtime (80 B each) */
+	int nb = DLB_MAX_BACKENDS;
 
 	if (w == NULL)
 		return NULL;
@@ -253,12 +282,15 @@ dlb_worker_new(int id, const struct dlb_config *cfg)
 		w->nlisteners++;
 	}
 	for (int b = 0; b < cfg->nbackends; b++) {
+		w->nbe = b + 1;		/* closed by dlb_worker_free even if half open */
 		if (dlb_backend_local_open(w, cfg->backends[b]) != 0) {
 			dlb_worker_free(w);
 			return NULL;
 		}
 	}
 	ev_init(&w->timeout_timer, dlb_backend_timeout_cb);
+	ev_async_init(&w->be_add, be_add_cb);
+	ev_async_start(w->loop, &w->be_add);
 	ev_init(&w->delay_timer, delay_cb);
 	ev_async_init(&w->stop, stop_cb);
 	ev_async_start(w->loop, &w->stop);
@@ -291,7 +323,7 @@ worker_main(void *arg)
 	}
 	for (int i = 0; i < w->nlisteners; i++)
 		dlb_listener_start(&w->listeners[i]);
-	for (int b = 0; b < cfg->nbackends; b++)
+	for (int b = 0; b < w->nbe; b++)
 		dlb_backend_local_start(w, b);
 	if (dlb_rcu_register(&w->rcu) != 0) {
 		dlb_err("worker %d: out of memory", w->id);
@@ -344,7 +376,7 @@ dlb_worker_free(struct dlb_worker *w)
 	for (int i = 0; i < w->nlisteners; i++)
 		dlb_listener_close(&w->listeners[i]);
 	if (w->be != NULL)
-		for (int b = 0; b < w->cfg->nbackends; b++)
+		for (int b = 0; b < w->nbe; b++)
 			dlb_backend_local_close(w, b);
 	dlb_slot_pool_deinit(&w->slots);
 	if (w->rbuf != NULL)

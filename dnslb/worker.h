@@ -100,7 +100,11 @@ struct dlb_worker {
 
 	struct dlb_listener *listeners;
 	int nlisteners;
-	struct dlb_be_local *be;	/* [cfg->nbackends] */
+	struct dlb_be_local *be;	/* [DLB_MAX_BACKENDS]: the first nbe are open */
+	int nbe;			/* backends opened (atomic: the worker stores it,
+					 * main waits for it after a runtime newServer) */
+	int nbe_failed;			/* atomic: backends it could not open at runtime */
+	ev_async be_add;		/* main: cfg->nbackends grew */
 	struct dlb_slot_pool slots;
 	ev_timer timeout_timer;		/* earliest in-flight deadline */
 	ev_async stop;
@@ -125,7 +129,7 @@ struct dlb_worker {
 	unsigned rdirty;		/* receive entries the kernel filled last time */
 
 	struct dlb_stats stats;
-	struct dlb_be_stats *be_stats;	/* [cfg->nbackends] */
+	struct dlb_be_stats *be_stats;	/* [DLB_MAX_BACKENDS] */
 	struct dlb_rings *rings;	/* query and response rings (dnslb/rings.h) */
 
 	struct dlb_lua_worker *lua;	/* own Lua state for Lua rules (lua/worker.h) */
@@ -177,6 +181,13 @@ dlb_worker_lua(struct dlb_worker *w, uint64_t gen)
  * taken. Thread: main, before the ruleset of @gen is published.
  */
 void dlb_worker_give_lua(struct dlb_worker *w, struct dlb_lua_worker *lw, uint64_t gen);
+
+/**
+ * A server was appended to the running config (newServer from the console):
+ * ask worker @w to open its sockets towards every backend it has not opened
+ * yet. Thread: main (ev_async). Completion shows in @w->nbe.
+ */
+void dlb_worker_open_new_backends(struct dlb_worker *w);
 
 /** Start the thread. */
 int dlb_worker_start(struct dlb_worker *w);

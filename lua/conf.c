@@ -48,6 +48,7 @@
 
 #include "dnslb/cache.h"
 #include "dnslb/config.h"
+#include "dnslb/daemon.h"
 #include "dnslb/log.h"
 #include "dnslb/netmask.h"
 #include "dnslb/rcu.h"
@@ -529,6 +530,21 @@ l_server_set_qps(lua_State *L)
 	return 0;
 }
 
+/*
+ * After a runtime change of pool membership or weight: publish fresh
+ * consistent-hashing rings (before the workers run, main builds them once).
+ */
+static void
+rebuild_rings(lua_State *L)
+{
+	struct dlb_lua_conf *lc = conf_get(L);
+
+	if (lc->phase != DLB_LUA_PHASE_RUNNING || !dlb_daemon.running)
+		return;
+	if (dlb_config_build_rings(lc->cfg, lc->rt) != 0)
+		dlb_err("out of memory rebuilding the consistent-hashing rings");
+}
+
 static int
 l_server_add_pool(lua_State *L)
 {
@@ -539,6 +555,7 @@ l_server_add_pool(lua_State *L)
 	if (dlb_config_pool_add(conf_get(L)->cfg, pool, be) != 0)
 		return luaL_error(L, "addPool: cannot add %s to pool '%s' (too many pools or name "
 				  "too long)", be->name, pool);
+	rebuild_rings(L);
 	return 0;
 }
 
@@ -549,6 +566,7 @@ l_server_rm_pool(lua_State *L)
 
 	not_from_rules(L, "rmPool");
 	dlb_config_pool_remove(conf_get(L)->cfg, dlb_lua_arg_string(L, 2, "rmPool"), be);
+	rebuild_rings(L);
 	return 0;
 }
 
@@ -662,7 +680,10 @@ l_server_newindex(lua_State *L)
 	} else if (strcmp(key, "weight") == 0) {
 		int weight = (int)dlb_lua_arg_int(L, 3, "weight", 1, INT_MAX);
 
+		if (conf_get(L)->phase == DLB_LUA_PHASE_RULES)
+			return luaL_error(L, "a server's weight cannot be changed from a rule");
 		__atomic_store_n(&be->weight, weight, __ATOMIC_RELAXED);
+		rebuild_rings(L);
 	} else {
 		return luaL_error(L, "Server field '%s' is read-only or unknown", key);
 	}
@@ -970,6 +991,33 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
 	}
 }
 
+/*
+ * newServer() from the console while the workers run: the daemon has every
+ * worker open its sockets towards the new server before any pool lists it
+ * (dnslb/daemon.h), and the health checker checks it at once.
+ */
+static int
+new_server_runtime(lua_State *L, struct dlb_lua_conf *lc, struct dlb_backend *be,
+		   bool want_default)
+{
+	char err[256];
+	int rc = dlb_daemon_add_backend(be, err, sizeof(err));
+
+	if (rc < 0) {
+		free(be);
+		return luaL_error(L, "newServer: %s", err);
+	}
+	if (rc > 0)
+		return luaL_error(L, "newServer: %s: it is listed but down and in no pool", err);
+	if (want_default && be->npools > 0) {
+		dlb_config_pool_add(lc->cfg, "", be);
+		rebuild_rings(L);
+	}
+	dlb_info("Added downstream server %s", be->addr_text);
+	push_server(L, be);
+	return 1;
+}
+
 static int
 l_new_server(lua_State *L)
 {
@@ -977,14 +1025,6 @@ l_new_server(lua_State *L)
 	struct dlb_backend *scratch, *be;
 	bool want_default = false;
 
-	/*
-	 * The workers size their per-backend sockets, in-flight tables and
-	 * counters when they start, and the health checker its probes: a server
-	 * added to the running config would be outside all of them.
-	 */
-	if (lc->phase == DLB_LUA_PHASE_RUNNING)
-		return luaL_error(L, "newServer: servers cannot be added at runtime yet: add it to "
-				  "the configuration file and restart dnslb");
 	/* Parse into GC-owned scratch memory: a Lua error from here on leaks nothing. */
 	scratch = lua_newuserdatauv(L, sizeof(*scratch), 0);
 	be = dlb_backend_new();
@@ -1007,6 +1047,8 @@ l_new_server(lua_State *L)
 	if (be == NULL)
 		return luaL_error(L, "newServer: out of memory");
 	memcpy(be, scratch, sizeof(*be));
+	if (lc->phase == DLB_LUA_PHASE_RUNNING && dlb_daemon.running)
+		return new_server_runtime(L, lc, be, want_default);
 	if (dlb_config_add_backend(lc->cfg, be) != 0) {
 		free(be);
 		return luaL_error(L, "newServer: too many pools (at most %d)", DLB_MAX_POOLS);
@@ -1102,6 +1144,7 @@ l_rm_server(lua_State *L)
 		dlb_config_pool_remove(cfg, cfg->pools[i]->name, be);
 	be->npools = 0;
 	__atomic_store_n(&be->admin, DLB_BE_FORCED_DOWN, __ATOMIC_RELAXED);
+	rebuild_rings(L);
 	dlb_info("Removed downstream server %s from all pools and marked it down",
 		 be->addr_text);
 	return 0;
