@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "dnslb/cache.h"
 #include "dnslb/rcu.h"
@@ -89,7 +90,9 @@ dlb_config_new(void)
 	}
 	dlb_nmg_init(&cfg->acl);
 	dlb_config_default_acl(&cfg->acl);
-	if (cfg->acl.n == 0 || dlb_config_get_pool(cfg, "") == NULL) {
+	cfg->cache_opts = calloc(sizeof(cfg->caches) / sizeof(cfg->caches[0]),
+				 sizeof(*cfg->cache_opts));
+	if (cfg->acl.n == 0 || cfg->cache_opts == NULL || dlb_config_get_pool(cfg, "") == NULL) {
 		dlb_config_free(cfg);
 		return NULL;
 	}
@@ -174,6 +177,7 @@ dlb_config_free(struct dlb_config *cfg)
 	if (cfg->acl_live != NULL)
 		acl_free(cfg->acl_live);
 	dlb_nmg_deinit(&cfg->acl);
+	free(cfg->cache_opts);
 	free(cfg);
 }
 
@@ -570,32 +574,16 @@ sockaddr_same(const struct sockaddr_storage *a, socklen_t al, const struct socka
 							  (const struct sockaddr *)b));
 }
 
+/* What a running server cannot change in place: a different one if these differ. */
 static bool
-backend_same(const struct dlb_backend *a, const struct dlb_backend *b)
+backend_same_transport(const struct dlb_backend *a, const struct dlb_backend *b)
 {
-	if (!sockaddr_same(&a->addr, a->addrlen, &b->addr, b->addrlen) ||
-	    !sockaddr_same(&a->source, a->sourcelen, &b->source, b->sourcelen) ||
-	    strcmp(a->name, b->name) != 0 || strcmp(a->source_iface, b->source_iface) != 0 ||
-	    a->npools != b->npools)
+	if (b->id_given && strcasecmp(a->uuid, b->uuid) != 0)
 		return false;
-	for (int i = 0; i < a->npools; i++)
-		if (strcmp(a->pools[i], b->pools[i]) != 0)
-			return false;
-	/* the settings between `order` and the runtime atomics, field by field */
-	return a->order == b->order && a->weight == b->weight && a->qps == b->qps &&
-	       a->check_name_len == b->check_name_len &&
-	       memcmp(a->check_name, b->check_name, (size_t)a->check_name_len) == 0 &&
-	       a->check_type == b->check_type && a->check_class == b->check_class &&
-	       a->check_interval == b->check_interval && a->check_timeout == b->check_timeout &&
-	       a->max_check_failures == b->max_check_failures && a->rise == b->rise &&
-	       a->must_resolve == b->must_resolve && a->set_cd == b->set_cd &&
-	       a->check_tcp == b->check_tcp && a->lazy == b->lazy &&
-	       a->lazy_timeouts_only == b->lazy_timeouts_only &&
-	       a->lazy_backoff == b->lazy_backoff && a->lazy_sample_size == b->lazy_sample_size &&
-	       a->lazy_min_samples == b->lazy_min_samples &&
-	       a->lazy_threshold == b->lazy_threshold &&
-	       a->lazy_failed_interval == b->lazy_failed_interval &&
-	       a->lazy_max_backoff == b->lazy_max_backoff && a->use_ecs == b->use_ecs &&
+	return sockaddr_same(&a->addr, a->addrlen, &b->addr, b->addrlen) &&
+	       sockaddr_same(&a->source, a->sourcelen, &b->source, b->sourcelen) &&
+	       strcmp(a->name, b->name) == 0 && strcmp(a->source_iface, b->source_iface) == 0 &&
+	       a->lazy == b->lazy && a->use_ecs == b->use_ecs &&
 	       a->use_proxy_protocol == b->use_proxy_protocol && a->sockets == b->sockets &&
 	       a->tcp_only == b->tcp_only && a->udp_timeout_ms == b->udp_timeout_ms &&
 	       a->retries == b->retries && a->tcp_connect_timeout == b->tcp_connect_timeout &&
@@ -603,53 +591,103 @@ backend_same(const struct dlb_backend *a, const struct dlb_backend *b)
 	       a->tcp_recv_timeout == b->tcp_recv_timeout && a->max_in_flight == b->max_in_flight;
 }
 
-static int
-cache_index(const struct dlb_config *cfg, const struct dlb_cache *c)
+bool
+dlb_cache_opts_same(const struct dlb_cache_opts *x, const struct dlb_cache_opts *y)
 {
-	for (int i = 0; i < cfg->ncaches; i++)
-		if (cfg->caches[i] == c)
-			return i;
-	return -1;
+	return x->max_entries == y->max_entries && x->max_bytes == y->max_bytes &&
+	       x->max_ttl == y->max_ttl && x->min_ttl == y->min_ttl &&
+	       x->temp_failure_ttl == y->temp_failure_ttl &&
+	       x->max_negative_ttl == y->max_negative_ttl && x->stale_ttl == y->stale_ttl &&
+	       x->dont_age == y->dont_age && x->shards == y->shards &&
+	       x->keep_stale_data == y->keep_stale_data && x->parse_ecs == y->parse_ecs &&
+	       x->cookie_hashing == y->cookie_hashing && x->nskip == y->nskip &&
+	       memcmp(x->skip_options, y->skip_options,
+		      (size_t)x->nskip * sizeof(x->skip_options[0])) == 0 &&
+	       x->maximum_entry_size == y->maximum_entry_size && x->nranks == y->nranks &&
+	       memcmp(x->payload_ranks, y->payload_ranks,
+		      (size_t)x->nranks * sizeof(x->payload_ranks[0])) == 0 &&
+	       x->prefetch == y->prefetch;
 }
 
 const char *
-dlb_config_structure_diff(const struct dlb_config *a, const struct dlb_config *b)
+dlb_config_plan_reload(const struct dlb_config *a, const struct dlb_config *b,
+		       struct dlb_reload_plan *plan)
 {
+	bool taken[DLB_MAX_POOLS * 2 > DLB_MAX_BACKENDS ? DLB_MAX_POOLS * 2 : DLB_MAX_BACKENDS];
+
 	if (a->nfrontends != b->nfrontends)
 		return "the listeners";
 	for (int i = 0; i < a->nfrontends; i++)
 		if (!sockaddr_same(&a->frontends[i].addr, a->frontends[i].addrlen,
 				   &b->frontends[i].addr, b->frontends[i].addrlen))
 			return "the listeners";
-	if (a->nbackends != b->nbackends)
-		return "the servers";
-	for (int i = 0; i < a->nbackends; i++)
-		if (!backend_same(a->backends[i], b->backends[i]))
-			return "the servers";
-	if (a->ncaches != b->ncaches)
-		return "the packet caches";
-	for (int i = 0; i < a->ncaches; i++) {
-		const struct dlb_cache_opts *x = dlb_cache_get_opts(a->caches[i]);
-		const struct dlb_cache_opts *y = dlb_cache_get_opts(b->caches[i]);
 
-		/* a reload's caches are built one entry big: compare the rest */
-		if (x->max_ttl != y->max_ttl || x->min_ttl != y->min_ttl ||
-		    x->temp_failure_ttl != y->temp_failure_ttl ||
-		    x->max_negative_ttl != y->max_negative_ttl || x->stale_ttl != y->stale_ttl ||
-		    x->dont_age != y->dont_age)
-			return "the packet caches";
+	/* servers: the first running one that is the same, each taken once */
+	memset(taken, 0, sizeof(taken));
+	for (int j = 0; j < b->nbackends; j++) {
+		plan->be_map[j] = -1;
+		for (int i = 0; i < a->nbackends; i++) {
+			if (taken[i] || a->backends[i]->removed ||
+			    !backend_same_transport(a->backends[i], b->backends[j]))
+				continue;
+			taken[i] = true;
+			plan->be_map[j] = i;
+			break;
+		}
 	}
-	if (a->npools != b->npools)
-		return "the pools";
-	for (int i = 0; i < a->npools; i++) {
-		const struct dlb_pool *p = a->pools[i], *q = b->pools[i];
-
-		if (strcmp(p->name, q->name) != 0 || p->n != q->n ||
-		    cache_index(a, p->cache) != cache_index(b, q->cache))
-			return "the pools";
-		for (int k = 0; k < p->n; k++)
-			if (p->members[k]->index != q->members[k]->index)
-				return "the pools";
+	/* caches: the same by the options they were asked with */
+	memset(taken, 0, sizeof(taken));
+	for (int k = 0; k < b->ncaches; k++) {
+		plan->cache_map[k] = -1;
+		for (int i = 0; i < a->ncaches; i++) {
+			if (taken[i] || !dlb_cache_opts_same(&a->cache_opts[i], &b->cache_opts[k]))
+				continue;
+			taken[i] = true;
+			plan->cache_map[k] = i;
+			break;
+		}
 	}
 	return NULL;
+}
+
+void
+dlb_config_update_backend(struct dlb_backend *be, const struct dlb_backend *nb)
+{
+	__atomic_store_n(&be->order, nb->order, __ATOMIC_RELAXED);
+	__atomic_store_n(&be->weight, nb->weight, __ATOMIC_RELAXED);
+	__atomic_store_n(&be->qps, nb->qps, __ATOMIC_RELAXED);
+	__atomic_store_n(&be->qps_limit_rt, nb->qps, __ATOMIC_RELAXED);
+	/* health checks: read by the main thread only, at the next check */
+	memcpy(be->check_name, nb->check_name, sizeof(be->check_name));
+	be->check_name_len = nb->check_name_len;
+	be->check_type = nb->check_type;
+	be->check_class = nb->check_class;
+	be->check_interval = nb->check_interval;
+	be->check_timeout = nb->check_timeout;
+	be->max_check_failures = nb->max_check_failures;
+	be->rise = nb->rise;
+	be->must_resolve = nb->must_resolve;
+	be->set_cd = nb->set_cd;
+	be->check_tcp = nb->check_tcp;
+	be->lazy_timeouts_only = nb->lazy_timeouts_only;
+	be->lazy_backoff = nb->lazy_backoff;
+	be->lazy_sample_size = nb->lazy_sample_size;
+	be->lazy_min_samples = nb->lazy_min_samples;
+	be->lazy_threshold = nb->lazy_threshold;
+	be->lazy_failed_interval = nb->lazy_failed_interval;
+	be->lazy_max_backoff = nb->lazy_max_backoff;
+	if (nb->admin_file != be->admin_file) {
+		be->admin_file = nb->admin_file;
+		__atomic_store_n(&be->admin, nb->admin_file, __ATOMIC_RELAXED);
+	}
+}
+
+void
+dlb_config_retire_backend(struct dlb_config *cfg, struct dlb_backend *be)
+{
+	for (int i = 0; i < cfg->npools; i++)
+		pool_remove_member(cfg->pools[i], be);
+	be->npools = 0;
+	be->removed = true;
+	__atomic_store_n(&be->admin, DLB_BE_FORCED_DOWN, __ATOMIC_RELAXED);
 }

@@ -22,6 +22,8 @@
 #include "dnslb/netmask.h"
 #include "dnslb/wire.h"
 
+struct dlb_cache_opts;
+
 #define DLB_MAX_CPUS 64
 
 /** One addLocal()/setLocal() listener: UDP and TCP on the same address. */
@@ -120,6 +122,11 @@ struct dlb_backend {
 	int tcp_recv_timeout;			/* s, default 30 */
 	int max_in_flight;			/* pipelined queries per TCP connection, default 1 (0 read as 1) */
 
+	bool id_given;				/* id= was in the config (reloads match on it) */
+	int admin_file;				/* the mode the config file asked (reloads) */
+	bool removed;				/* rmServer at runtime, or gone from the file at a
+						 * reload: listed, down, in no pool (main thread) */
+
 	/* runtime state: atomic */
 	int admin;				/* enum dlb_be_admin */
 	int healthy;				/* last health-check verdict, 1 until checks say otherwise */
@@ -178,6 +185,8 @@ struct dlb_config {
 						 * dlb_config_publish_acl; NULL (config time): &acl */
 
 	struct dlb_cache *caches[DLB_MAX_POOLS * 2];	/* every newPacketCache(), freed with cfg */
+	struct dlb_cache_opts *cache_opts;	/* [DLB_MAX_POOLS * 2]: the options each was asked
+						 * with (a reload's caches are built tiny) */
 	int ncaches;
 	uint32_t stale_cache_ttl;		/* setStaleCacheEntriesTTL, s; 0 = off */
 	bool stale_on_timeout;			/* setServeStaleOnTimeout (dnslb, RFC 8767) */
@@ -245,12 +254,46 @@ struct dlb_rcu_thread;
 int dlb_config_publish_acl(struct dlb_config *cfg, struct dlb_rcu_thread *rt);
 
 /**
- * What a reload cannot change in a running process: NULL when @a and @b
- * have the same listeners, servers (address, name, pools, order, weight,
- * transport and health-check settings), pools and packet caches (count and
- * options); else a phrase naming the first difference.
+ * How a reload's configuration @b maps onto the running one @a: which
+ * running server each of @b's servers is (or -1: a new one), and which
+ * running packet cache each of @b's caches is (or -1: a new one).
+ *
+ * A server is the same when its address, source, name, transport settings
+ * (sockets, tcpOnly, timeouts, retries, maxInFlight, useClientSubnet,
+ * useProxyProtocol) and lazy mode are, and, when the file gives `id=`, its
+ * UUID; the rest (order, weight, qps, pools, health-check settings,
+ * healthCheckMode) is changed in place (dlb_config_update_backend). Servers
+ * removed at runtime are never matched. A cache is the same when it was
+ * asked with the same options (size included).
  */
-const char *dlb_config_structure_diff(const struct dlb_config *a, const struct dlb_config *b);
+struct dlb_reload_plan {
+	int be_map[DLB_MAX_BACKENDS];
+	int cache_map[DLB_MAX_POOLS * 2];
+};
+
+/**
+ * Fill @plan. @return NULL, or a phrase naming what a reload cannot change
+ * ("the listeners").
+ */
+const char *dlb_config_plan_reload(const struct dlb_config *a, const struct dlb_config *b,
+				   struct dlb_reload_plan *plan);
+
+/**
+ * Give running server @be the in-place settings of @nb (its match in a
+ * reload): order, weight, qps, health-check settings, and the forced state
+ * when the file's healthCheckMode changed (a setUp/setDown from the console
+ * otherwise stays). Pool membership is the caller's. Main thread.
+ */
+void dlb_config_update_backend(struct dlb_backend *be, const struct dlb_backend *nb);
+
+/**
+ * Take @be out of service for good at runtime: out of every pool, forced
+ * down, marked removed (its index stays). Rings are the caller's. Main thread.
+ */
+void dlb_config_retire_backend(struct dlb_config *cfg, struct dlb_backend *be);
+
+/** Do options @x and @y build the same cache? */
+bool dlb_cache_opts_same(const struct dlb_cache_opts *x, const struct dlb_cache_opts *y);
 
 /** Defaults as dnsdist 1.7.3 has them. Ownership: caller frees with dlb_config_free. */
 struct dlb_config *dlb_config_new(void);

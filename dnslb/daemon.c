@@ -63,7 +63,7 @@ dlb_daemon_now(void)
 #define ADD_BACKEND_WAIT_S 5.0
 
 int
-dlb_daemon_add_backend(struct dlb_backend *be, char *err, size_t errlen)
+dlb_daemon_open_backend(struct dlb_backend *be, char *err, size_t errlen)
 {
 	struct dlb_config *cfg = dlb_daemon.cfg;
 	int failed_before[DLB_MAX_WORKERS];
@@ -101,8 +101,7 @@ dlb_daemon_add_backend(struct dlb_backend *be, char *err, size_t errlen)
 
 	if (waiting > 0 || failed > 0) {
 		/* listed (indexes never move at runtime) but down and in no pool */
-		__atomic_store_n(&be->admin, DLB_BE_FORCED_DOWN, __ATOMIC_RELAXED);
-		be->npools = 0;
+		dlb_config_retire_backend(cfg, be);
 		if (waiting > 0)
 			snprintf(err, errlen, "%d worker%s did not open sockets towards %s in time",
 				 waiting, waiting == 1 ? "" : "s", be->addr_text);
@@ -111,9 +110,20 @@ dlb_daemon_add_backend(struct dlb_backend *be, char *err, size_t errlen)
 				 failed, failed == 1 ? "" : "s", be->addr_text);
 		return 1;
 	}
+	return 0;
+}
+
+int
+dlb_daemon_add_backend(struct dlb_backend *be, char *err, size_t errlen)
+{
+	struct dlb_config *cfg = dlb_daemon.cfg;
+	int rc = dlb_daemon_open_backend(be, err, errlen);
+
+	if (rc != 0)
+		return rc;
 	/* every worker can send to it: only now may a policy pick it */
 	if (dlb_config_attach_backend(cfg, be) != 0) {
-		__atomic_store_n(&be->admin, DLB_BE_FORCED_DOWN, __ATOMIC_RELAXED);
+		dlb_config_retire_backend(cfg, be);
 		snprintf(err, errlen, "too many pools");
 		return 1;
 	}

@@ -69,6 +69,8 @@ struct dlb_backend;
  * (not taken: too many servers or pools, in @err). Thread: main.
  */
 int dlb_daemon_add_backend(struct dlb_backend *be, char *err, size_t errlen);
+/** The first half of dlb_daemon_add_backend: everything but the pools (a reload attaches later). */
+int dlb_daemon_open_backend(struct dlb_backend *be, char *err, size_t errlen);
 
 /** Monotonic seconds (CLOCK_MONOTONIC). */
 double dlb_daemon_now(void);

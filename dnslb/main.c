@@ -487,9 +487,184 @@ adopt_policies(const struct dlb_config *ncfg)
 				 __ATOMIC_RELEASE);
 	cfg->lua_policy_next = (base + n) % DLB_MAX_LUA_POLICIES;
 	__atomic_store_n(&cfg->policy, gp, __ATOMIC_RELAXED);
-	for (int i = 0; i < ncfg->npools; i++)
-		__atomic_store_n(&cfg->pools[i]->policy, pp[i], __ATOMIC_RELAXED);
+	/* pools by name (reload_structure made every one of them exist); pools the
+	 * file no longer has fall back to the global policy */
+	for (int i = 0; i < cfg->npools; i++) {
+		const struct dlb_pool *np = dlb_config_find_pool(ncfg, cfg->pools[i]->name);
+
+		__atomic_store_n(&cfg->pools[i]->policy, -1, __ATOMIC_RELAXED);
+		for (int j = 0; np != NULL && j < ncfg->npools; j++)
+			if (ncfg->pools[j] == np)
+				__atomic_store_n(&cfg->pools[i]->policy, pp[j], __ATOMIC_RELAXED);
+	}
 	return 0;
+}
+
+/* ---- reloading servers, pools, caches and settings ---------------------- */
+
+/*
+ * The settings a reload takes from the file: those the console may change
+ * at runtime too (workers read them per query). Config-time-only ones
+ * (listeners, worker count, setMaxUDPOutstanding, TCP limits, vector and
+ * socket-buffer sizes) keep their running values.
+ */
+static void
+reload_settings(const struct dlb_config *n)
+{
+	cfg->stale_cache_ttl = n->stale_cache_ttl;
+	cfg->stale_on_timeout = n->stale_on_timeout;
+	cfg->failover_on_timeout = n->failover_on_timeout;
+	cfg->failover_on_servfail = n->failover_on_servfail;
+	memcpy(cfg->failover_pool, n->failover_pool, sizeof(cfg->failover_pool));
+	cfg->failover_other_pool = n->failover_other_pool;
+	cfg->failover_budget = n->failover_budget;
+	cfg->cache_cleaning_delay = n->cache_cleaning_delay;
+	cfg->cache_cleaning_pct = n->cache_cleaning_pct;
+	cfg->servfail_when_no_server = n->servfail_when_no_server;
+	cfg->drop_empty_queries = n->drop_empty_queries;
+	cfg->allow_empty_response = n->allow_empty_response;
+	cfg->roundrobin_fail_on_no_server = n->roundrobin_fail_on_no_server;
+	cfg->selfans = n->selfans;
+	cfg->whashed_perturbation = n->whashed_perturbation;
+	cfg->ecs_prefix_v4 = n->ecs_prefix_v4;
+	cfg->ecs_prefix_v6 = n->ecs_prefix_v6;
+	cfg->ecs_override = n->ecs_override;
+	cfg->weighted_balancing_factor = n->weighted_balancing_factor;
+	cfg->ch_balancing_factor = n->ch_balancing_factor;
+	cfg->udp_timeout_ms = n->udp_timeout_ms;
+	cfg->tcp_recv_timeout = n->tcp_recv_timeout;
+	cfg->tcp_send_timeout = n->tcp_send_timeout;
+	cfg->verbose_health_checks = n->verbose_health_checks;
+}
+
+/* The servers a failed reload had already opened: in no pool yet; retired. */
+static void
+reload_undo_servers(int first_new)
+{
+	for (int i = first_new; i < cfg->nbackends; i++)
+		dlb_config_retire_backend(cfg, cfg->backends[i]);
+}
+
+static bool
+pool_has(const struct dlb_pool *p, const struct dlb_backend *be)
+{
+	for (int i = 0; p != NULL && i < p->n; i++)
+		if (p->members[i] == be)
+			return true;
+	return false;
+}
+
+/*
+ * The part of a reload that can fail and touches the running config: open
+ * the file's new servers (every worker opens its sockets; they join no pool
+ * yet), create its new caches, and make sure every pool it names exists.
+ * @plan's -1 entries become the new indexes. @return 0, or -1 with @err.
+ */
+static int
+reload_structure(const struct dlb_config *ncfg, struct dlb_reload_plan *plan, char *err,
+		 size_t errlen)
+{
+	for (int k = 0; k < ncfg->ncaches; k++) {
+		struct dlb_cache *c;
+
+		if (plan->cache_map[k] >= 0)
+			continue;
+		if (cfg->ncaches >= (int)(sizeof(cfg->caches) / sizeof(cfg->caches[0]))) {
+			snprintf(err, errlen, "too many packet caches created by reloads (at most %d "
+				 "in a process): restart dnslb",
+				 (int)(sizeof(cfg->caches) / sizeof(cfg->caches[0])));
+			return -1;
+		}
+		c = dlb_cache_new(&ncfg->cache_opts[k]);
+		if (c == NULL) {
+			snprintf(err, errlen, "cannot create a packet cache of %u entries (out of "
+				 "memory)", ncfg->cache_opts[k].max_entries);
+			return -1;
+		}
+		cfg->cache_opts[cfg->ncaches] = ncfg->cache_opts[k];
+		cfg->caches[cfg->ncaches] = c;
+		plan->cache_map[k] = cfg->ncaches;
+		__atomic_store_n(&cfg->ncaches, cfg->ncaches + 1, __ATOMIC_RELEASE);
+	}
+	for (int i = 0; i < ncfg->npools; i++) {
+		if (dlb_config_get_pool(cfg, ncfg->pools[i]->name) == NULL) {
+			snprintf(err, errlen, "too many pools (at most %d)", DLB_MAX_POOLS);
+			return -1;
+		}
+	}
+	for (int j = 0; j < ncfg->nbackends; j++) {
+		struct dlb_backend *be;
+		char why[256];
+		int rc;
+
+		if (plan->be_map[j] >= 0)
+			continue;
+		be = malloc(sizeof(*be));
+		if (be == NULL) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		memcpy(be, ncfg->backends[j], sizeof(*be));
+		be->healthy = 1;
+		be->removed = false;
+		rc = dlb_daemon_open_backend(be, why, sizeof(why));
+		if (rc < 0)
+			free(be);
+		if (rc != 0) {
+			snprintf(err, errlen, "server %s: %s", ncfg->backends[j]->addr_text, why);
+			return -1;
+		}
+		plan->be_map[j] = be->index;
+	}
+	return 0;
+}
+
+/*
+ * Commit servers, pools and caches (nothing fails from here): the running
+ * servers the file still has take its in-place settings and pool lists,
+ * the new ones join their pools, the others are retired; every pool gets
+ * the file's cache (or none); rings are rebuilt.
+ */
+static void
+reload_commit_structure(const struct dlb_config *ncfg, const struct dlb_reload_plan *plan)
+{
+	bool kept[DLB_MAX_BACKENDS] = { false };
+
+	for (int j = 0; j < ncfg->nbackends; j++) {
+		const struct dlb_backend *nb = ncfg->backends[j];
+		struct dlb_backend *be = cfg->backends[plan->be_map[j]];
+
+		kept[be->index] = true;
+		dlb_config_update_backend(be, nb);
+		/* pools: those the file puts it in (the default one included) */
+		for (int i = 0; i < cfg->npools; i++) {
+			const char *name = cfg->pools[i]->name;
+
+			if (!pool_has(dlb_config_find_pool(ncfg, name), nb))
+				dlb_config_pool_remove(cfg, name, be);
+		}
+		for (int i = 0; i < ncfg->npools; i++)
+			if (pool_has(ncfg->pools[i], nb))
+				dlb_config_pool_add(cfg, ncfg->pools[i]->name, be);
+	}
+	for (int i = 0; i < cfg->nbackends; i++)
+		if (!kept[i] && !cfg->backends[i]->removed) {
+			dlb_info("Reload: downstream server %s is no longer configured: it takes "
+				 "no more queries", cfg->backends[i]->name);
+			dlb_config_retire_backend(cfg, cfg->backends[i]);
+		}
+	dlb_config_resort_pools(cfg);
+	for (int i = 0; i < cfg->npools; i++) {
+		const struct dlb_pool *np = dlb_config_find_pool(ncfg, cfg->pools[i]->name);
+		struct dlb_cache *c = NULL;
+
+		for (int k = 0; np != NULL && np->cache != NULL && k < ncfg->ncaches; k++)
+			if (ncfg->caches[k] == np->cache)
+				c = cfg->caches[plan->cache_map[k]];
+		__atomic_store_n(&cfg->pools[i]->cache, c, __ATOMIC_RELEASE);
+	}
+	if (dlb_config_build_rings(cfg, &main_rcu) != 0)
+		dlb_err("out of memory rebuilding the consistent-hashing rings");
 }
 
 /*
@@ -509,9 +684,13 @@ reload_config(bool in_lua, char *err, size_t errlen)
 	struct dlb_lua_conf *nlc = NULL;
 	struct dlb_lua_worker *lws[DLB_MAX_WORKERS] = { NULL };
 	struct dlb_ruleset *staged = NULL;
+	struct dlb_reload_plan plan;
+	struct dlb_nmg acl;
+	int first_new = cfg->nbackends;
 	const char *diff;
 	int rc = -1;
 
+	dlb_nmg_init(&acl);
 	if (in_lua && nretired_lc == MAX_RETIRED_LC) {
 		snprintf(err, errlen, "too many reloads within a second; try again");
 		goto out;
@@ -532,29 +711,42 @@ reload_config(bool in_lua, char *err, size_t errlen)
 		snprintf(err, errlen, "the command line options do not apply");
 		goto out;
 	}
-	if ((diff = dlb_config_structure_diff(cfg, ncfg)) != NULL) {
-		snprintf(err, errlen, "%s changed: a reload changes rules, Lua code, the ACL and "
-			 "policies only; restart dnslb to apply the rest", diff);
+	if ((diff = dlb_config_plan_reload(cfg, ncfg, &plan)) != NULL) {
+		snprintf(err, errlen, "%s changed: a reload cannot add or remove listeners; "
+			 "restart dnslb to apply that", diff);
 		goto out;
 	}
-	for (int i = 0; i < nworkers; i++) {
-		lws[i] = dlb_luaw_new(nlc, cfg, i, err, errlen);
-		if (lws[i] == NULL)
-			goto out;
-	}
-	if (dlb_lua_conf_adopt(nlc, cfg, &main_rcu, err, errlen) != 0)
-		goto out;
-	if (adopt_policies(ncfg) != 0) {
+	if (ncfg->nlua_policies > DLB_MAX_LUA_POLICIES / 2) {
 		snprintf(err, errlen, "too many Lua policies for a reload (at most %d)",
 			 DLB_MAX_LUA_POLICIES / 2);
 		goto out;
 	}
-	if (dlb_nmg_copy(&cfg->acl, &ncfg->acl) != 0 ||
-	    dlb_config_publish_acl(cfg, &main_rcu) != 0) {
+	if (dlb_nmg_copy(&acl, &ncfg->acl) != 0) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	/* nothing can fail any more: Lua states first, then the rules that use them */
+	/* new servers (their sockets open in every worker, in no pool yet), caches, pools */
+	if (reload_structure(ncfg, &plan, err, errlen) != 0)
+		goto out_undo;
+	dlb_lua_conf_set_plan(nlc, &plan);
+	for (int i = 0; i < nworkers; i++) {
+		lws[i] = dlb_luaw_new(nlc, cfg, i, err, errlen);
+		if (lws[i] == NULL)
+			goto out_undo;
+	}
+	if (dlb_lua_conf_adopt(nlc, cfg, &main_rcu, err, errlen) != 0)
+		goto out_undo;
+
+	/* nothing can fail any more: servers, pools, caches, settings, ACL, then Lua
+	 * states, then the rules that use them */
+	adopt_policies(ncfg);
+	reload_commit_structure(ncfg, &plan);
+	reload_settings(ncfg);
+	dlb_nmg_deinit(&cfg->acl);
+	cfg->acl = acl;
+	dlb_nmg_init(&acl);
+	if (dlb_config_publish_acl(cfg, &main_rcu) != 0)
+		dlb_err("Reload: out of memory publishing the ACL: the previous one stays in force");
 	lua_gen++;
 	for (int i = 0; i < nworkers; i++) {
 		dlb_worker_give_lua(workers[i], lws[i], lua_gen);
@@ -570,7 +762,11 @@ reload_config(bool in_lua, char *err, size_t errlen)
 	dlb_daemon.lc = nlc;
 	nlc = NULL;
 	rc = 0;
+	goto out;
+out_undo:
+	reload_undo_servers(first_new);
 out:
+	dlb_nmg_deinit(&acl);
 	dlb_rules_stage_end();
 	if (staged != NULL)
 		dlb_rules_stage_discard(staged);
@@ -591,7 +787,8 @@ do_reload(bool in_lua, char *err, size_t errlen)
 			err);
 		return -1;
 	}
-	dlb_info("Reloaded '%s': rules, Lua code, ACL and policies replaced", cli.config);
+	dlb_info("Reloaded '%s': rules, Lua code, servers, pools, caches, ACL, policies and "
+		 "settings replaced", cli.config);
 	return 0;
 }
 

@@ -650,11 +650,12 @@ under_qps(struct dlb_worker *w, const struct dlb_backend *be)
 	struct dlb_be_local *bl = &w->be[be->index];
 	int limit = __atomic_load_n(&be->qps_limit_rt, __ATOMIC_RELAXED);
 	int nworkers = w->cfg->workers > 0 ? w->cfg->workers : 1;
-	double now = dlb_worker_now(w);
+	double now;
 	uint32_t share;
 
 	if (limit <= 0)
 		return true;
+	now = dlb_worker_now(w);
 	/* Each worker enforces its share of the limit: no shared counter. */
 	share = (uint32_t)((limit + nworkers - 1) / nworkers);
 	if (now - bl->qps_window_start >= 1.0) {

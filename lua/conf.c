@@ -88,6 +88,8 @@ struct dlb_lua_conf {
 	unsigned long origin;		/* serial of the config state this one evaluates */
 	size_t lua_mem_limit;		/* setLuaMemoryLimit, bytes; 0 = none */
 	uint64_t lua_insn_limit;	/* setLuaInstructionLimit, per call; 0 = none */
+	const struct dlb_reload_plan *plan;	/* borrowed, until the rebind: a reload's map
+						 * of servers and caches (NULL: same positions) */
 };
 
 /* One evaluated chunk: a file, or a string with its chunk name. */
@@ -903,6 +905,7 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
 
 	if ((s = dlb_lua_opt_string_push(L, 1, fn, "id")) != NULL) {
 		set_server_id(L, be, s);
+		be->id_given = true;
 		lua_pop(L, 1);
 	}
 
@@ -1040,6 +1043,7 @@ l_new_server(lua_State *L)
 	else
 		return luaL_error(L, "newServer: expected an address string or a table");
 	scratch->qps_limit_rt = scratch->qps;
+	scratch->admin_file = scratch->admin;
 
 	if (lc->cfg->nbackends >= DLB_MAX_BACKENDS)
 		return luaL_error(L, "newServer: too many servers (at most %d)", DLB_MAX_BACKENDS);
@@ -1140,10 +1144,7 @@ l_rm_server(lua_State *L)
 		dlb_config_remove_backend(cfg, be->index);
 		return 0;
 	}
-	for (int i = 0; i < cfg->npools; i++)
-		dlb_config_pool_remove(cfg, cfg->pools[i]->name, be);
-	be->npools = 0;
-	__atomic_store_n(&be->admin, DLB_BE_FORCED_DOWN, __ATOMIC_RELAXED);
+	dlb_config_retire_backend(cfg, be);
 	rebuild_rings(L);
 	dlb_info("Removed downstream server %s from all pools and marked it down",
 		 be->addr_text);
@@ -1501,6 +1502,8 @@ l_new_packet_cache(lua_State *L)
 				 "of shards to %u", o.max_entries, o.shards, o.max_entries);
 		o.shards = o.max_entries;
 	}
+	if (cfg->ncaches < (int)(sizeof(cfg->caches) / sizeof(cfg->caches[0])))
+		cfg->cache_opts[cfg->ncaches] = o;	/* as asked: what a reload compares */
 	/* worker and reload states: never used, so the smallest cache there is */
 	if (dlb_lua_phase_throwaway(conf_get(L)->phase)) {
 		o.max_entries = 1;
@@ -3130,6 +3133,7 @@ dlb_lua_conf_replay(const struct dlb_lua_conf *src, struct dlb_lua_conf *dst, ch
 		    size_t errlen)
 {
 	dst->origin = src->origin;
+	dst->plan = src->plan;
 	for (int i = 0; i < src->nchunks; i++) {
 		const struct conf_chunk *c = &src->chunks[i];
 		int st;
@@ -3183,6 +3187,8 @@ conf_rebind_cb(lua_State *L)
 			struct server_ref *r = lua_touserdata(L, -2);
 			int i = backend_position(old, r->be);
 
+			if (i >= 0 && lc->plan != NULL)
+				i = lc->plan->be_map[i];
 			lua_pop(L, 1);
 			if (i >= 0 && i < cfg->nbackends) {
 				r->be = cfg->backends[i];
@@ -3205,6 +3211,8 @@ conf_rebind_cb(lua_State *L)
 		struct cache_ref *r = lua_touserdata(L, -1);
 		int i = cache_position(old, r->c);
 
+		if (i >= 0 && lc->plan != NULL)
+			i = lc->plan->cache_map[i];
 		r->c = i >= 0 && i < cfg->ncaches ? cfg->caches[i] : NULL;
 		if (r->c != NULL)
 			lua_rawsetp(L, -3, r->c);
@@ -3235,7 +3243,14 @@ dlb_lua_conf_rebind(struct dlb_lua_conf *lc, struct dlb_config *cfg, char *err, 
 	}
 	lc->cfg = cfg;
 	lc->phase = DLB_LUA_PHASE_RULES;
+	lc->plan = NULL;
 	return 0;
+}
+
+void
+dlb_lua_conf_set_plan(struct dlb_lua_conf *lc, const struct dlb_reload_plan *plan)
+{
+	lc->plan = plan;
 }
 
 int

@@ -132,6 +132,14 @@ int dlb_lua_conf_replay(const struct dlb_lua_conf *src, struct dlb_lua_conf *dst
 int dlb_lua_conf_rebind(struct dlb_lua_conf *lc, struct dlb_config *cfg, char *err,
 			size_t errlen);
 
+struct dlb_reload_plan;
+/**
+ * A reload's state: rebind its objects (and those of every replay of it made
+ * from now on) through @plan instead of by position. Borrowed until the
+ * rebind; each rebind forgets it.
+ */
+void dlb_lua_conf_set_plan(struct dlb_lua_conf *lc, const struct dlb_reload_plan *plan);
+
 /**
  * The same for a reload's state (DLB_LUA_PHASE_RELOAD): bound to the running
  * @cfg, it becomes the config state (DLB_LUA_PHASE_RUNNING, RCU record @rt).

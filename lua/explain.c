@@ -184,11 +184,16 @@ policy_pick(const struct dlb_config *cfg, const struct dlb_pool *pool, const str
 		return NULL;
 	w->cfg = cfg;
 	w->id = DLB_MAX_WORKERS;
+	w->nbe = cfg->nbackends;
 	w->be = calloc((size_t)nb, sizeof(*w->be));
 	w->be_stats = calloc((size_t)nb, sizeof(*w->be_stats));
+	/* firstAvailable's qps windows read the loop's clock */
+	w->loop = ev_loop_new(EVFLAG_AUTO);
 	dlb_rng_init(&w->rng);
-	if (w->be != NULL && w->be_stats != NULL)
+	if (w->be != NULL && w->be_stats != NULL && w->loop != NULL)
 		be = dlb_pool_select(w, pool, m, NULL);
+	if (w->loop != NULL)
+		ev_loop_destroy(w->loop);
 	free(w->be);
 	free(w->be_stats);
 	free(w);

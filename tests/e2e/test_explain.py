@@ -68,3 +68,16 @@ def test_explain_sees_the_cache(dnslb, responder):
     # nothing explainQuery did reached the backend
     assert len([q for q in responder.client_queries()
                 if q.qname.lower() == "cached.explain.test."]) == 1
+
+
+def test_explain_first_available_with_qps(dnslb, responder):
+    """firstAvailable reads each server's qps window (the worker's clock):
+    explainQuery builds a worker view with a loop for it."""
+    conf = (lua_server(responder, name="first", qps=100) + lua_server(responder, name="second") +
+            'setServerPolicy(firstAvailable)\n'
+            'explainQuery("fa.explain.test.", "A", "127.0.0.1")\n')
+    d = dnslb(conf)
+    out = d.output()
+    assert "policy firstAvailable" in out, out
+    assert "Server: first (" in out, out
+    assert udp_query(d.port, "fa.explain.test.") is not None

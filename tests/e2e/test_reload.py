@@ -1,6 +1,7 @@
 """Live reload (SIGHUP; reload() in the console): the config file is
 evaluated again and its rules (every chain at once), Lua code (new worker
-states), ACL and policies replace the running ones; in-flight queries finish;
+states), servers, pools, caches (unchanged ones keep their entries), ACL,
+policies and settings replace the running ones; in-flight queries finish;
 a failed reload keeps the running configuration and says why (file:line).
 docs/rules.md, "Live reload".
 """
@@ -86,13 +87,88 @@ def test_failed_reload_keeps_running_config(dnslb, responder):
     assert a_of(d, "lua.reload.test.") == ["192.0.2.1"]
 
 
-def test_reload_refuses_server_changes(dnslb, make_responder):
-    r1, r2 = make_responder(), make_responder()
-    d = dnslb(conf_a(r1))
-    rewrite(d, conf_b(r1) + lua_server(r2, name="new"))
+def structure_conf(a, b_or_c, extra_pool_server=None, cache_entries=10000, weight=1):
+    """Servers, pools and a cache: `sa` in the default pool with a cache,
+    `srv` (b or c) in pool p (rule p.reload.test.), optionally one in pool q."""
+    r, name = b_or_c
+    s = ('sa = newServer({address="%s", name="a", weight=%d})\n' % (a.address, weight) +
+         'srv = newServer({address="%s", name="%s", pool="p"})\n' % (r.address, name) +
+         'pc = newPacketCache(%d)\n' % cache_entries +
+         'getPool(""):setCache(pc)\n'
+         'addAction("p.reload.test.", PoolAction("p"))\n'
+         'addAction("who.reload.test.", LuaAction(function(dq)\n'
+         '  if srv:getName() == "%s" and srv:isUp() then\n'
+         '    return DNSAction.Spoof, "192.0.2.77" end\n'
+         '  return DNSAction.Refused end))\n' % name)
+    if extra_pool_server is not None:
+        s += lua_server(extra_pool_server, name="d", pool="q")
+        s += 'addAction("q.reload.test.", PoolAction("q"))\n'
+    return s
+
+
+def names_seen(r, suffix):
+    return [q.qname.lower() for q in r.client_queries() if q.qname.lower().endswith(suffix)]
+
+
+def test_reload_changes_servers_pools_and_caches(dnslb, make_responder):
+    a, b, c, dd = (make_responder() for _ in range(4))
+    d = dnslb(structure_conf(a, (b, "b")), args=("--workers", "2"))
+    assert rcode(d, "x.p.reload.test.") == 0 and names_seen(b, "p.reload.test.")
+    assert rcode(d, "cached.reload.test.") == 0
+    assert rcode(d, "cached.reload.test.") == 0
+    assert len(names_seen(a, "cached.reload.test.")) == 1        # the second one was a hit
+    for _ in range(10):
+        assert a_of(d, "who.reload.test.") == ["192.0.2.77"]
+
+    # b leaves, c joins pool p, pool q appears with d, a's weight changes; same cache
+    rewrite(d, structure_conf(a, (c, "c"), extra_pool_server=dd, weight=5))
+    line = reload_and_wait(d)
+    assert "servers, pools, caches" in line
+    # c's first health check, then it serves pool p; b gets nothing more
+    assert d.wait_line(r"Marking downstream c \(.*\) as 'up'", timeout=5) is not None
+    assert d.wait_line(r"downstream server b is no longer configured", timeout=5) is not None
+    nb = len(b.client_queries())
+    for i in range(10):
+        assert rcode(d, "y%d.p.reload.test." % i) == 0
+        assert rcode(d, "z%d.q.reload.test." % i) == 0
+    assert len(names_seen(c, "p.reload.test.")) == 10
+    assert len(names_seen(dd, "q.reload.test.")) == 10
+    assert len([q for q in b.client_queries()]) == nb
+    # the unchanged cache kept its entry: still a hit
+    assert rcode(d, "cached.reload.test.") == 0
+    assert len(names_seen(a, "cached.reload.test.")) == 1
+    # Lua objects of the config state and of both workers' states name the new servers
+    for _ in range(10):
+        assert a_of(d, "who.reload.test.") == ["192.0.2.77"]
+    assert d.stats()["lua-errors"] == 0
+
+    # a cache of another size is a new (empty) cache
+    rewrite(d, structure_conf(a, (c, "c"), extra_pool_server=dd, weight=5, cache_entries=20000))
+    reload_and_wait(d)
+    assert rcode(d, "cached.reload.test.") == 0
+    assert len(names_seen(a, "cached.reload.test.")) == 2
+
+
+def test_reload_refuses_listener_changes(dnslb, responder):
+    from dnslbtest import free_port
+    d = dnslb(conf_a(responder))
+    rewrite(d, conf_b(responder) + 'addLocal("127.0.0.1:%d")\n' % free_port())
     line = reload_and_wait(d, ok=False)
-    assert "the servers changed" in line, line
+    assert "the listeners changed" in line, line
     assert rcode(d, "x.blocked.reload.test.") == 5     # still configuration A
+
+
+def test_failed_reload_with_a_new_server_keeps_everything(dnslb, make_responder):
+    """A new server whose sockets cannot be opened (a non-local source)
+    fails the reload: the running config stays, rules included."""
+    a, b = make_responder(), make_responder()
+    d = dnslb(conf_a(a))
+    rewrite(d, conf_b(a) + lua_server(b, name="bad", source="192.0.2.77"))
+    line = reload_and_wait(d, ok=False)
+    assert "could not open sockets" in line, line
+    assert rcode(d, "x.blocked.reload.test.") == 5
+    assert rcode(d, "fine.reload.test.") == 0
+    assert b.client_queries() == []
 
 
 def test_reload_acl(dnslb, responder):
@@ -104,7 +180,13 @@ def test_reload_acl(dnslb, responder):
     assert d.stats()["acl-drops"] >= 1
 
 
-def test_reload_under_load_loses_nothing(dnslb, responder):
+@pytest.mark.parametrize("swap_servers", [False, True])
+def test_reload_under_load_loses_nothing(dnslb, make_responder, swap_servers):
+    responder, other = make_responder(), make_responder()
+    confs = [conf_b(responder), conf_a(responder)]
+    if swap_servers:
+        # a second server that comes and goes with every reload
+        confs = [confs[0] + lua_server(other, name="x"), confs[1]]
     d = dnslb(conf_a(responder), args=("--workers", "2"))
     stop = threading.Event()
     results = {"sent": 0, "lost": 0, "bad": 0}
@@ -134,7 +216,7 @@ def test_reload_under_load_loses_nothing(dnslb, responder):
     try:
         for i in range(6):
             time.sleep(0.3)
-            rewrite(d, conf_b(responder) if i % 2 == 0 else conf_a(responder))
+            rewrite(d, confs[i % 2])
             reload_and_wait(d)
     finally:
         stop.set()
@@ -143,6 +225,8 @@ def test_reload_under_load_loses_nothing(dnslb, responder):
     assert results["lost"] == 0, results
     assert results["bad"] == 0, results
     assert d.stats()["lua-errors"] == 0
+    if swap_servers:
+        assert other.client_queries(), "the server that came and went got no query"
 
 
 def test_acl_changed_at_runtime_is_published(dnslb, responder):

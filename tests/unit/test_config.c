@@ -1634,6 +1634,85 @@ test_default_config_file(void **state)
 	assert_int_equal(f->cfg->acl.n, 9);
 }
 
+/* ---- reload plans ---------------------------------------------------------- */
+
+static struct dlb_backend *
+plan_server(struct dlb_config *cfg, const char *addr, const char *name, const char *pool)
+{
+	struct dlb_backend *be = dlb_backend_new();
+
+	assert_non_null(be);
+	assert_int_equal(dlb_sockaddr_parse(addr, 53, &be->addr, &be->addrlen), 0);
+	snprintf(be->name, sizeof(be->name), "%s", name);
+	if (pool != NULL)
+		snprintf(be->pools[be->npools++], sizeof(be->pools[0]), "%s", pool);
+	assert_int_equal(dlb_config_add_backend(cfg, be), 0);
+	return be;
+}
+
+static void
+test_reload_plan(void **state)
+{
+	struct dlb_config *a = dlb_config_new(), *b = dlb_config_new();
+	struct dlb_reload_plan plan;
+	struct dlb_backend *nb;
+
+	(void)state;
+	assert_non_null(a);
+	assert_non_null(b);
+	plan_server(a, "192.0.2.1", "one", NULL);
+	plan_server(a, "192.0.2.2", "two", "p");
+	plan_server(a, "192.0.2.3", "three", NULL);
+	a->backends[2]->removed = true;		/* rmServer at runtime */
+	dlb_cache_opts_default(&a->cache_opts[0]);
+	a->cache_opts[0].max_entries = 1000;
+	a->ncaches = 1;
+
+	/* the file: two moved to another pool with another weight (same server),
+	 * one with a new source port count (a new server), three back (new: the
+	 * removed one is never reused), a new cache size */
+	nb = plan_server(b, "192.0.2.2", "two", "q");
+	nb->weight = 7;
+	nb = plan_server(b, "192.0.2.1", "one", NULL);
+	nb->sockets = 4;
+	plan_server(b, "192.0.2.3", "three", NULL);
+	dlb_cache_opts_default(&b->cache_opts[0]);
+	b->cache_opts[0].max_entries = 2000;
+	dlb_cache_opts_default(&b->cache_opts[1]);
+	b->cache_opts[1].max_entries = 1000;
+	b->ncaches = 2;
+
+	assert_null(dlb_config_plan_reload(a, b, &plan));
+	assert_int_equal(plan.be_map[0], 1);
+	assert_int_equal(plan.be_map[1], -1);
+	assert_int_equal(plan.be_map[2], -1);
+	assert_int_equal(plan.cache_map[0], -1);
+	assert_int_equal(plan.cache_map[1], 0);
+
+	/* an id= in the file must match too */
+	b->backends[0]->id_given = true;
+	snprintf(b->backends[0]->uuid, sizeof(b->backends[0]->uuid), "%s",
+		 "1b4e28ba-2fa1-11d2-883f-0016d3cca427");
+	assert_null(dlb_config_plan_reload(a, b, &plan));
+	assert_int_equal(plan.be_map[0], -1);
+
+	/* in-place settings; the forced state only when the file's mode changed */
+	__atomic_store_n(&a->backends[1]->admin, DLB_BE_FORCED_DOWN, __ATOMIC_RELAXED);
+	dlb_config_update_backend(a->backends[1], b->backends[0]);
+	assert_int_equal(a->backends[1]->weight, 7);
+	assert_int_equal(a->backends[1]->admin, DLB_BE_FORCED_DOWN);
+	b->backends[0]->admin_file = DLB_BE_FORCED_UP;
+	dlb_config_update_backend(a->backends[1], b->backends[0]);
+	assert_int_equal(a->backends[1]->admin, DLB_BE_FORCED_UP);
+
+	/* listeners cannot change */
+	b->nfrontends = 1;
+	assert_non_null(dlb_config_plan_reload(a, b, &plan));
+	a->ncaches = b->ncaches = 0;	/* no cache objects behind the options */
+	dlb_config_free(a);
+	dlb_config_free(b);
+}
+
 int
 main(void)
 {
@@ -1669,6 +1748,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_cache_expunge, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cache_dump, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_default_config_file, setup, teardown),
+		cmocka_unit_test(test_reload_plan),
 	};
 
 	dlb_rcu_init();
