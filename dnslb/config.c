@@ -614,13 +614,19 @@ dlb_config_plan_reload(const struct dlb_config *a, const struct dlb_config *b,
 		       struct dlb_reload_plan *plan)
 {
 	bool taken[DLB_MAX_POOLS * 2 > DLB_MAX_BACKENDS ? DLB_MAX_POOLS * 2 : DLB_MAX_BACKENDS];
+	int nnew = 0;
 
-	if (a->nfrontends != b->nfrontends)
-		return "the listeners";
-	for (int i = 0; i < a->nfrontends; i++)
-		if (!sockaddr_same(&a->frontends[i].addr, a->frontends[i].addrlen,
-				   &b->frontends[i].addr, b->frontends[i].addrlen))
-			return "the listeners";
+	/* listeners: by address (addLocal merges repeats, so each is there once) */
+	for (int j = 0; j < b->nfrontends; j++) {
+		plan->fe_map[j] = -1;
+		for (int i = 0; i < a->nfrontends; i++)
+			if (sockaddr_same(&a->frontends[i].addr, a->frontends[i].addrlen,
+					  &b->frontends[j].addr, b->frontends[j].addrlen))
+				plan->fe_map[j] = i;
+		nnew += plan->fe_map[j] < 0;
+	}
+	if (a->nfrontends + nnew > DLB_MAX_FRONTENDS)
+		return "too many listeners over the life of the process (restart dnslb)";
 
 	/* servers: the first running one that is the same, each taken once */
 	memset(taken, 0, sizeof(taken));

@@ -37,6 +37,8 @@ struct dlb_frontend_cfg {
 	int max_concurrent_tcp;		/* per frontend and worker; 0 = unlimited */
 	int cpus[DLB_MAX_CPUS];		/* affinity hint for the workers serving it */
 	int ncpus;
+	bool removed;			/* atomic: gone from the file at a reload; workers
+					 * stop listening (the slot stays, with its counters) */
 };
 
 enum dlb_be_admin {
@@ -172,7 +174,8 @@ struct dlb_pool {
 
 struct dlb_config {
 	struct dlb_frontend_cfg frontends[DLB_MAX_FRONTENDS];
-	int nfrontends;
+	int nfrontends;				/* atomic at runtime: a reload appends */
+	unsigned fe_gen;			/* atomic: bumped when listeners must be synced */
 
 	struct dlb_backend *backends[DLB_MAX_BACKENDS];
 	int nbackends;
@@ -267,13 +270,14 @@ int dlb_config_publish_acl(struct dlb_config *cfg, struct dlb_rcu_thread *rt);
  * asked with the same options (size included).
  */
 struct dlb_reload_plan {
+	int fe_map[DLB_MAX_FRONTENDS];		/* running listener of the same address, or -1 */
 	int be_map[DLB_MAX_BACKENDS];
 	int cache_map[DLB_MAX_POOLS * 2];
 };
 
 /**
- * Fill @plan. @return NULL, or a phrase naming what a reload cannot change
- * ("the listeners").
+ * Fill @plan (a listener is the same when its address is; a removed one is
+ * revived). @return NULL, or a phrase naming what a reload cannot do.
  */
 const char *dlb_config_plan_reload(const struct dlb_config *a, const struct dlb_config *b,
 				   struct dlb_reload_plan *plan);

@@ -131,3 +131,43 @@ dlb_daemon_add_backend(struct dlb_backend *be, char *err, size_t errlen)
 		dlb_err("out of memory rebuilding the consistent-hashing rings");
 	return 0;
 }
+
+int
+dlb_daemon_sync_listeners(char *err, size_t errlen)
+{
+	struct dlb_config *cfg = dlb_daemon.cfg;
+	int failed_before[DLB_MAX_WORKERS];
+	unsigned gen = __atomic_add_fetch(&cfg->fe_gen, 1, __ATOMIC_ACQ_REL);
+	double deadline = dlb_daemon_now() + ADD_BACKEND_WAIT_S;
+	int failed = 0, waiting;
+
+	for (int i = 0; i < dlb_daemon.nworkers; i++) {
+		failed_before[i] = __atomic_load_n(&dlb_daemon.workers[i]->fe_failed,
+						   __ATOMIC_RELAXED);
+		dlb_worker_sync_listeners(dlb_daemon.workers[i]);
+	}
+	do {
+		struct timespec ts = { 0, 1000000 };
+
+		waiting = 0;
+		for (int i = 0; i < dlb_daemon.nworkers; i++)
+			waiting += __atomic_load_n(&dlb_daemon.workers[i]->fe_gen,
+						   __ATOMIC_ACQUIRE) != gen;
+		if (waiting > 0)
+			nanosleep(&ts, NULL);
+	} while (waiting > 0 && dlb_daemon_now() < deadline);
+	for (int i = 0; i < dlb_daemon.nworkers; i++)
+		failed += __atomic_load_n(&dlb_daemon.workers[i]->fe_failed, __ATOMIC_RELAXED) !=
+			  failed_before[i];
+	if (waiting > 0) {
+		snprintf(err, errlen, "%d worker%s did not update their listeners in time", waiting,
+			 waiting == 1 ? "" : "s");
+		return -1;
+	}
+	if (failed > 0) {
+		snprintf(err, errlen, "%d worker%s could not open a new listener (see the log)",
+			 failed, failed == 1 ? "" : "s");
+		return -1;
+	}
+	return 0;
+}

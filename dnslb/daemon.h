@@ -72,6 +72,15 @@ int dlb_daemon_add_backend(struct dlb_backend *be, char *err, size_t errlen);
 /** The first half of dlb_daemon_add_backend: everything but the pools (a reload attaches later). */
 int dlb_daemon_open_backend(struct dlb_backend *be, char *err, size_t errlen);
 
+/**
+ * Have every worker match its listeners to cfg->frontends (a reload added,
+ * removed or revived some) and wait for them (at most 5 s). @return 0, or -1
+ * with @err when a worker could not open one (a port below 1024 once
+ * privileges are dropped, an address that is not local) or did not answer.
+ * Thread: main, while the workers run.
+ */
+int dlb_daemon_sync_listeners(char *err, size_t errlen);
+
 /** Monotonic seconds (CLOCK_MONOTONIC). */
 double dlb_daemon_now(void);
 

@@ -98,6 +98,8 @@ dlb_listener_open(struct dlb_worker *w, struct dlb_listener *l, int index,
 	return 0;
 }
 
+static void listener_flush(struct dlb_listener *l);
+
 void
 dlb_listener_close(struct dlb_listener *l)
 {
@@ -106,6 +108,53 @@ dlb_listener_close(struct dlb_listener *l)
 	if (l->tcp_fd >= 0)
 		close(l->tcp_fd);
 	l->udp_fd = l->tcp_fd = -1;
+	l->out.fd = -1;
+}
+
+int
+dlb_listener_resume(struct dlb_listener *l, const struct dlb_frontend_cfg *fe)
+{
+	const struct dlb_config *cfg = l->w->cfg;
+
+	if (l->udp_fd < 0) {
+		l->udp_fd = open_socket(fe, SOCK_DGRAM, cfg);
+		if (l->udp_fd == -1) {
+			dlb_err("Unable to bind the UDP socket on %s: %s", fe->text,
+				strerror(errno));
+			return -1;
+		}
+		dlb_sendbatch_init(&l->out, l->udp_fd);
+	}
+	l->tcp_fd = open_socket(fe, SOCK_STREAM, cfg);
+	if (l->tcp_fd == -1) {
+		dlb_err("Unable to bind the TCP socket on %s: %s", fe->text, strerror(errno));
+		return -1;	/* the UDP socket stays, unread, until dlb_listener_close_udp */
+	}
+	dlb_listener_start(l);
+	return 0;
+}
+
+void
+dlb_listener_pause(struct dlb_listener *l)
+{
+	struct ev_loop *loop = l->w->loop;
+
+	ev_io_stop(loop, &l->udp_io);
+	ev_io_stop(loop, &l->tcp_io);
+	listener_flush(l);
+	if (l->tcp_fd >= 0)
+		close(l->tcp_fd);
+	l->tcp_fd = -1;
+}
+
+void
+dlb_listener_close_udp(struct dlb_listener *l)
+{
+	listener_flush(l);
+	if (l->udp_fd >= 0)
+		close(l->udp_fd);
+	l->udp_fd = -1;
+	l->out.fd = -1;
 }
 
 /* ---- send batches ----------------------------------------------------------- */
@@ -208,6 +257,8 @@ dlb_frontend_queue_reply(struct dlb_worker *w, const struct dlb_client *c, uint8
 {
 	struct dlb_listener *l = &w->listeners[c->listener];
 
+	if (l->udp_fd < 0)
+		return;		/* the listener was removed by a reload and closed since */
 	if (l->out.n == DLB_UDP_BATCH)
 		listener_flush(l);
 	fill_reply(l, &l->out, l->out.n, c, pkt, len);
@@ -221,6 +272,8 @@ dlb_frontend_send_reply(struct dlb_worker *w, const struct dlb_client *c, const 
 	struct dlb_listener *l = &w->listeners[c->listener];
 	struct dlb_sendbatch *b = &l->out;
 
+	if (l->udp_fd < 0)
+		return;		/* the listener was removed by a reload and closed since */
 	/* Reuse the listener's batch: queue, then send at once. */
 	if (b->n == DLB_UDP_BATCH)
 		listener_flush(l);

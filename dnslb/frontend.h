@@ -23,6 +23,18 @@ int dlb_listener_open(struct dlb_worker *w, struct dlb_listener *l, int index,
 		      const struct dlb_frontend_cfg *fe);
 void dlb_listener_start(struct dlb_listener *l);
 void dlb_listener_close(struct dlb_listener *l);
+/*
+ * A reload removing a listener: dlb_listener_pause stops reading and closes
+ * the listening TCP socket (accepted connections go on); the UDP socket
+ * stays open for the answers of queries in flight until
+ * dlb_listener_close_udp (after a grace period), and answers for a closed
+ * one are dropped. dlb_listener_resume (a reload adding it back, or a new
+ * one whose UDP socket is not open yet) opens what is closed and starts
+ * reading; counters are kept. @return 0, or -1 (logged).
+ */
+void dlb_listener_pause(struct dlb_listener *l);
+void dlb_listener_close_udp(struct dlb_listener *l);
+int dlb_listener_resume(struct dlb_listener *l, const struct dlb_frontend_cfg *fe);
 
 /**
  * Queue an answer to a UDP client; @pkt must stay valid until the next

@@ -537,12 +537,95 @@ reload_settings(const struct dlb_config *n)
 	cfg->verbose_health_checks = n->verbose_health_checks;
 }
 
-/* The servers a failed reload had already opened: in no pool yet; retired. */
+/* Listeners a reload opened or revived, until it commits (for an undo). */
+static int reload_fe_opened[DLB_MAX_FRONTENDS], reload_nfe_opened;
+
+/*
+ * What a failed reload had already opened: servers (in no pool yet) are
+ * retired, listeners closed again.
+ */
 static void
 reload_undo_servers(int first_new)
 {
+	char why[256];
+
 	for (int i = first_new; i < cfg->nbackends; i++)
 		dlb_config_retire_backend(cfg, cfg->backends[i]);
+	if (reload_nfe_opened == 0)
+		return;
+	for (int k = 0; k < reload_nfe_opened; k++)
+		__atomic_store_n(&cfg->frontends[reload_fe_opened[k]].removed, true,
+				 __ATOMIC_RELEASE);
+	reload_nfe_opened = 0;
+	if (dlb_daemon_sync_listeners(why, sizeof(why)) != 0)
+		dlb_err("Reload: closing the listeners again: %s", why);
+}
+
+/*
+ * Open the file's new listeners (and those it adds back) in every worker.
+ * @return 0, or -1 with @err (what was opened is in reload_fe_opened).
+ */
+static int
+reload_listeners(const struct dlb_config *ncfg, struct dlb_reload_plan *plan, char *err,
+		 size_t errlen)
+{
+	char why[256];
+
+	reload_nfe_opened = 0;
+	for (int j = 0; j < ncfg->nfrontends; j++) {
+		int i = plan->fe_map[j];
+
+		if (i < 0) {
+			i = cfg->nfrontends;
+			cfg->frontends[i] = ncfg->frontends[j];
+			cfg->frontends[i].removed = false;
+			__atomic_store_n(&cfg->nfrontends, i + 1, __ATOMIC_RELEASE);
+			plan->fe_map[j] = i;
+		} else if (__atomic_load_n(&cfg->frontends[i].removed, __ATOMIC_RELAXED)) {
+			__atomic_store_n(&cfg->frontends[i].removed, false, __ATOMIC_RELEASE);
+		} else {
+			continue;
+		}
+		reload_fe_opened[reload_nfe_opened++] = i;
+	}
+	if (reload_nfe_opened == 0)
+		return 0;
+	if (dlb_daemon_sync_listeners(why, sizeof(why)) != 0) {
+		snprintf(err, errlen, "listeners: %s", why);
+		return -1;
+	}
+	for (int k = 0; k < reload_nfe_opened; k++)
+		dlb_info("Listening on %s", cfg->frontends[reload_fe_opened[k]].text);
+	return 0;
+}
+
+/* Stop listening where the file no longer does; new options of kept listeners. */
+static void
+reload_commit_listeners(const struct dlb_config *ncfg, const struct dlb_reload_plan *plan)
+{
+	bool kept[DLB_MAX_FRONTENDS] = { false };
+	bool changed = false;
+	char why[256];
+
+	for (int j = 0; j < ncfg->nfrontends; j++) {
+		struct dlb_frontend_cfg *fe = &cfg->frontends[plan->fe_map[j]];
+
+		kept[plan->fe_map[j]] = true;
+		__atomic_store_n(&fe->max_concurrent_tcp, ncfg->frontends[j].max_concurrent_tcp,
+				 __ATOMIC_RELAXED);
+		__atomic_store_n(&fe->max_in_flight, ncfg->frontends[j].max_in_flight,
+				 __ATOMIC_RELAXED);
+	}
+	for (int i = 0; i < cfg->nfrontends; i++) {
+		if (kept[i] || __atomic_load_n(&cfg->frontends[i].removed, __ATOMIC_RELAXED))
+			continue;
+		__atomic_store_n(&cfg->frontends[i].removed, true, __ATOMIC_RELEASE);
+		dlb_info("Reload: no longer listening on %s", cfg->frontends[i].text);
+		changed = true;
+	}
+	reload_nfe_opened = 0;
+	if (changed && dlb_daemon_sync_listeners(why, sizeof(why)) != 0)
+		dlb_err("Reload: closing listeners: %s", why);
 }
 
 static bool
@@ -712,8 +795,7 @@ reload_config(bool in_lua, char *err, size_t errlen)
 		goto out;
 	}
 	if ((diff = dlb_config_plan_reload(cfg, ncfg, &plan)) != NULL) {
-		snprintf(err, errlen, "%s changed: a reload cannot add or remove listeners; "
-			 "restart dnslb to apply that", diff);
+		snprintf(err, errlen, "%s", diff);
 		goto out;
 	}
 	if (ncfg->nlua_policies > DLB_MAX_LUA_POLICIES / 2) {
@@ -725,8 +807,10 @@ reload_config(bool in_lua, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	/* new servers (their sockets open in every worker, in no pool yet), caches, pools */
-	if (reload_structure(ncfg, &plan, err, errlen) != 0)
+	/* new listeners, new servers (their sockets open in every worker, in no pool
+	 * yet), caches, pools */
+	if (reload_listeners(ncfg, &plan, err, errlen) != 0 ||
+	    reload_structure(ncfg, &plan, err, errlen) != 0)
 		goto out_undo;
 	dlb_lua_conf_set_plan(nlc, &plan);
 	for (int i = 0; i < nworkers; i++) {
@@ -741,6 +825,7 @@ reload_config(bool in_lua, char *err, size_t errlen)
 	 * states, then the rules that use them */
 	adopt_policies(ncfg);
 	reload_commit_structure(ncfg, &plan);
+	reload_commit_listeners(ncfg, &plan);
 	reload_settings(ncfg);
 	dlb_nmg_deinit(&cfg->acl);
 	cfg->acl = acl;

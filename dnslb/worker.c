@@ -207,6 +207,98 @@ delay_free_all(struct dlb_worker *w)
 	w->ndelayed = 0;
 }
 
+/* How long a removed listener's UDP socket stays open for answers in flight. */
+#define LISTENER_GRACE_S 10.0
+
+static void
+fe_grace_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct dlb_worker *w = ev_userdata(loop);
+	double now = ev_now(loop), next = 0;
+
+	for (int i = 0; i < w->nlisteners; i++) {
+		struct dlb_listener *l = &w->listeners[i];
+
+		if (l->active || l->udp_fd < 0)
+			continue;
+		if (l->close_at <= now)
+			dlb_listener_close_udp(l);
+		else if (next == 0 || l->close_at < next)
+			next = l->close_at;
+	}
+	if (next != 0) {
+		ev_timer_set(t, next - now, 0.);
+		ev_timer_start(loop, t);
+	}
+}
+
+/*
+ * Match the listeners to cfg->frontends: open the new ones, pause the
+ * removed ones (their UDP sockets close LISTENER_GRACE_S later), resume
+ * those added back. A listener that cannot be opened is counted in
+ * fe_failed and left closed.
+ */
+static void
+fe_sync_cb(struct ev_loop *loop, ev_async *a, int revents)
+{
+	struct dlb_worker *w = ev_userdata(loop);
+	const struct dlb_config *cfg = w->cfg;
+	unsigned gen = __atomic_load_n(&cfg->fe_gen, __ATOMIC_ACQUIRE);
+	int n = __atomic_load_n(&cfg->nfrontends, __ATOMIC_ACQUIRE);
+	bool grace = false;
+
+	for (int i = 0; i < n; i++) {
+		const struct dlb_frontend_cfg *fe = &cfg->frontends[i];
+		struct dlb_listener *l = &w->listeners[i];
+		bool want = !__atomic_load_n(&fe->removed, __ATOMIC_ACQUIRE);
+
+		if (i >= w->nlisteners) {
+			l->w = w;
+			l->index = i;
+			l->family = fe->addr.ss_family;
+			l->udp_fd = l->tcp_fd = l->out.fd = -1;
+			__atomic_store_n(&w->nlisteners, i + 1, __ATOMIC_RELEASE);
+		}
+		if (want && !l->active) {
+			if (l->udp_fd < 0 && l->tcp_fd < 0) {
+				/* never opened (or closed since): bind both afresh */
+				struct dlb_listener fresh;
+
+				if (dlb_listener_open(w, &fresh, i, fe) == 0) {
+					l->udp_fd = fresh.udp_fd;
+					l->tcp_fd = fresh.tcp_fd;
+					l->wildcard = fresh.wildcard;
+					l->out = fresh.out;
+					dlb_listener_start(l);
+					l->active = true;
+				} else {
+					__atomic_fetch_add(&w->fe_failed, 1, __ATOMIC_RELAXED);
+				}
+			} else if (dlb_listener_resume(l, fe) == 0) {
+				l->active = true;
+			} else {
+				__atomic_fetch_add(&w->fe_failed, 1, __ATOMIC_RELAXED);
+			}
+		} else if (!want && l->active) {
+			dlb_listener_pause(l);
+			l->active = false;
+			l->close_at = ev_now(loop) + LISTENER_GRACE_S;
+			grace = true;
+		}
+	}
+	if (grace && !ev_is_active(&w->fe_grace)) {
+		ev_timer_set(&w->fe_grace, LISTENER_GRACE_S, 0.);
+		ev_timer_start(loop, &w->fe_grace);
+	}
+	__atomic_store_n(&w->fe_gen, gen, __ATOMIC_RELEASE);
+}
+
+void
+dlb_worker_sync_listeners(struct dlb_worker *w)
+{
+	ev_async_send(w->loop, &w->fe_sync);
+}
+
 /*
  * Open and start the sockets towards the servers appended since the last
  * time. One that cannot be opened (no fd left) keeps no socket and is
@@ -256,8 +348,8 @@ dlb_worker_new(int id, const struct dlb_config *cfg)
 	w->scratch = malloc(DLB_RBUF_SIZE);
 	w->be = calloc((size_t)nb, sizeof(*w->be));
 	w->be_stats = aligned_alloc(64, (size_t)nb * sizeof(*w->be_stats));
-	w->listeners = calloc((size_t)(cfg->nfrontends > 0 ? cfg->nfrontends : 1),
-			      sizeof(*w->listeners));
+	/* sized for the listeners reloads may add (pages touched only when used) */
+	w->listeners = calloc(DLB_MAX_FRONTENDS, sizeof(*w->listeners));
 	if (w->loop == NULL || w->rbuf == MAP_FAILED || w->be == NULL || w->be_stats == NULL ||
 	    w->listeners == NULL || w->scratch == NULL) {
 		if (w->rbuf == MAP_FAILED)
@@ -279,8 +371,13 @@ dlb_worker_new(int id, const struct dlb_config *cfg)
 			dlb_worker_free(w);
 			return NULL;
 		}
+		w->listeners[i].active = true;
 		w->nlisteners++;
 	}
+	w->fe_gen = cfg->fe_gen;
+	ev_async_init(&w->fe_sync, fe_sync_cb);
+	ev_async_start(w->loop, &w->fe_sync);
+	ev_init(&w->fe_grace, fe_grace_cb);
 	for (int b = 0; b < cfg->nbackends; b++) {
 		w->nbe = b + 1;		/* closed by dlb_worker_free even if half open */
 		if (dlb_backend_local_open(w, cfg->backends[b]) != 0) {
@@ -366,6 +463,7 @@ dlb_worker_free(struct dlb_worker *w)
 		dlb_tcp_worker_close_all(w);
 		ev_timer_stop(w->loop, &w->timeout_timer);
 		ev_timer_stop(w->loop, &w->delay_timer);
+		ev_timer_stop(w->loop, &w->fe_grace);
 	}
 	delay_free_all(w);
 	dlb_luaw_free(w->lua);

@@ -51,6 +51,8 @@ struct dlb_listener {
 	uint32_t tcp_conns;		/* current TCP connections (this worker) */
 	uint64_t udp_queries, tcp_queries;
 	uint64_t udp_responses, tcp_responses;	/* answers queued for clients */
+	bool active;			/* reading (false: removed by a reload, or failed) */
+	double close_at;		/* paused: when its UDP socket closes (loop clock) */
 };
 
 /* One UDP socket towards a backend, with its ID table. */
@@ -98,8 +100,12 @@ struct dlb_worker {
 	struct dlb_rng rng;
 	unsigned rr_counter;		/* roundrobin policy */
 
-	struct dlb_listener *listeners;
-	int nlisteners;
+	struct dlb_listener *listeners;	/* [DLB_MAX_FRONTENDS] */
+	int nlisteners;			/* slots in use (atomic: a reload adds) */
+	unsigned fe_gen;		/* atomic: the cfg->fe_gen it has synced to */
+	int fe_failed;			/* atomic: listeners it could not open at runtime */
+	ev_async fe_sync;		/* main: cfg's listeners changed */
+	ev_timer fe_grace;		/* closes the UDP sockets of removed listeners */
 	struct dlb_be_local *be;	/* [DLB_MAX_BACKENDS]: the first nbe are open */
 	int nbe;			/* backends opened (atomic: the worker stores it,
 					 * main waits for it after a runtime newServer) */
@@ -181,6 +187,13 @@ dlb_worker_lua(struct dlb_worker *w, uint64_t gen)
  * taken. Thread: main, before the ruleset of @gen is published.
  */
 void dlb_worker_give_lua(struct dlb_worker *w, struct dlb_lua_worker *lw, uint64_t gen);
+
+/**
+ * A reload added or removed listeners (cfg->frontends[].removed, and
+ * cfg->nfrontends): ask worker @w to open, resume or pause its listeners to
+ * match, and then store cfg->fe_gen in @w->fe_gen. Thread: main (ev_async).
+ */
+void dlb_worker_sync_listeners(struct dlb_worker *w);
 
 /**
  * A server was appended to the running config (newServer from the console):

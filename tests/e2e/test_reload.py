@@ -149,13 +149,63 @@ def test_reload_changes_servers_pools_and_caches(dnslb, make_responder):
     assert len(names_seen(a, "cached.reload.test.")) == 2
 
 
-def test_reload_refuses_listener_changes(dnslb, responder):
+def tcp_answers(port, name):
+    from dnslbtest import tcp_query
+    try:
+        r = tcp_query(port, name, timeout=2.0)
+    except OSError:
+        return False
+    return r is not None and r.rcode() == 0
+
+
+def test_reload_adds_and_removes_listeners(dnslb, responder):
+    import socket
     from dnslbtest import free_port
-    d = dnslb(conf_a(responder))
-    rewrite(d, conf_b(responder) + 'addLocal("127.0.0.1:%d")\n' % free_port())
-    line = reload_and_wait(d, ok=False)
-    assert "the listeners changed" in line, line
-    assert rcode(d, "x.blocked.reload.test.") == 5     # still configuration A
+    q = free_port()
+    extra = 'addLocal("127.0.0.1:%d")\n' % q
+    d = dnslb(conf_a(responder), args=("--workers", "2"))
+    assert udp_query(q, "before.listen.reload.test.", timeout=0.5) is None
+
+    rewrite(d, conf_a(responder) + extra)
+    reload_and_wait(d)
+    assert d.wait_line(r"Listening on 127\.0\.0\.1:%d" % q, timeout=2) is not None
+    for i in range(10):     # both workers' sockets answer (SO_REUSEPORT spreads the ports)
+        assert rcode_at(q, "n%d.listen.reload.test." % i) == 0
+    assert tcp_answers(q, "tcp.listen.reload.test.")
+
+    # removed: nothing answers there any more, the first listener still does
+    rewrite(d, conf_a(responder))
+    reload_and_wait(d)
+    assert d.wait_line(r"no longer listening on 127\.0\.0\.1:%d" % q, timeout=2) is not None
+    assert udp_query(q, "gone.listen.reload.test.", timeout=0.5) is None
+    assert not tcp_answers(q, "gone-tcp.listen.reload.test.")
+    assert rcode(d, "still.listen.reload.test.") == 0
+
+    # and back again (its UDP socket was still open for answers in flight)
+    rewrite(d, conf_a(responder) + extra)
+    reload_and_wait(d)
+    for i in range(10):
+        assert rcode_at(q, "back%d.listen.reload.test." % i) == 0
+    assert tcp_answers(q, "back-tcp.listen.reload.test.")
+
+    # a listener that cannot be bound fails the reload; the running one stays
+    busy = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    busy.bind(("127.0.0.1", 0))
+    try:
+        rewrite(d, conf_b(responder) + extra +
+                'addLocal("127.0.0.1:%d")\n' % busy.getsockname()[1])
+        line = reload_and_wait(d, ok=False)
+        assert "could not open a new listener" in line, line
+    finally:
+        busy.close()
+    assert rcode(d, "x.blocked.reload.test.") == 5      # still configuration A
+    assert rcode_at(q, "kept.listen.reload.test.") == 0
+
+
+def rcode_at(port, name):
+    r = udp_query(port, name)
+    assert r is not None, "no answer for %s on port %d" % (name, port)
+    return r.rcode()
 
 
 def test_failed_reload_with_a_new_server_keeps_everything(dnslb, make_responder):

@@ -1705,8 +1705,18 @@ test_reload_plan(void **state)
 	dlb_config_update_backend(a->backends[1], b->backends[0]);
 	assert_int_equal(a->backends[1]->admin, DLB_BE_FORCED_UP);
 
-	/* listeners cannot change */
-	b->nfrontends = 1;
+	/* listeners by address: a new one, a kept one; at most DLB_MAX_FRONTENDS ever */
+	assert_int_equal(dlb_sockaddr_parse("127.0.0.1:53", 53, &a->frontends[0].addr,
+					    &a->frontends[0].addrlen), 0);
+	a->nfrontends = 1;
+	assert_int_equal(dlb_sockaddr_parse("127.0.0.1:5300", 53, &b->frontends[0].addr,
+					    &b->frontends[0].addrlen), 0);
+	b->frontends[1] = a->frontends[0];
+	b->nfrontends = 2;
+	assert_null(dlb_config_plan_reload(a, b, &plan));
+	assert_int_equal(plan.fe_map[0], -1);
+	assert_int_equal(plan.fe_map[1], 0);
+	a->nfrontends = DLB_MAX_FRONTENDS;
 	assert_non_null(dlb_config_plan_reload(a, b, &plan));
 	a->ncaches = b->ncaches = 0;	/* no cache objects behind the options */
 	dlb_config_free(a);
