@@ -13,7 +13,8 @@
  * Replies are bounded by setConsoleOutputMaxMsgSize() of the client's
  * config, as in dnsdist: a longer one ends the session.
  *
- * Thread: the client's only thread. Blocking I/O.
+ * Thread: the client's only thread, blocking I/O; the daemon's terminal console
+ * (dlb_console_local_start) reads on a thread of its own and evaluates on the main one.
  */
 #include "dnslb/console_client.h"
 
@@ -26,7 +27,10 @@
 #include <unistd.h>
 
 #include <editline/readline.h>
+#include <ev.h>
+#include <pthread.h>
 #include <sodium.h>
+#include <termios.h>
 
 #include "dnslb/netmask.h"
 
@@ -430,4 +434,164 @@ dlb_console_client_run(const struct dlb_console_client_opts *o)
 	print_reply(reply, rlen, false);
 	free(reply);
 	return 0;
+}
+
+/* ---- the daemon's own console on its terminal ------------------------------------------ */
+
+/*
+ * A thread reads lines with the blocking readline() (so editing, history,
+ * Ctrl-D and the terminal modes are libedit's own) and hands each one to
+ * the main loop through an ev_async; the main thread evaluates it (the Lua
+ * states are the main thread's) and hands the reply back.
+ */
+
+/* dnsdist's default setConsoleOutputMaxMsgSize */
+#define LOCAL_MAX_OUTPUT 10000000
+
+static struct {
+	struct ev_loop *loop;
+	ev_async async;
+	dlb_console_eval_fn *eval;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	char *line;			/* to evaluate (the reader waits) */
+	bool quit;			/* end of input or "quit" */
+	char *reply;			/* back to the reader */
+	size_t rlen;
+	bool replied;
+	struct termios tio;
+	bool have_tio;
+	bool on;
+} local = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
+static void *
+local_reader(void *arg)
+{
+	char path[4096], *last = NULL;
+	FILE *hist;
+
+	(void)arg;
+	rl_readline_name = "dnslb";
+	history_path(path, sizeof(path));
+	history_load(path);
+	hist = fopen(path, "a");
+	for (;;) {
+		char *line = readline("> ");
+
+		if (line == NULL || strcmp(line, "quit") == 0) {
+			if (line == NULL)
+				fputc('\n', stdout);
+			free(line);
+			break;
+		}
+		if (line[0] != '\0' && (last == NULL || strcmp(line, last) != 0)) {
+			add_history(line);
+			if (hist != NULL) {
+				fprintf(hist, "%s\n", line);
+				fflush(hist);
+			}
+		}
+		free(last);
+		last = line;
+		if (line[0] == '\0')
+			continue;
+		pthread_mutex_lock(&local.mu);
+		local.line = line;
+		local.replied = false;
+		ev_async_send(local.loop, &local.async);
+		while (!local.replied)
+			pthread_cond_wait(&local.cv, &local.mu);
+		local.line = NULL;
+		pthread_mutex_unlock(&local.mu);
+		if (local.reply != NULL) {
+			print_reply(local.reply, local.rlen, true);
+			/* the prompt goes on a line of its own */
+			if (local.rlen > 0 && local.reply[local.rlen - 1] != '\n')
+				fputc('\n', stdout);
+		} else
+			fprintf(stderr, "out of memory\n");
+		free(local.reply);
+		local.reply = NULL;
+	}
+	free(last);
+	if (hist != NULL)
+		fclose(hist);
+	pthread_mutex_lock(&local.mu);
+	local.quit = true;
+	pthread_mutex_unlock(&local.mu);
+	ev_async_send(local.loop, &local.async);
+	return NULL;
+}
+
+/* Main thread: evaluate the waiting line, or stop the daemon at the end of input. */
+static void
+local_async_cb(struct ev_loop *loop, ev_async *a, int revents)
+{
+	char *line, *reply = NULL;
+	size_t rlen = 0;
+	bool quit;
+
+	pthread_mutex_lock(&local.mu);
+	line = local.replied ? NULL : local.line;
+	quit = local.quit;
+	pthread_mutex_unlock(&local.mu);
+	if (line != NULL) {
+		reply = local.eval(line, strlen(line), LOCAL_MAX_OUTPUT, &rlen);
+		pthread_mutex_lock(&local.mu);
+		local.reply = reply;
+		local.rlen = rlen;
+		local.replied = true;
+		pthread_cond_signal(&local.cv);
+		pthread_mutex_unlock(&local.mu);
+	}
+	if (quit)
+		ev_break(loop, EVBREAK_ALL);	/* as dnsdist: leaving its console stops it */
+}
+
+int
+dlb_console_local_start(struct ev_loop *loop, dlb_console_eval_fn *eval)
+{
+	sigset_t all, old;
+	int rc;
+
+	if (local.on)
+		return 0;
+	local.loop = loop;
+	local.eval = eval;
+	local.have_tio = tcgetattr(STDIN_FILENO, &local.tio) == 0;
+	ev_async_init(&local.async, local_async_cb);
+	ev_async_start(loop, &local.async);
+	/* the reader gets no process signal: the main loop handles them */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rc = pthread_create(&local.thread, NULL, local_reader, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
+		ev_async_stop(loop, &local.async);
+		return -1;
+	}
+	pthread_detach(local.thread);
+	local.on = true;
+	return 0;
+}
+
+void
+dlb_console_local_stop(void)
+{
+	if (!local.on)
+		return;
+	/* the reader may sit in readline() until the process ends: give the
+	 * terminal its modes back, and answer a line it may be waiting on */
+	ev_async_stop(local.loop, &local.async);
+	pthread_mutex_lock(&local.mu);
+	if (local.line != NULL && !local.replied) {
+		local.reply = NULL;
+		local.replied = true;
+		pthread_cond_signal(&local.cv);
+	}
+	pthread_mutex_unlock(&local.mu);
+	if (local.have_tio)
+		tcsetattr(STDIN_FILENO, TCSANOW, &local.tio);
+	local.on = false;
 }

@@ -68,4 +68,16 @@ struct dlb_console_client_opts {
  */
 int dlb_console_client_run(const struct dlb_console_client_opts *o);
 
+struct ev_loop;
+/**
+ * The daemon's own console on its terminal (dnslb started without
+ * --supervised, stdin a terminal), as dnsdist's: a "> " prompt read with
+ * libedit on @loop (never blocking it), each line evaluated by @eval like a
+ * remote console command, history in ~/.dnslb_history. "quit" or end of
+ * input (Ctrl-D) stops the daemon (ev_break), as leaving dnsdist's console
+ * does. Thread: main. @return 0.
+ */
+int dlb_console_local_start(struct ev_loop *loop, dlb_console_eval_fn *eval);
+void dlb_console_local_stop(void);
+
 #endif

@@ -19,6 +19,7 @@
 
 #include "dnslb/cache.h"
 #include "dnslb/config.h"
+#include "dnslb/console_client.h"
 #include "dnslb/daemon.h"
 #include "dnslb/health.h"
 #include "dnslb/log.h"
@@ -1052,7 +1053,11 @@ main(int argc, char **argv)
 		services_ok = true;
 		dlb_info("dnslb %s running with %d worker%s", DLB_VERSION, nworkers,
 			 nworkers == 1 ? "" : "s");
+		/* dnsdist in the foreground has a console on its terminal */
+		if (!cli.supervised && isatty(STDIN_FILENO))
+			dlb_console_local_start(loop, dlb_lua_console_eval);
 		ev_run(loop, 0);
+		dlb_console_local_stop();
 	}
 	dlb_daemon.running = false;
 	dlb_daemon_stop_services();
