@@ -2,6 +2,12 @@
  * backend.c - UDP towards backends: per-worker connected sockets (the kernel
  * then only delivers datagrams from the backend's address), random IDs from
  * the in-flight table, batched sends, answer matching, exact timeouts.
+ *
+ * setMaxOutstandingPerClient (dnslb/abuse.h): a forwarded query of a client
+ * takes a place in the worker's per-client table and marks its slot
+ * (client_counted); release_slot, the one place a slot leaves its in-flight
+ * table, gives it back. A failover retry is a new slot of the same client:
+ * it takes its own place before the old slot is released.
  */
 #include "dnslb/backend.h"
 
@@ -12,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "dnslb/abuse.h"
 #include "dnslb/config.h"
 #include "dnslb/frontend.h"
 #include "dnslb/log.h"
@@ -159,6 +166,9 @@ failover_retry(struct dlb_worker *w, const struct dlb_slot *old)
 		dlb_slot_free(&w->slots, idx);
 		return false;
 	}
+	/* the copy holds a place of its own: @old gives its back when released */
+	if (ns->client_counted && w->client_oc != NULL)
+		dlb_coc_acquire(w->client_oc, &ns->client.peer.sa, UINT32_MAX);
 	w->be_stats[be->index].queries++;
 	w->be_stats[be->index].outstanding++;
 	arm_timer(w, now + bl->timeout);
@@ -199,6 +209,7 @@ release_slot(struct dlb_worker *w, struct dlb_be_sock *s, uint32_t idx)
 	struct dlb_slot *slot = dlb_slot_get(&w->slots, idx);
 
 	w->be_stats[slot->be_index].outstanding--;
+	dlb_oc_release(w, slot);
 	dlb_inflight_remove(&s->table, &w->slots, idx);
 	dlb_slot_free(&w->slots, idx);
 }
@@ -272,12 +283,11 @@ dlb_backend_flush(struct dlb_worker *w)
 	}
 }
 
-/* Answer a query we could not forward: SERVFAIL, counted by the caller. */
+/* Answer a UDP query we do not forward with @rcode, in place; counted by the caller. */
 static void
-answer_servfail(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *c)
+answer_rcode(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *c, uint8_t rcode)
 {
-	int n = dlb_wire_build_answer(q->pkt, &q->m, DLB_RCODE_SERVFAIL, &w->cfg->selfans, q->pkt,
-				      q->cap);
+	int n = dlb_wire_build_answer(q->pkt, &q->m, rcode, &w->cfg->selfans, q->pkt, q->cap);
 
 	if (n < 0)
 		return;
@@ -285,6 +295,27 @@ answer_servfail(struct dlb_worker *w, struct dlb_query *q, const struct dlb_clie
 	dlb_rings_local_answer(w, q, q->pkt, (size_t)n);
 	dlb_query_account_answer(w, q->pkt, (size_t)n, c->t_start);
 	dlb_frontend_queue_reply(w, c, q->pkt, (size_t)n);
+}
+
+static void
+answer_servfail(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *c)
+{
+	answer_rcode(w, q, c, DLB_RCODE_SERVFAIL);
+}
+
+void
+dlb_backend_answer_over_cap(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *c)
+{
+	switch (w->cfg->oc_action) {
+	case DLB_OC_REFUSED:
+		answer_rcode(w, q, c, DLB_RCODE_REFUSED);
+		break;
+	case DLB_OC_SERVFAIL:
+		answer_rcode(w, q, c, DLB_RCODE_SERVFAIL);
+		break;
+	default:
+		break;	/* drop: counted in client-outstanding-exceeded only */
+	}
 }
 
 void
@@ -298,14 +329,22 @@ dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_
 	size_t off = 0;
 	uint32_t idx;
 	int id;
+	enum dlb_coc_result oc;
 
 	if (q->tcp || be->tcp_only) {
-		dlb_tcp_forward(w, q, c);
+		dlb_tcp_forward(w, q, c);	/* checks setMaxOutstandingPerClient itself */
+		return;
+	}
+	oc = dlb_oc_acquire(w, &c->peer.sa);
+	if (oc == DLB_COC_OVER) {
+		dlb_backend_answer_over_cap(w, q, c);
 		return;
 	}
 	s = &bl->socks[bl->next_sock++ % (unsigned)bl->nsocks];
 	idx = dlb_slot_alloc(&w->slots);
 	if (idx == DLB_SLOT_NONE) {
+		if (oc == DLB_COC_ACQUIRED)
+			dlb_coc_release(w->client_oc, &c->peer.sa);
 		w->stats.inflight_full++;
 		w->be_stats[be->index].refused++;
 		answer_servfail(w, q, c);
@@ -315,6 +354,8 @@ dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_
 	id = dlb_inflight_add(&s->table, &w->slots, &w->rng, idx, c->t_start + bl->timeout);
 	if (id < 0) {
 		/* never overwrite a query in flight: refuse this one */
+		if (oc == DLB_COC_ACQUIRED)
+			dlb_coc_release(w->client_oc, &c->peer.sa);
 		dlb_slot_free(&w->slots, idx);
 		w->stats.inflight_full++;
 		w->be_stats[be->index].refused++;
@@ -322,6 +363,7 @@ dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_
 		return;
 	}
 	dlb_query_fill_slot(slot, q, c);
+	slot->client_counted = oc == DLB_COC_ACQUIRED;
 	if (q->ecslen > 0)
 		q->len = dlb_query_add_ecs(w, q, q->pkt, q->len, q->cap, &slot->ecs_added);
 	if ((w->cfg->failover_on_timeout || w->cfg->failover_on_servfail) &&
@@ -398,6 +440,7 @@ dlb_backend_prefetch(struct dlb_worker *w, const struct dlb_query *q)
 		return;
 	}
 	dlb_query_fill_slot(dlb_slot_get(&w->slots, idx), q, &c);
+	dlb_slot_get(&w->slots, idx)->client_counted = 0;	/* no client */
 	w->be_stats[be->index].queries++;
 	w->be_stats[be->index].outstanding++;
 	if (!ev_is_active(&w->timeout_timer))

@@ -33,6 +33,13 @@ void dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct
  * refreshes the cache (prefetch). @q itself is not modified.
  */
 void dlb_backend_prefetch(struct dlb_worker *w, const struct dlb_query *q);
+/**
+ * UDP client @c already has its setMaxOutstandingPerClient queries in
+ * flight: answer @q by cfg->oc_action (REFUSED or SERVFAIL built in place
+ * and queued; drop: nothing).
+ */
+void dlb_backend_answer_over_cap(struct dlb_worker *w, struct dlb_query *q,
+				 const struct dlb_client *c);
 /** Send every queued query. */
 void dlb_backend_flush(struct dlb_worker *w);
 /** libev callback of the worker's timeout timer. */

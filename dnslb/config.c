@@ -105,6 +105,17 @@ dlb_config_new(void)
 	cfg->selfans.payload_size = 1232;
 	cfg->tcp_recv_timeout = 2;
 	cfg->tcp_send_timeout = 2;
+	/* abuse limits (docs/abuse.md): dnsdist 2.0's defaults where it has the setting */
+	cfg->tcp_conn_rate_interval = 5;
+	cfg->tcp_ban_duration_rate = 10;
+	cfg->max_tcp_read_ios_per_query = 50;
+	cfg->tcp_ban_duration_read_ios = 60;
+	cfg->tcp_conns_mask_v4 = 32;
+	cfg->tcp_conns_mask_v6 = 128;
+	cfg->tcp_overload_threshold = 90;
+	cfg->max_tcp_out_bytes = 256 * 1024;
+	cfg->oc_mask_v4 = 32;
+	cfg->oc_mask_v6 = 64;
 	cfg->max_tcp_client_threads = 10;
 	cfg->udp_vector_size = DLB_UDP_BATCH;
 	cfg->cache_cleaning_delay = 60;

@@ -228,6 +228,18 @@ struct dlb_config {
 	int max_tcp_conns_per_client;		/* 0 = unlimited */
 	int max_tcp_conn_duration;		/* s, 0 = unlimited */
 	int max_tcp_client_threads;		/* accepted for compatibility; workers serve TCP */
+	/* abuse limits (dnslb/abuse.h, docs/abuse.md; lua/abuse_lua.c sets them) */
+	int max_tcp_conn_rate_per_client;	/* setMaxTCPConnectionRatePerClient, /s; 0 = off */
+	int tcp_conn_rate_interval;		/* setTCPConnectionRateInterval, min, default 5 */
+	int tcp_ban_duration_rate;		/* setBanDurationForExceedingTCPTLSRate, s, default 10 */
+	int max_tcp_read_ios_per_query;		/* setMaxTCPReadIOsPerQuery, default 50; 0 = off */
+	int tcp_ban_duration_read_ios;		/* setBanDurationForExceedingMaxReadIOsPerQuery, s, 60 */
+	int tcp_conns_mask_v4, tcp_conns_mask_v6;	/* setTCPConnectionsMaskV4/V6, 32 / 128 */
+	int tcp_overload_threshold;		/* setTCPConnectionsOverloadThreshold, %, default 90 */
+	size_t max_tcp_out_bytes;		/* setMaxTCPOutputBufferSize, default 256 KiB */
+	int max_outstanding_per_client;		/* setMaxOutstandingPerClient, per worker; 0 = off */
+	int oc_action;				/* enum dlb_oc_action (drop, REFUSED, SERVFAIL) */
+	int oc_mask_v4, oc_mask_v6;		/* its client masks, default 32 / 64 */
 
 	int udp_vector_size;			/* recvmmsg batch, default DLB_UDP_BATCH */
 	int udp_rcvbuf, udp_sndbuf;		/* setUDPSocketBufferSizes, 0 = kernel default */

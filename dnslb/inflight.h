@@ -75,6 +75,8 @@ struct dlb_slot {
 	/* failover (setFailover): the query as sent, to send it again once */
 	const struct dlb_pool *pool;
 	uint8_t retried;
+	uint8_t client_counted;		/* holds a place in the worker's per-client
+					 * outstanding table (dnslb/abuse.h) */
 	uint8_t ecs_added;		/* enum dlb_ecs_added: what to strip from the answer */
 	uint16_t qlen;			/* 0: not kept (failover off, or too big) */
 	/* what the query rules decided that the answer needs */

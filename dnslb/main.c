@@ -21,6 +21,7 @@
 #include "dnslb/config.h"
 #include "dnslb/console_client.h"
 #include "dnslb/daemon.h"
+#include "dnslb/dynblock.h"
 #include "dnslb/health.h"
 #include "dnslb/log.h"
 #include "dnslb/rcu.h"
@@ -430,6 +431,7 @@ maintenance_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	dlb_rules_maintenance(now);
 	while (nretired_lc > 0)
 		dlb_lua_conf_free(retired_lc[--nretired_lc]);
+	dlb_dynblock_maintenance();	/* harvest the rates before maintenance() applies rules */
 	if (main_lc != NULL)
 		dlb_lua_conf_maintenance(main_lc);
 	if (last_clean == 0)

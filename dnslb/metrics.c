@@ -16,6 +16,7 @@
 #include "dnslb/cache.h"
 #include "dnslb/config.h"
 #include "dnslb/daemon.h"
+#include "dnslb/dynblock.h"
 #include "dnslb/stats.h"
 #include "dnslb/worker.h"
 #include "rules/rules.h"
@@ -224,6 +225,8 @@ static const struct help counter_help[] = {
 	{ "tcp-client-timeouts", "TCP client connections closed by a timeout" },
 	{ "tcp-downstream-connections", "TCP connections opened to backends" },
 	{ "tcp-downstream-failures", "TCP connections to backends that failed" },
+	{ "dyn-blocked", "Number of queries dropped because of a dynamic block" },
+	{ "dyn-block-drops", "Queries dropped (Drop action) by a dynamic block" },
 };
 
 static const char *
@@ -321,6 +324,8 @@ dlb_metrics_global(struct dlb_metric *out, size_t cap)
 	    DLB_METRIC_COUNTER, false, false,
 	    proc_table_value("/proc/net/netstat", "TcpExt", "ListenOverflows"));
 	/* dnslb's own, over every packet cache */
+	put(out, cap, &n, "dyn-block-nmg-size", "Number of dynamic blocks entries",
+	    DLB_METRIC_GAUGE, false, false, (double)dlb_dyn_nmg_size());
 	put(out, cap, &n, "cache-entries", "Entries in all packet caches", DLB_METRIC_GAUGE, false,
 	    false, (double)cs.entries);
 	put(out, cap, &n, "cache-stale-hits", "Expired cache entries served (stale answers)",

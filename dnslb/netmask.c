@@ -447,3 +447,52 @@ dlb_sockaddr_equal(const struct sockaddr *a, const struct sockaddr *b)
 	}
 	return false;
 }
+
+static inline uint64_t
+be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* High @bits of a 64-bit word (0..64). */
+static inline uint64_t
+mask64(int bits)
+{
+	return bits <= 0 ? 0 : bits >= 64 ? ~0ULL : ~0ULL << (64 - bits);
+}
+
+bool
+dlb_sockaddr_subnet_key(const struct sockaddr *sa, int v4mask, int v6mask, uint64_t *k0,
+			uint64_t *k1, int *fam)
+{
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	const uint8_t *a;
+
+	if (sa == NULL)
+		return false;
+	if (sa->sa_family == AF_INET) {
+		a = (const uint8_t *)&((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+		goto v4;
+	}
+	if (sa->sa_family != AF_INET6)
+		return false;
+	a = ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr;
+	if (memcmp(a, v4mapped, sizeof(v4mapped)) == 0) {
+		a += 12;
+		goto v4;
+	}
+	*k0 = be64(a) & mask64(v6mask);
+	*k1 = be64(a + 8) & mask64(v6mask - 64);
+	*fam = AF_INET6;
+	return true;
+v4:
+	*k0 = 0;
+	*k1 = ((uint64_t)a[0] << 24 | (uint64_t)a[1] << 16 | (uint64_t)a[2] << 8 | a[3]) &
+	      (mask64(v4mask) >> 32);
+	*fam = AF_INET;
+	return true;
+}

@@ -56,4 +56,26 @@ int dlb_sockaddr_parse(const char *s, uint16_t default_port, struct sockaddr_sto
 void dlb_sockaddr_format(const struct sockaddr *sa, char *out, size_t outsz);
 bool dlb_sockaddr_equal(const struct sockaddr *a, const struct sockaddr *b);
 
+/** MurmurHash3's 64-bit finalizer: a bijection with good avalanche (hash tables). */
+static inline uint64_t
+dlb_fmix64(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdULL;
+	k ^= k >> 33;
+	k *= 0xc4ceb9fe1a85ec53ULL;
+	k ^= k >> 33;
+	return k;
+}
+
+/**
+ * The subnet of @sa as the key of a per-client table: the address masked to
+ * @v4mask or @v6mask bits, as two words (IPv4 in the low 32 bits of *@k1,
+ * *@k0 = 0); a v4-mapped IPv6 address counts as its IPv4 address (a v4
+ * client on a dual-stack listener). *@fam: AF_INET or AF_INET6. @return
+ * false for NULL or a non-IP address.
+ */
+bool dlb_sockaddr_subnet_key(const struct sockaddr *sa, int v4mask, int v6mask, uint64_t *k0,
+			     uint64_t *k1, int *fam);
+
 #endif

@@ -7,6 +7,7 @@
 
 #include "dnslb/backend.h"
 #include "dnslb/config.h"
+#include "dnslb/dynblock.h"
 #include "dnslb/frontend.h"
 #include "dnslb/proxyproto.h"
 #include "dnslb/rings.h"
@@ -257,6 +258,53 @@ query_rules(struct dlb_worker *w, struct dlb_query *q, const struct dlb_chain *c
 	return DLB_V_FORWARD;
 }
 
+/*
+ * Dynamic blocks (dnslb/dynblock.h): after the ACL and the query ring,
+ * before any rule, as dnsdist 1.7's applyRulesToQuery. Nxdomain, Refused
+ * and Truncate answer at once (self-answered, then the self-answered
+ * response rules); NoRecurse clears RD and skips the query rules; Drop
+ * drops (dyn-block-drops). @return DLB_V_FORWARD to go on, with
+ * *@skip_rules; anything else is the query's verdict.
+ */
+static enum dlb_verdict
+dynblock(struct dlb_worker *w, struct dlb_query *q, bool *skip_rules)
+{
+	struct dlb_dyn_verdict dv;
+	int n;
+
+	*skip_rules = false;
+	if (!dlb_dyn_query(w, q->client, q->m.qname_lc, q->m.qname_len, q->m.qtype, q->tcp, &dv))
+		return DLB_V_FORWARD;
+	if (dv.action == DLB_DYN_NORECURSE) {
+		q->m.flags &= (uint16_t)~DLB_F_RD;
+		q->pkt[2] &= (uint8_t)~(DLB_F_RD >> 8);
+		*skip_rules = true;
+		return DLB_V_FORWARD;
+	}
+	if (dv.action != DLB_DYN_NXDOMAIN && dv.action != DLB_DYN_REFUSED &&
+	    dv.action != DLB_DYN_TRUNCATE) {
+		w->stats.dyn_block_drops++;
+		return q->tcp ? DLB_V_CLOSE : DLB_V_DROP;
+	}
+	if (q->tcp && q->pkt != w->scratch) {
+		/* TCP frames are only as big as the query: let the answer grow */
+		memcpy(w->scratch, q->pkt, q->len);
+		q->pkt = w->scratch;
+		q->cap = DLB_RBUF_SIZE;
+	}
+	if (dv.action == DLB_DYN_TRUNCATE)
+		n = dlb_answer_tc(q->pkt, q->len, q->cap, &q->m, &w->cfg->selfans);
+	else
+		n = dlb_wire_build_answer(q->pkt, &q->m, dv.action == DLB_DYN_NXDOMAIN ?
+					  DLB_RCODE_NXDOMAIN : DLB_RCODE_REFUSED,
+					  &w->cfg->selfans, q->pkt, q->cap);
+	if (n < 0)
+		return q->tcp ? DLB_V_CLOSE : DLB_V_DROP;
+	q->len = (size_t)n;
+	w->stats.self_answered++;
+	return answer_rules(w, q, DLB_CHAIN_SELF_ANSWERED);
+}
+
 /* setECSOverride, or SetECSOverrideAction for this query. */
 static bool
 ecs_override(const struct dlb_config *cfg, const struct dlb_query *q)
@@ -301,11 +349,13 @@ ecs_option(const struct dlb_config *cfg, struct dlb_query *q)
 	return dlb_wire_ecs_option(src, bits, q->ecs);
 }
 
-enum dlb_verdict
-dlb_query_process(struct dlb_worker *w, struct dlb_query *q)
+/* dlb_query_process; *@dyn_answer: the answer is a dynamic block's. */
+static enum dlb_verdict
+process(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 {
 	const struct dlb_config *cfg = w->cfg;
 	const struct dlb_chain *qc;
+	bool skip_rules;
 	int rc;
 
 	q->pool = w->default_pool;
@@ -338,8 +388,16 @@ dlb_query_process(struct dlb_worker *w, struct dlb_query *q)
 
 	q->orig_flags = q->m.flags;
 	q->rs = dlb_rules_current();
+	{
+		enum dlb_verdict v = dynblock(w, q, &skip_rules);
+
+		if (v != DLB_V_FORWARD) {
+			*dyn_answer = true;
+			return v;
+		}
+	}
 	qc = q->rs->c[DLB_CHAIN_QUERY];
-	if (qc->n > 0) {
+	if (qc->n > 0 && !skip_rules) {
 		enum dlb_verdict v = query_rules(w, q, qc, &q->dq);
 
 		if (v != DLB_V_FORWARD)
@@ -383,6 +441,19 @@ dlb_query_process(struct dlb_worker *w, struct dlb_query *q)
 		return DLB_V_DROP;
 	}
 	return DLB_V_FORWARD;
+}
+
+enum dlb_verdict
+dlb_query_process(struct dlb_worker *w, struct dlb_query *q)
+{
+	bool dyn_answer = false;
+	enum dlb_verdict v = process(w, q, &dyn_answer);
+
+	/* local answers feed the dynamic-block rates (not those of a block itself) */
+	if (v == DLB_V_ANSWER && !dyn_answer)
+		dlb_dyn_answer(w, q->client, q->m.qname_lc, q->m.qname_len, DLB_RCODE(q->pkt[3]),
+			       q->len);
+	return v;
 }
 
 bool
@@ -512,6 +583,8 @@ dlb_query_answer_stale(struct dlb_worker *w, const struct dlb_slot *s)
 		return false;
 	dlb_rings_slot(w, s, w->scratch, n, DLB_RING_BE_CACHE);
 	dlb_query_account_answer(w, w->scratch, n, s->client.t_start);
+	dlb_dyn_answer(w, &s->client.peer.sa, s->key.qname_lc, s->key.qname_len,
+		       DLB_RCODE(w->scratch[3]), n);
 	if (s->client.proto == DLB_CLIENT_UDP)
 		dlb_frontend_send_reply(w, &s->client, w->scratch, n);
 	else
@@ -638,6 +711,8 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 		w->stats.servfail_responses++;
 	dlb_rings_slot(w, s, pkt, len, s->be_index);
 	dlb_query_account_answer(w, pkt, len, s->client.t_start);
+	dlb_dyn_answer(w, &s->client.peer.sa, s->key.qname_lc, s->key.qname_len,
+		       DLB_RCODE(pkt[3]), len);
 	return len;
 }
 

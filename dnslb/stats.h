@@ -49,7 +49,15 @@
 	X("tcp-client-rejected", tcp_client_rejected)			\
 	X("tcp-client-timeouts", tcp_client_timeouts)			\
 	X("tcp-downstream-connections", tcp_downstream_connections)	\
-	X("tcp-downstream-failures", tcp_downstream_failures)
+	X("tcp-downstream-failures", tcp_downstream_failures)		\
+	X("tcp-client-banned", tcp_client_banned)			\
+	X("tcp-client-rate-exceeded", tcp_client_rate_exceeded)		\
+	X("tcp-too-many-read-ios", tcp_too_many_read_ios)		\
+	X("tcp-output-buffer-full", tcp_output_buffer_full)		\
+	X("tcp-overloaded-connections", tcp_overloaded_connections)	\
+	X("client-outstanding-exceeded", client_outstanding_exceeded)	\
+	X("dyn-blocked", dyn_blocked)					\
+	X("dyn-block-drops", dyn_block_drops)
 
 struct dlb_stats {
 #define DLB_STATS_FIELD(name, field) uint64_t field;

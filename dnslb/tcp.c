@@ -15,6 +15,15 @@
  * so a connection the backend closed is reopened and the queries resent
  * (up to `retries` attempts). A mismatched answer closes the connection and
  * fails its queries (bad-inputs §3.2 #46).
+ *
+ * Abuse limits (docs/abuse.md): on accept, the shared TCP client table
+ * (dnslb/abuse.h) checks bans, the connection rate and the per-client cap;
+ * a connection needing more than setMaxTCPReadIOsPerQuery reads for one
+ * query is closed and its client banned; answers queued beyond
+ * setMaxTCPOutputBufferSize for a client that does not read close it; past
+ * setTCPConnectionsOverloadThreshold of a cap, new connections get one
+ * query, a short receive timeout and a short life. Queries in flight count
+ * against setMaxOutstandingPerClient while they hold a backend request.
  */
 #include "dnslb/tcp.h"
 
@@ -28,6 +37,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "dnslb/abuse.h"
+#include "dnslb/backend.h"
 #include "dnslb/config.h"
 #include "dnslb/frontend.h"
 #include "dnslb/log.h"
@@ -38,142 +49,15 @@
 
 
 #define TCP_RBUF_INITIAL	4096
-#define TCP_MAX_OUT_BYTES	(1u << 20)	/* queued answers per client before we give up */
 #define TCP_MAX_UP_PER_BACKEND	256		/* connections per worker and backend */
 #define TCP_UP_IDLE_TIMEOUT	30.0		/* s an unused backend connection stays open */
 
-/* ---- per-client connection counts (shared by workers; taken on accept only) ---- */
+/* connections per frontend, all workers (atomic) */
+static uint32_t fe_conns[DLB_MAX_FRONTENDS];
 
-struct client_count {
-	uint8_t key[17];	/* family + address */
-	uint32_t count;
-};
-
-static pthread_mutex_t cc_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct client_count *cc_table;
-static uint32_t cc_cap, cc_used;
-static uint32_t fe_conns[DLB_MAX_FRONTENDS];	/* atomic: connections per frontend */
-
-static void
-client_key(const union dlb_sockaddr *sa, uint8_t key[17])
-{
-	memset(key, 0, 17);
-	key[0] = (uint8_t)sa->sa.sa_family;
-	if (sa->sa.sa_family == AF_INET)
-		memcpy(key + 1, &sa->sin.sin_addr, 4);
-	else
-		memcpy(key + 1, &sa->sin6.sin6_addr, 16);
-}
-
-static uint32_t
-key_hash(const uint8_t key[17])
-{
-	uint32_t h = 2166136261u;
-
-	for (int i = 0; i < 17; i++)
-		h = (h ^ key[i]) * 16777619u;
-	return h;
-}
-
-/* Linear probing with tombstone-free deletion (backward shift). Lock held. */
-static struct client_count *
-cc_find(const uint8_t key[17], bool create)
-{
-	uint32_t i;
-
-	if (create && (cc_used + 1) * 2 > cc_cap) {
-		uint32_t ncap = cc_cap ? cc_cap * 2 : 1024;
-		struct client_count *nt = calloc(ncap, sizeof(*nt)), *old = cc_table;
-		uint32_t ocap = cc_cap;
-
-		if (nt == NULL)
-			return NULL;
-		cc_table = nt;
-		cc_cap = ncap;
-		for (uint32_t j = 0; j < ocap; j++) {
-			if (old[j].count == 0)
-				continue;
-			i = key_hash(old[j].key) & (ncap - 1);
-			while (nt[i].count != 0)
-				i = (i + 1) & (ncap - 1);
-			nt[i] = old[j];
-		}
-		free(old);
-	}
-	if (cc_cap == 0)
-		return NULL;
-	i = key_hash(key) & (cc_cap - 1);
-	while (cc_table[i].count != 0) {
-		if (memcmp(cc_table[i].key, key, 17) == 0)
-			return &cc_table[i];
-		i = (i + 1) & (cc_cap - 1);
-	}
-	if (!create)
-		return NULL;
-	memcpy(cc_table[i].key, key, 17);
-	cc_used++;
-	return &cc_table[i];
-}
-
-static void
-cc_delete(struct client_count *e)
-{
-	uint32_t i = (uint32_t)(e - cc_table), j = i;
-
-	cc_used--;
-	e->count = 0;
-	for (;;) {
-		uint32_t k;
-
-		j = (j + 1) & (cc_cap - 1);
-		if (cc_table[j].count == 0)
-			return;
-		k = key_hash(cc_table[j].key) & (cc_cap - 1);
-		/* move j back to i if its home k is not cyclically in (i, j] */
-		if ((i <= j) ? (i < k && k <= j) : (i < k || k <= j))
-			continue;
-		cc_table[i] = cc_table[j];
-		cc_table[j].count = 0;
-		i = j;
-	}
-}
-
-/* @return false when @sa already has @max connections. */
-static bool
-client_conn_acquire(const union dlb_sockaddr *sa, int max)
-{
-	uint8_t key[17];
-	struct client_count *e;
-	bool ok = true;
-
-	if (max <= 0)
-		return true;
-	client_key(sa, key);
-	pthread_mutex_lock(&cc_lock);
-	e = cc_find(key, true);
-	if (e == NULL || e->count >= (uint32_t)max)
-		ok = e == NULL; /* out of memory: do not refuse service for it */
-	else
-		e->count++;
-	pthread_mutex_unlock(&cc_lock);
-	return ok;
-}
-
-static void
-client_conn_release(const union dlb_sockaddr *sa, int max)
-{
-	uint8_t key[17];
-	struct client_count *e;
-
-	if (max <= 0)
-		return;
-	client_key(sa, key);
-	pthread_mutex_lock(&cc_lock);
-	e = cc_find(key, false);
-	if (e != NULL && --e->count == 0)
-		cc_delete(e);
-	pthread_mutex_unlock(&cc_lock);
-}
+/* setTCPConnectionsOverloadThreshold: what a restricted connection gets (dnsdist 2.0's) */
+#define TCP_OVERLOAD_RECV_TIMEOUT	0.5	/* s */
+#define TCP_OVERLOAD_DURATION		5.0	/* s */
 
 /* ---- client connections ---------------------------------------------------- */
 
@@ -203,6 +87,8 @@ struct dlb_tcp_client {
 	bool limit_reached;		/* setMaxTCPQueriesPerConnection: read no more */
 	bool peer_closed;		/* the client shut its side down */
 	bool counted_client;		/* holds a per-client count */
+	bool restricted;		/* accepted past the overload threshold */
+	uint32_t read_ios;		/* reads since the last complete query */
 };
 
 static void client_process(struct dlb_tcp_client *c);
@@ -261,7 +147,7 @@ client_close(struct dlb_tcp_client *c)
 	if (fe->max_concurrent_tcp > 0)
 		__atomic_sub_fetch(&fe_conns[c->l->index], 1, __ATOMIC_RELAXED);
 	if (c->counted_client)
-		client_conn_release(&c->peer, w->cfg->max_tcp_conns_per_client);
+		dlb_tcp_client_release(w->cfg, &c->peer.sa, dlb_worker_now(w));
 	free(c);
 }
 
@@ -316,9 +202,9 @@ client_queue(struct dlb_tcp_client *c, const uint8_t *pkt, size_t len)
 {
 	struct outbuf *o;
 
-	if (c->out_bytes + len + 2 > TCP_MAX_OUT_BYTES) {
-		/* a client that does not read its answers */
-		c->w->stats.tcp_client_timeouts++;
+	if (c->out_bytes > 0 && c->out_bytes + len + 2 > c->w->cfg->max_tcp_out_bytes) {
+		/* a client that does not read its answers (one answer always fits) */
+		c->w->stats.tcp_output_buffer_full++;
 		client_close(c);
 		return false;
 	}
@@ -342,14 +228,33 @@ client_queue(struct dlb_tcp_client *c, const uint8_t *pkt, size_t len)
 	return true;
 }
 
+/* The receive timeout and the longest life of @c (0: none), restricted or not. */
+static double
+client_recv_timeout(const struct dlb_tcp_client *c)
+{
+	double t = c->w->cfg->tcp_recv_timeout;
+
+	return c->restricted && (t <= 0 || t > TCP_OVERLOAD_RECV_TIMEOUT) ? TCP_OVERLOAD_RECV_TIMEOUT
+									  : t;
+}
+
+static double
+client_max_duration(const struct dlb_tcp_client *c)
+{
+	double d = c->w->cfg->max_tcp_conn_duration;
+
+	return c->restricted && (d <= 0 || d > TCP_OVERLOAD_DURATION) ? TCP_OVERLOAD_DURATION : d;
+}
+
 static void
 client_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct dlb_tcp_client *c = container_of(t, struct dlb_tcp_client, timer);
 	const struct dlb_config *cfg = c->w->cfg;
 	double now = ev_now(loop);
+	double max_duration = client_max_duration(c);
 
-	if (cfg->max_tcp_conn_duration > 0 && now - c->started >= cfg->max_tcp_conn_duration) {
+	if (max_duration > 0 && now - c->started >= max_duration) {
 		c->w->stats.tcp_client_timeouts++;
 		client_close(c);
 		return;
@@ -359,7 +264,7 @@ client_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 		client_close(c);
 		return;
 	}
-	if (c->out_head == NULL && c->inflight == 0 && now - c->last_io >= cfg->tcp_recv_timeout) {
+	if (c->out_head == NULL && c->inflight == 0 && now - c->last_io >= client_recv_timeout(c)) {
 		c->w->stats.tcp_client_timeouts++;
 		client_close(c);
 		return;
@@ -373,13 +278,14 @@ client_arm_timer(struct dlb_tcp_client *c)
 {
 	const struct dlb_config *cfg = c->w->cfg;
 	double now = dlb_worker_now(c->w), due = 0;
+	double max_duration = client_max_duration(c);
 
 	if (c->out_head != NULL)
 		due = c->last_io + cfg->tcp_send_timeout;
 	else if (c->inflight == 0)
-		due = c->last_io + cfg->tcp_recv_timeout;
-	if (cfg->max_tcp_conn_duration > 0) {
-		double end = c->started + cfg->max_tcp_conn_duration;
+		due = c->last_io + client_recv_timeout(c);
+	if (max_duration > 0) {
+		double end = c->started + max_duration;
 
 		if (due == 0 || end < due)
 			due = end;
@@ -431,7 +337,17 @@ client_read_cb(struct ev_loop *loop, ev_io *io, int revents)
 	}
 	c->rlen += (size_t)n;
 	c->last_io = ev_now(loop);
+	c->read_ios++;
 	client_process(c);
+}
+
+/* Part of a frame is buffered and not complete yet. */
+static bool
+client_partial_frame(const struct dlb_tcp_client *c)
+{
+	size_t avail = c->rlen - c->rpos;
+
+	return avail > 0 && (avail < 2 || avail < (size_t)dlb_rd16(c->rbuf + c->rpos) + 2);
 }
 
 /*
@@ -444,7 +360,8 @@ client_process(struct dlb_tcp_client *c)
 	struct dlb_worker *w = c->w;
 	const struct dlb_config *cfg = w->cfg;
 	const struct dlb_frontend_cfg *fe = &cfg->frontends[c->l->index];
-	uint32_t max_inflight = fe->max_in_flight > 0 ? (uint32_t)fe->max_in_flight : 1;
+	uint32_t max_inflight = fe->max_in_flight > 0 && !c->restricted ? (uint32_t)fe->max_in_flight
+									  : 1;
 
 	for (;;) {
 		size_t avail = c->rlen - c->rpos;
@@ -491,6 +408,7 @@ client_process(struct dlb_tcp_client *c)
 		w->stats.queries++;
 		c->l->tcp_queries++;
 		c->queries++;
+		c->read_ios = 0;
 		q.pkt = c->rbuf + c->rpos + 2;
 		q.len = flen;
 		q.cap = flen;	/* local answers are never longer than the query */
@@ -499,8 +417,8 @@ client_process(struct dlb_tcp_client *c)
 		q.local = c->has_local ? &c->local.sa
 				       : (const struct sockaddr *)&cfg->frontends[c->l->index].addr;
 		c->rpos += (size_t)flen + 2;
-		if (cfg->max_tcp_queries_per_conn > 0 &&
-		    c->queries >= (uint32_t)cfg->max_tcp_queries_per_conn)
+		if ((cfg->max_tcp_queries_per_conn > 0 &&
+		     c->queries >= (uint32_t)cfg->max_tcp_queries_per_conn) || c->restricted)
 			c->limit_reached = true;
 
 		switch (dlb_query_process(w, &q)) {
@@ -542,6 +460,15 @@ client_process(struct dlb_tcp_client *c)
 	}
 	if (c->peer_closed && c->inflight < max_inflight)
 		c->rpos = c->rlen;	/* an incomplete last frame will never complete */
+	if (cfg->max_tcp_read_ios_per_query > 0 &&
+	    c->read_ios >= (uint32_t)cfg->max_tcp_read_ios_per_query && client_partial_frame(c)) {
+		/* a query dribbled in (slowloris): close, and keep the client out a while */
+		w->stats.tcp_too_many_read_ios++;
+		dlb_tcp_client_ban(cfg, &c->peer.sa, dlb_worker_now(w),
+				   cfg->tcp_ban_duration_read_ios);
+		client_close(c);
+		return;
+	}
 	if (c->rpos == c->rlen)
 		c->rpos = c->rlen = 0;
 	/* read more only when there is room to act on it */
@@ -559,13 +486,18 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 {
 	const struct dlb_config *cfg = w->cfg;
 	const struct dlb_frontend_cfg *fe = &cfg->frontends[l->index];
+	int threshold = cfg->tcp_overload_threshold;
+	double now = dlb_worker_now(w);
 
+	dlb_tcp_clients_maintain(cfg, now);
 	for (int k = 0; k < 32; k++) {
 		union dlb_sockaddr peer;
 		socklen_t plen = sizeof(peer);
 		struct dlb_tcp_client *c;
 		int fd = accept4(l->tcp_fd, &peer.sa, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		int one = 1;
+		uint32_t fe_prior = 0, client_prior = 0;
+		bool counted;
 
 		if (fd == -1) {
 			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
@@ -578,17 +510,27 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 			continue;
 		}
 		if (fe->max_concurrent_tcp > 0 &&
-		    __atomic_add_fetch(&fe_conns[l->index], 1, __ATOMIC_RELAXED) >
+		    (fe_prior = __atomic_fetch_add(&fe_conns[l->index], 1, __ATOMIC_RELAXED)) >=
 			    (uint32_t)fe->max_concurrent_tcp) {
 			__atomic_sub_fetch(&fe_conns[l->index], 1, __ATOMIC_RELAXED);
 			w->stats.tcp_client_rejected++;
 			close(fd);
 			continue;
 		}
-		if (!client_conn_acquire(&peer, cfg->max_tcp_conns_per_client)) {
+		switch (dlb_tcp_client_admit(cfg, &peer.sa, now, &counted, &client_prior)) {
+		case DLB_TCP_ADMIT_OK:
+			break;
+		case DLB_TCP_ADMIT_BANNED:
+			w->stats.tcp_client_banned++;
+			goto refuse;
+		case DLB_TCP_ADMIT_RATE:
+			w->stats.tcp_client_rate_exceeded++;
+			goto refuse;
+		case DLB_TCP_ADMIT_TOO_MANY:
+			w->stats.tcp_client_rejected++;
+		refuse:
 			if (fe->max_concurrent_tcp > 0)
 				__atomic_sub_fetch(&fe_conns[l->index], 1, __ATOMIC_RELAXED);
-			w->stats.tcp_client_rejected++;
 			close(fd);
 			continue;
 		}
@@ -598,7 +540,8 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 			if (c != NULL)
 				free(c->rbuf);
 			free(c);
-			client_conn_release(&peer, cfg->max_tcp_conns_per_client);
+			if (counted)
+				dlb_tcp_client_release(cfg, &peer.sa, now);
 			if (fe->max_concurrent_tcp > 0)
 				__atomic_sub_fetch(&fe_conns[l->index], 1, __ATOMIC_RELAXED);
 			close(fd);
@@ -615,7 +558,16 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 		c->fd = fd;
 		c->peer = peer;
 		c->rcap = TCP_RBUF_INITIAL;
-		c->counted_client = cfg->max_tcp_conns_per_client > 0;
+		c->counted_client = counted;
+		/* past the overload threshold of a cap: one query, short timeouts */
+		if (threshold > 0 &&
+		    ((fe->max_concurrent_tcp > 0 &&
+		      (uint64_t)fe_prior * 100 >= (uint64_t)threshold * fe->max_concurrent_tcp) ||
+		     (counted && (uint64_t)client_prior * 100 >=
+					 (uint64_t)threshold * cfg->max_tcp_conns_per_client))) {
+			c->restricted = true;
+			w->stats.tcp_overloaded_connections++;
+		}
 		c->started = c->last_io = ev_now(w->loop);
 		l->tcp_conns++;
 		w->stats.tcp_client_connections++;
@@ -680,6 +632,40 @@ client_fail(struct dlb_worker *w, const struct dlb_client *cl, const struct dlb_
 		dlb_tcp_deliver(w, cl, buf, n);
 	else
 		dlb_frontend_send_reply(w, cl, buf, n);
+}
+
+/*
+ * setMaxOutstandingPerClient: TCP client @cl already has its cap of queries
+ * in flight. Answer this one by cfg->oc_action (drop: close, as for a
+ * dropped query on a stream).
+ */
+static void
+client_over_cap(struct dlb_worker *w, const struct dlb_client *cl, const struct dlb_slot *s)
+{
+	uint8_t buf[DLB_DNS_HDR + DLB_MAX_NAME + 4];
+	struct dlb_tcp_client *c;
+	size_t n;
+
+	if (w->cfg->oc_action == DLB_OC_DROP) {
+		dlb_tcp_drop(w, cl);
+		return;
+	}
+	n = dlb_query_slot_servfail(s, cl, buf);
+	if (w->cfg->oc_action == DLB_OC_REFUSED)
+		buf[3] = (uint8_t)((buf[3] & 0xf0) | DLB_RCODE_REFUSED);
+	w->stats.self_answered++;
+	dlb_rings_slot(w, s, buf, n, DLB_RING_BE_SELF);
+	dlb_query_account_answer(w, buf, n, cl->t_start);
+	/*
+	 * Queued without dlb_tcp_deliver's client_process: we are inside the
+	 * connection's own client_process loop, which goes on with the next
+	 * frame (recursing here would grow the stack with every pipelined query).
+	 */
+	c = client_lookup(w, cl);
+	if (c != NULL) {
+		c->inflight--;
+		client_queue(c, buf, n);
+	}
 }
 
 /* ---- backend connections ------------------------------------------------------ */
@@ -781,6 +767,7 @@ up_fail_all(struct dlb_tcp_up *u, bool timeout)
 		struct up_req *r = &reqs[i];
 
 		w->be_stats[r->s.be_index].outstanding--;
+		dlb_oc_release(w, &r->s);
 		if (timeout) {
 			w->be_stats[r->s.be_index].drops++;
 			dlb_rings_slot(w, &r->s, NULL, 0, r->s.be_index);
@@ -965,6 +952,7 @@ up_read_frames(struct dlb_tcp_up *u)
 		s = u->reqs[i].s;
 		up_remove_req(u, i);
 		w->be_stats[s.be_index].outstanding--;
+		dlb_oc_release(w, &s);
 		u->last_use = ev_now(w->loop);
 		alen = dlb_query_finish_response(w, &pkt, flen, &s, &delay_ms);
 		if (alen == 0) {
@@ -1093,6 +1081,21 @@ dlb_tcp_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_clie
 
 	memset(&s, 0, offsetof(struct dlb_slot, key));
 	dlb_query_fill_slot(&s, q, c);
+	if (c->proto != DLB_CLIENT_INTERNAL) {
+		switch (dlb_oc_acquire(w, &c->peer.sa)) {
+		case DLB_COC_OVER:
+			if (c->proto == DLB_CLIENT_TCP)
+				client_over_cap(w, c, &s);
+			else
+				dlb_backend_answer_over_cap(w, q, c);
+			return;
+		case DLB_COC_ACQUIRED:
+			s.client_counted = 1;	/* released where `outstanding` goes down */
+			break;
+		case DLB_COC_UNTRACKED:
+			break;
+		}
+	}
 	if (u == NULL || u->nreqs == u->cap) {
 		struct up_req *nr = NULL;
 
@@ -1106,6 +1109,7 @@ dlb_tcp_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_clie
 			}
 		}
 		if (nr == NULL) {
+			dlb_oc_release(w, &s);
 			w->stats.downstream_send_errors++;
 			w->be_stats[be->index].send_errors++;
 			if (c->proto == DLB_CLIENT_TCP)
@@ -1129,6 +1133,7 @@ dlb_tcp_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_clie
 	/* room for a PROXY header and an ECS option or OPT RR added on the way */
 	r->frame = malloc(DLB_PP2_MAX + q->len + 2 + (q->ecslen > 0 ? 11u + q->ecslen : 0));
 	if (r->frame == NULL) {
+		dlb_oc_release(w, &r->s);
 		w->stats.downstream_send_errors++;
 		if (c->proto == DLB_CLIENT_TCP)
 			client_fail(w, c, &s, true);
@@ -1151,6 +1156,18 @@ dlb_tcp_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_clie
 	up_arm_timer(u);
 }
 
+uint64_t
+dlb_tcp_oc_marked(const struct dlb_worker *w)
+{
+	uint64_t n = 0;
+
+	for (int b = 0; b < w->nbe; b++)
+		for (const struct dlb_tcp_up *u = w->be[b].tcp_conns; u != NULL; u = u->next)
+			for (uint32_t i = 0; i < u->nreqs; i++)
+				n += u->reqs[i].s.client_counted;
+	return n;
+}
+
 void
 dlb_tcp_worker_close_all(struct dlb_worker *w)
 {
@@ -1161,11 +1178,15 @@ dlb_tcp_worker_close_all(struct dlb_worker *w)
 		while (w->be[b].tcp_conns != NULL) {
 			struct dlb_tcp_up *u = w->be[b].tcp_conns;
 
-			for (uint32_t i = 0; i < u->nreqs; i++)
+			for (uint32_t i = 0; i < u->nreqs; i++) {
 				w->be_stats[u->reqs[i].s.be_index].outstanding--;
+				dlb_oc_release(w, &u->reqs[i].s);
+			}
 			up_free(u);
 		}
 	}
+	/* the worker is ending: its UDP slots are freed without release */
+	dlb_oc_worker_free(w);
 	free(w->conns);
 	free(w->conns_free);
 	w->conns = NULL;

@@ -27,7 +27,12 @@ void dlb_tcp_deliver(struct dlb_worker *w, const struct dlb_client *c, const uin
  * its in-flight place and close the connection, as for a dropped query.
  */
 void dlb_tcp_drop(struct dlb_worker *w, const struct dlb_client *c);
-/** Close every TCP connection of the worker (shutdown). */
+/**
+ * Close every TCP connection of the worker (shutdown), and free its
+ * per-client outstanding table (dnslb/abuse.h).
+ */
 void dlb_tcp_worker_close_all(struct dlb_worker *w);
+/** Backend requests of @w holding a per-client outstanding place (consistency checks). */
+uint64_t dlb_tcp_oc_marked(const struct dlb_worker *w);
 
 #endif

@@ -45,13 +45,13 @@
 #include "dnslb/config.h"
 #include "dnslb/daemon.h"
 #include "dnslb/dnslb.h"
+#include "dnslb/dynblock.h"
 #include "dnslb/log.h"
 #include "dnslb/metrics.h"
 #include "dnslb/netmask.h"
 #include "dnslb/rcu.h"
 #include "dnslb/rings.h"
 #include "dnslb/wire.h"
-#include "lua/args.h"		/* dlb_lua_qtypes: constant data only */
 
 #ifndef DLB_VERSION
 #define DLB_VERSION "unknown"
@@ -1700,7 +1700,7 @@ parse_qtype(const char *s)
 	uint64_t n;
 	const char *digits = NULL;
 
-	if (dlb_lua_lookup_name(dlb_lua_qtypes, s, &v))
+	if (dlb_named_lookup(dlb_qtype_names, s, &v))
 		return v;
 	if (strncasecmp(s, "TYPE", 4) == 0)
 		digits = s + 4;
@@ -1835,9 +1835,18 @@ route(struct MHD_Connection *c, const char *path, const char *method, struct rep
 
 		if (cmd != NULL && strcmp(cmd, "stats") == 0)
 			reply_json(r, MHD_HTTP_OK, json_stats());
-		else if (cmd != NULL && (strcmp(cmd, "dynblocklist") == 0 ||
-					 strcmp(cmd, "ebpfblocklist") == 0))
-			/* no dynamic blocks (nor eBPF) in dnslb yet: dnsdist's empty list */
+		else if (cmd != NULL && strcmp(cmd, "dynblocklist") == 0) {
+			/* dnsdist 1.7's shape: the active blocks keyed by netmask or name */
+			cJSON *o = cJSON_CreateObject();
+
+			if (o != NULL && dlb_dyn_fill_json(o, dlb_dyn_now()) != 0) {
+				cJSON_Delete(o);
+				o = NULL;
+			}
+			reply_json(r, MHD_HTTP_OK, o);
+		}
+		else if (cmd != NULL && strcmp(cmd, "ebpfblocklist") == 0)
+			/* no eBPF in dnslb: the empty list of a dnsdist built without it */
 			reply_json(r, MHD_HTTP_OK, cJSON_CreateObject());
 		else
 			reply_error(r, MHD_HTTP_NOT_FOUND, "unknown command");

@@ -17,7 +17,9 @@
 #include <sys/socket.h>
 
 #include <sodium.h>
+#include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <xxhash.h>
 
 #define WIRE_MAX_MSG	65535	/* a DNS message never exceeds a TCP length prefix */
@@ -852,4 +854,50 @@ dlb_wire_rcode_text(unsigned rcode)
 	};
 
 	return rcode < sizeof(texts) / sizeof(texts[0]) ? texts[rcode] : NULL;
+}
+
+/* ---- names of DNS types ---------------------------------------------------- */
+
+/* dnsdist's QType::names (1.7) */
+const struct dlb_named dlb_qtype_names[] = {
+	{ "A", 1 }, { "NS", 2 }, { "MD", 3 }, { "MF", 4 }, { "CNAME", 5 }, { "SOA", 6 },
+	{ "MB", 7 }, { "MG", 8 }, { "MR", 9 }, { "NULL", 10 }, { "WKS", 11 }, { "PTR", 12 },
+	{ "HINFO", 13 }, { "MINFO", 14 }, { "MX", 15 }, { "TXT", 16 }, { "RP", 17 },
+	{ "AFSDB", 18 }, { "SIG", 24 }, { "KEY", 25 }, { "AAAA", 28 }, { "LOC", 29 },
+	{ "SRV", 33 }, { "NAPTR", 35 }, { "KX", 36 }, { "CERT", 37 }, { "A6", 38 },
+	{ "DNAME", 39 }, { "OPT", 41 }, { "APL", 42 }, { "DS", 43 }, { "SSHFP", 44 },
+	{ "IPSECKEY", 45 }, { "RRSIG", 46 }, { "NSEC", 47 }, { "DNSKEY", 48 }, { "DHCID", 49 },
+	{ "NSEC3", 50 }, { "NSEC3PARAM", 51 }, { "TLSA", 52 }, { "SMIMEA", 53 }, { "RKEY", 57 },
+	{ "CDS", 59 }, { "CDNSKEY", 60 }, { "OPENPGPKEY", 61 }, { "CSYNC", 62 },
+	{ "ZONEMD", 63 }, { "SVCB", 64 }, { "HTTPS", 65 }, { "SPF", 99 }, { "NID", 104 },
+	{ "L32", 105 }, { "L64", 106 }, { "LP", 107 }, { "EUI48", 108 }, { "EUI64", 109 },
+	{ "TKEY", 249 }, { "TSIG", 250 }, { "IXFR", 251 }, { "AXFR", 252 }, { "MAILB", 253 },
+	{ "MAILA", 254 }, { "ANY", 255 }, { "URI", 256 }, { "CAA", 257 }, { "DLV", 32769 },
+	{ "ADDR", 65400 }, { "ALIAS", 65401 }, { "LUA", 65402 },
+	{ NULL, 0 },
+};
+
+const char *
+dlb_qtype_text(unsigned t, char *buf, size_t bufsz)
+{
+	for (const struct dlb_named *v = dlb_qtype_names; v->name != NULL; v++) {
+		if ((unsigned)v->value == t) {
+			snprintf(buf, bufsz, "%s", v->name);
+			return buf;
+		}
+	}
+	snprintf(buf, bufsz, "TYPE%u", t);
+	return buf;
+}
+
+bool
+dlb_named_lookup(const struct dlb_named *v, const char *name, int *out)
+{
+	for (; v->name != NULL; v++) {
+		if (strcasecmp(v->name, name) == 0) {
+			*out = v->value;
+			return true;
+		}
+	}
+	return false;
 }

@@ -265,4 +265,21 @@ dlb_wr32(uint8_t *p, uint32_t v)
 	p[3] = (uint8_t)v;
 }
 
+/* ---- names of DNS types ---------------------------------------------------- */
+
+/** A mnemonic and its number; tables end with { NULL, 0 }. */
+struct dlb_named {
+	const char *name;
+	int value;
+};
+
+/** dnsdist 1.7's QType::names. */
+extern const struct dlb_named dlb_qtype_names[];
+
+/** QType::toString: the mnemonic of @t, else "TYPEn", written to @buf. @return @buf. */
+const char *dlb_qtype_text(unsigned t, char *buf, size_t bufsz);
+
+/** Look @name up in @v, case-insensitively. @return false when it is not there. */
+bool dlb_named_lookup(const struct dlb_named *v, const char *name, int *out);
+
 #endif

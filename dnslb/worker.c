@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "dnslb/abuse.h"
 #include "dnslb/backend.h"
 #include "dnslb/config.h"
 #include "dnslb/frontend.h"
@@ -466,6 +467,7 @@ dlb_worker_free(struct dlb_worker *w)
 		ev_timer_stop(w->loop, &w->fe_grace);
 	}
 	delay_free_all(w);
+	dlb_oc_worker_free(w);		/* setMaxOutstandingPerClient's table (idempotent) */
 	dlb_luaw_free(w->lua);
 	if (w->lua_next != NULL) {
 		dlb_luaw_free(w->lua_next->lw);

@@ -27,6 +27,8 @@ struct dlb_pool;
 struct dlb_tcp_client;
 struct dlb_tcp_up;
 struct dlb_lua_worker;
+struct dlb_dyn_worker;
+struct dlb_coc;
 
 /* An outgoing sendmmsg batch on one socket. Buffers are borrowed (they point
  * into receive buffers that stay valid until the batch is flushed). */
@@ -137,6 +139,10 @@ struct dlb_worker {
 	struct dlb_stats stats;
 	struct dlb_be_stats *be_stats;	/* [DLB_MAX_BACKENDS] */
 	struct dlb_rings *rings;	/* query and response rings (dnslb/rings.h) */
+	struct dlb_dyn_worker *dyn;	/* atomic: dynamic-block rate tracking (dnslb/dynblock.h),
+					 * set by the main thread when a rule first needs it */
+	struct dlb_coc *client_oc;	/* setMaxOutstandingPerClient: queries in flight per
+					 * client subnet (dnslb/abuse.h); NULL until used */
 
 	struct dlb_lua_worker *lua;	/* own Lua state for Lua rules (lua/worker.h) */
 	uint64_t lua_gen;		/* the ruleset generation it belongs to */

@@ -8,6 +8,7 @@
 #include <lauxlib.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -254,49 +255,17 @@ dlb_lua_warn_unknown_keys(lua_State *L, int t, const char *fn, const char *what,
 
 /* ---- names of DNS constants ------------------------------------------------------------ */
 
-/* dnsdist's QType::names (1.7) */
-const struct dlb_lua_named dlb_lua_qtypes[] = {
-	{ "A", 1 }, { "NS", 2 }, { "MD", 3 }, { "MF", 4 }, { "CNAME", 5 }, { "SOA", 6 },
-	{ "MB", 7 }, { "MG", 8 }, { "MR", 9 }, { "NULL", 10 }, { "WKS", 11 }, { "PTR", 12 },
-	{ "HINFO", 13 }, { "MINFO", 14 }, { "MX", 15 }, { "TXT", 16 }, { "RP", 17 },
-	{ "AFSDB", 18 }, { "SIG", 24 }, { "KEY", 25 }, { "AAAA", 28 }, { "LOC", 29 },
-	{ "SRV", 33 }, { "NAPTR", 35 }, { "KX", 36 }, { "CERT", 37 }, { "A6", 38 },
-	{ "DNAME", 39 }, { "OPT", 41 }, { "APL", 42 }, { "DS", 43 }, { "SSHFP", 44 },
-	{ "IPSECKEY", 45 }, { "RRSIG", 46 }, { "NSEC", 47 }, { "DNSKEY", 48 }, { "DHCID", 49 },
-	{ "NSEC3", 50 }, { "NSEC3PARAM", 51 }, { "TLSA", 52 }, { "SMIMEA", 53 }, { "RKEY", 57 },
-	{ "CDS", 59 }, { "CDNSKEY", 60 }, { "OPENPGPKEY", 61 }, { "CSYNC", 62 },
-	{ "ZONEMD", 63 }, { "SVCB", 64 }, { "HTTPS", 65 }, { "SPF", 99 }, { "NID", 104 },
-	{ "L32", 105 }, { "L64", 106 }, { "LP", 107 }, { "EUI48", 108 }, { "EUI64", 109 },
-	{ "TKEY", 249 }, { "TSIG", 250 }, { "IXFR", 251 }, { "AXFR", 252 }, { "MAILB", 253 },
-	{ "MAILA", 254 }, { "ANY", 255 }, { "URI", 256 }, { "CAA", 257 }, { "DLV", 32769 },
-	{ "ADDR", 65400 }, { "ALIAS", 65401 }, { "LUA", 65402 },
-	{ NULL, 0 },
-};
-
-const char *
-dlb_lua_qtype_text(unsigned t, char *buf, size_t bufsz)
-{
-	for (const struct dlb_lua_named *v = dlb_lua_qtypes; v->name != NULL; v++) {
-		if ((unsigned)v->value == t) {
-			snprintf(buf, bufsz, "%s", v->name);
-			return buf;
-		}
-	}
-	snprintf(buf, bufsz, "TYPE%u", t);
-	return buf;
-}
-
-const struct dlb_lua_named dlb_lua_qclasses[] = {
+const struct dlb_named dlb_lua_qclasses[] = {
 	{ "IN", 1 }, { "CHAOS", 3 }, { "NONE", 254 }, { "ANY", 255 },
 	{ NULL, 0 },
 };
 
-const struct dlb_lua_named dlb_lua_opcodes[] = {
+const struct dlb_named dlb_lua_opcodes[] = {
 	{ "Query", 0 }, { "IQuery", 1 }, { "Status", 2 }, { "Notify", 4 }, { "Update", 5 },
 	{ NULL, 0 },
 };
 
-const struct dlb_lua_named dlb_lua_rcodes[] = {
+const struct dlb_named dlb_lua_rcodes[] = {
 	{ "NOERROR", 0 }, { "FORMERR", 1 }, { "SERVFAIL", 2 }, { "NXDOMAIN", 3 },
 	{ "NOTIMP", 4 }, { "REFUSED", 5 }, { "YXDOMAIN", 6 }, { "YXRRSET", 7 },
 	{ "NXRRSET", 8 }, { "NOTAUTH", 9 }, { "NOTZONE", 10 }, { "BADVERS", 16 },
@@ -305,16 +274,39 @@ const struct dlb_lua_named dlb_lua_rcodes[] = {
 	{ NULL, 0 },
 };
 
-bool
-dlb_lua_lookup_name(const struct dlb_lua_named *v, const char *name, int *out)
+
+/* ---- memory held while Lua may raise ------------------------------------------------------ */
+
+static int
+box_gc(lua_State *L)
 {
-	for (; v->name != NULL; v++) {
-		if (strcasecmp(v->name, name) == 0) {
-			*out = v->value;
-			return true;
-		}
+	struct dlb_lua_box *b = lua_touserdata(L, 1);
+
+	free(b->p);
+	b->p = NULL;
+	return 0;
+}
+
+struct dlb_lua_box *
+dlb_lua_box_new(lua_State *L)
+{
+	struct dlb_lua_box *b = lua_newuserdatauv(L, sizeof(*b), 0);
+
+	memset(b, 0, sizeof(*b));
+	if (luaL_newmetatable(L, "dnslb.box")) {
+		lua_pushcfunction(L, box_gc);
+		lua_setfield(L, -2, "__gc");
 	}
-	return false;
+	lua_setmetatable(L, -2);
+	return b;
+}
+
+void
+dlb_lua_box_free(struct dlb_lua_box *b)
+{
+	free(b->p);
+	b->p = NULL;
+	b->n = b->cap = 0;
 }
 
 /* ---- output ------------------------------------------------------------------------------ */

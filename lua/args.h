@@ -23,6 +23,8 @@
 #include <lua.h>
 #include <stdbool.h>
 
+#include "dnslb/wire.h"
+
 struct dlb_netmask;
 
 /* ---- conversions (no errors) ---------------------------------------------- */
@@ -109,23 +111,29 @@ void dlb_lua_warn_unknown_keys(lua_State *L, int t, const char *fn, const char *
 
 /* ---- names of DNS constants ------------------------------------------------------ */
 
-/** A mnemonic and its number; tables end with { NULL, 0 }. */
-struct dlb_lua_named {
-	const char *name;
-	int value;
+/** dnsdist 1.7's DNSClass, DNSOpcode and DNSRCode names (struct dlb_named, the
+ * QType names and dlb_named_lookup are in dnslb/wire.h). */
+extern const struct dlb_named dlb_lua_qclasses[];
+extern const struct dlb_named dlb_lua_opcodes[];
+extern const struct dlb_named dlb_lua_rcodes[];
+
+
+/* ---- memory held while Lua may raise --------------------------------------------- */
+
+/**
+ * A box for malloc'ed memory while Lua runs code that may raise (print,
+ * a visitor): the userdata's __gc frees @p if it still holds it. @n and
+ * @cap are the owner's (a growing array).
+ */
+struct dlb_lua_box {
+	void *p;
+	size_t n, cap;
 };
 
-/** dnsdist 1.7's QType::names, DNSClass, DNSOpcode and DNSRCode names. */
-extern const struct dlb_lua_named dlb_lua_qtypes[];
-extern const struct dlb_lua_named dlb_lua_qclasses[];
-extern const struct dlb_lua_named dlb_lua_opcodes[];
-extern const struct dlb_lua_named dlb_lua_rcodes[];
-
-/** QType::toString: the mnemonic of @t, else "TYPEn", written to @buf. @return @buf. */
-const char *dlb_lua_qtype_text(unsigned t, char *buf, size_t bufsz);
-
-/** Look @name up in @v, case-insensitively. @return false when it is not there. */
-bool dlb_lua_lookup_name(const struct dlb_lua_named *v, const char *name, int *out);
+/** Push a new empty box (a userdata on the stack). */
+struct dlb_lua_box *dlb_lua_box_new(lua_State *L);
+/** Free what @b holds now (the box itself goes with the GC). */
+void dlb_lua_box_free(struct dlb_lua_box *b);
 
 /* ---- output ----------------------------------------------------------------------- */
 

@@ -53,11 +53,13 @@
 #include "dnslb/netmask.h"
 #include "dnslb/rcu.h"
 #include "dnslb/wire.h"
+#include "lua/abuse_lua.h"
 #include "lua/args.h"
 #include "lua/console_lua.h"
 #include "lua/explain.h"
 #include "lua/objects.h"
 #include "lua/rings_lua.h"
+#include "lua/dynblock_lua.h"
 #include "lua/rules_lua.h"
 #include "lua/stats_lua.h"
 #include "lua/web_lua.h"
@@ -141,7 +143,7 @@ static const char print_key = 'r';
 
 /* ---- constants ---------------------------------------------------------- */
 
-static const struct dlb_lua_named sections[] = {
+static const struct dlb_named sections[] = {
 	{ "Question", 0 }, { "Answer", 1 }, { "Authority", 2 }, { "Additional", 3 },
 	{ NULL, 0 },
 };
@@ -150,7 +152,7 @@ static const struct dlb_lua_named sections[] = {
  * dnsdist 1.7's DNSAction::Action order; SpoofPacket (1.8) and SetTag (1.9)
  * appended at the numbers later versions give them.
  */
-static const struct dlb_lua_named actions[] = {
+static const struct dlb_named actions[] = {
 	{ "Drop", 0 }, { "Nxdomain", 1 }, { "Refused", 2 }, { "Spoof", 3 }, { "Allow", 4 },
 	{ "HeaderModify", 5 }, { "Pool", 6 }, { "Delay", 7 }, { "Truncate", 8 },
 	{ "ServFail", 9 }, { "None", 10 }, { "NoOp", 11 }, { "NoRecurse", 12 },
@@ -159,13 +161,13 @@ static const struct dlb_lua_named actions[] = {
 };
 
 /* dnsdist 1.7's DNSResponseAction::Action (Truncate was inserted before None later) */
-static const struct dlb_lua_named response_actions[] = {
+static const struct dlb_named response_actions[] = {
 	{ "Allow", 0 }, { "Delay", 1 }, { "Drop", 2 }, { "HeaderModify", 3 },
 	{ "ServFail", 4 }, { "None", 5 },
 	{ NULL, 0 },
 };
 
-static const struct dlb_lua_named edns_options[] = {
+static const struct dlb_named edns_options[] = {
 	{ "NSID", 3 }, { "DAU", 5 }, { "DHU", 6 }, { "N3U", 7 }, { "ECS", 8 },
 	{ "EXPIRE", 9 }, { "COOKIE", 10 }, { "TCPKEEPALIVE", 11 }, { "PADDING", 12 },
 	{ "CHAIN", 13 }, { "KEYTAG", 14 },
@@ -174,9 +176,9 @@ static const struct dlb_lua_named edns_options[] = {
 
 static const struct {
 	const char *name;
-	const struct dlb_lua_named *values;
+	const struct dlb_named *values;
 } constant_tables[] = {
-	{ "DNSQType", dlb_lua_qtypes },
+	{ "DNSQType", dlb_qtype_names },
 	{ "DNSClass", dlb_lua_qclasses },
 	{ "DNSRCode", dlb_lua_rcodes },
 	{ "DNSOpcode", dlb_lua_opcodes },
@@ -812,7 +814,7 @@ set_server_id(lua_State *L, struct dlb_backend *be, const char *id)
 
 static int
 check_rrtype(lua_State *L, int idx, const char *fn, const char *key,
-	     const struct dlb_lua_named *names)
+	     const struct dlb_named *names)
 {
 	lua_Integer v = 0;
 	int named;
@@ -825,7 +827,7 @@ check_rrtype(lua_State *L, int idx, const char *fn, const char *key,
 	if (lua_type(L, idx) == LUA_TSTRING) {
 		const char *s = lua_tostring(L, idx);
 
-		if (dlb_lua_lookup_name(names, s, &named))
+		if (dlb_named_lookup(names, s, &named))
 			return named;
 		if (names == dlb_lua_qclasses && strcasecmp(s, "CH") == 0)
 			return 3;
@@ -918,7 +920,7 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
 		lua_pop(L, 1);
 	}
 	if (lua_getfield(L, 1, "checkType") != LUA_TNIL)
-		be->check_type = (uint16_t)check_rrtype(L, -1, fn, "checkType", dlb_lua_qtypes);
+		be->check_type = (uint16_t)check_rrtype(L, -1, fn, "checkType", dlb_qtype_names);
 	lua_pop(L, 1);
 	if (lua_getfield(L, 1, "checkClass") != LUA_TNIL)
 		be->check_class = (uint16_t)check_rrtype(L, -1, fn, "checkClass", dlb_lua_qclasses);
@@ -1681,7 +1683,7 @@ l_cache_expunge_by_name(lua_State *L)
 		if (name[i] >= 'A' && name[i] <= 'Z')
 			name[i] = (uint8_t)(name[i] - 'A' + 'a');
 	if (!lua_isnoneornil(L, 3))
-		qtype = (uint16_t)check_rrtype(L, 3, fn, "qtype", dlb_lua_qtypes);
+		qtype = (uint16_t)check_rrtype(L, 3, fn, "qtype", dlb_qtype_names);
 	if (!lua_isnoneornil(L, 4))
 		suffix = dlb_lua_check_bool_at(L, 4, fn, "suffixMatch");
 	if (replaying(L))
@@ -2848,7 +2850,7 @@ register_globals(lua_State *L)
 
 	for (size_t i = 0; i < sizeof(constant_tables) / sizeof(constant_tables[0]); i++) {
 		lua_newtable(L);
-		for (const struct dlb_lua_named *v = constant_tables[i].values; v->name; v++) {
+		for (const struct dlb_named *v = constant_tables[i].values; v->name; v++) {
 			lua_pushinteger(L, v->value);
 			lua_setfield(L, -2, v->name);
 		}
@@ -2906,6 +2908,8 @@ conf_setup(lua_State *L)
 	dlb_lua_explain_register(L);
 	dlb_lua_console_register(L);
 	dlb_lua_rings_register(L);
+	dlb_lua_dynblock_register(L);
+	dlb_lua_abuse_register(L);
 	dlb_lua_stats_register(L);
 	dlb_lua_web_register(L);
 	if (dlb_lua_phase_throwaway(conf_get(L)->phase))

@@ -18,6 +18,7 @@
 
 #define OBJ(obj, mt, inst, intro)	{ obj, mt, DLB_LREF_OBJECT, inst, intro }
 #define CTOR(obj, n, sig, doc)		{ obj, n, DLB_LREF_CONSTRUCTOR, sig, doc }
+#define FUNC(obj, n, sig, doc)		{ obj, n, DLB_LREF_FUNCTION, sig, doc }
 #define FR(obj, n, type, doc)		{ obj, n, DLB_LREF_FIELD_R, type, doc }
 #define FRW(obj, n, type, doc)		{ obj, n, DLB_LREF_FIELD_RW, type, doc }
 #define METH(obj, n, sig, doc)		{ obj, n, DLB_LREF_METHOD, sig, doc }
@@ -294,6 +295,112 @@ const struct dlb_lref dlb_lua_reference[] = {
 	FR("ServerPolicy", "name", "string", "The name."),
 	FR("ServerPolicy", "policy", "function or nil", "A Lua policy's function."),
 	OP("ServerPolicy", "__tostring", "tostring(policy)", "The name."),
+
+	/* ---- lua/dynblock_lua.c ---- */
+	OBJ("Dynamic blocks", "DynBlockRulesGroup", "dbr",
+	    "A group of rate rules evaluated together (dnsdist 1.7's `DynBlockRulesGroup`), and "
+	    "the global functions of dynamic blocks. Rates are measured by the workers per "
+	    "client and per name over windows of whole seconds, whatever the ring-buffer "
+	    "size; `apply()` (normally from `maintenance()`) turns them into blocks. "
+	    "Rates are per second over the rule's `seconds`; `action` is a `DNSAction` "
+	    "(`Drop`, `Nxdomain`, `Refused`, `Truncate`, `NoOp`, `NoRecurse`; `None` or absent: "
+	    "the `setDynBlocksAction()` default). See [dynblocks.md](dynblocks.md)."),
+	CTOR("Dynamic blocks", "dynBlockRulesGroup", "()", "A new, empty rule group."),
+	METH("Dynamic blocks", "setQueryRate",
+	     "(rate, seconds, reason, blockingTime[, action[, warningRate]])",
+	     "Block a client sending more than `rate` queries a second over `seconds`; over "
+	     "`warningRate`, log and show a warning entry without blocking."),
+	METH("Dynamic blocks", "setRCodeRate",
+	     "(rcode, rate, seconds, reason, blockingTime[, action[, warningRate]])",
+	     "The same for answers with `rcode` (`DNSRCode.NXDOMAIN`, ...) sent to the client."),
+	METH("Dynamic blocks", "setRCodeRatio",
+	     "(rcode, ratio, seconds, reason, blockingTime, minimumNumberOfResponses[, action[, "
+	     "warningRatio]])",
+	     "Block when answers with `rcode` exceed `ratio` of the client's answers (at least "
+	     "`minimumNumberOfResponses` of them)."),
+	METH("Dynamic blocks", "setQTypeRate",
+	     "(qtype, rate, seconds, reason, blockingTime[, action[, warningRate]])",
+	     "The same for queries of `qtype` (`DNSQType.ANY`, ...)."),
+	METH("Dynamic blocks", "setResponseByteRate",
+	     "(rate, seconds, reason, blockingTime[, action[, warningRate]])",
+	     "The same for the bytes of the answers sent to the client."),
+	METH("Dynamic blocks", "setSuffixMatchRule", "(seconds, reason, blockingTime, action, visitor)",
+	     "Calls `visitor(node, self, children)` for every name and parent seen over `seconds`; "
+	     "returning `true[, reason]` blocks that name and everything under it."),
+	METH("Dynamic blocks", "excludeRange", "(netmasks)",
+	     "Never block these clients: a netmask string, a table of them or a NetmaskGroup."),
+	METH("Dynamic blocks", "includeRange", "(netmasks)",
+	     "Exceptions to `excludeRange()` (the most specific range decides)."),
+	METH("Dynamic blocks", "excludeDomains", "(names)",
+	     "Never block these names or names under them (a name or a table of names)."),
+	METH("Dynamic blocks", "setMasks", "(v4, v6, port)",
+	     "Measure and block clients by prefix (default 32 and 128); `port` must be 0."),
+	METH("Dynamic blocks", "setQuiet", "(bool)", "Do not log the blocks this group inserts."),
+	METH("Dynamic blocks", "apply", "()", "Evaluate the rules now and insert the blocks."),
+	METH("Dynamic blocks", "toString", "()", "The rules, in dnsdist 1.7's words."),
+	FUNC("Dynamic blocks", "exceedQRate", "(rate, seconds)",
+	     "`{ComboAddress = queries}` of the clients over `rate` queries a second."),
+	FUNC("Dynamic blocks", "exceedServFails", "(rate, seconds)",
+	     "The same for SERVFAIL answers."),
+	FUNC("Dynamic blocks", "exceedNXDOMAINs", "(rate, seconds)",
+	     "The same for NXDOMAIN answers."),
+	FUNC("Dynamic blocks", "exceedRespByterate", "(rate, seconds)",
+	     "The same for answer bytes."),
+	FUNC("Dynamic blocks", "exceedQTypeRate", "(qtype, rate, seconds)",
+	     "The same for queries of `qtype`."),
+	FUNC("Dynamic blocks", "addDynBlocks", "(clients, reason[, seconds[, action]])",
+	     "Block every key of `clients` (what `exceed*()` returns) for `seconds` (default 10)."),
+	FUNC("Dynamic blocks", "addDynBlockSMT", "(names, reason[, seconds[, action]])",
+	     "Block queries for these names and the names under them."),
+	FUNC("Dynamic blocks", "addDynamicBlock",
+	     "(address, reason[, action[, seconds[, clientIPMask[, clientIPPortMask]]]])",
+	     "Block one client (a ComboAddress, an address or a netmask string), for `seconds` "
+	     "(default 10), masked to `clientIPMask` bits; the port mask must be 0."),
+	FUNC("Dynamic blocks", "setDynBlocksAction", "(action)",
+	     "The action of blocks whose action is `None` (default `Drop`); config time only."),
+	FUNC("Dynamic blocks", "setDynBlocksPurgeInterval", "(seconds)",
+	     "How often expired blocks are removed (default 60; 0: never)."),
+	FUNC("Dynamic blocks", "showDynBlocks", "()",
+	     "Print the active blocks: What, Seconds, Blocks, Warning, Action, Reason."),
+	FUNC("Dynamic blocks", "clearDynBlocks", "()", "Remove every block."),
+	FUNC("Dynamic blocks", "getDynamicBlocks", "()",
+	     "The active netmask blocks: `{netmask = {reason, until, blocks, action, warning, "
+	     "bpf, domain}}`."),
+	FUNC("Dynamic blocks", "getDynamicBlocksSMT", "()", "The same for the name blocks."),
+
+	/* ---- lua/abuse_lua.c ---- */
+	OBJ("Abuse limits", "", "",
+	    "Global settings against abusive clients: TCP connection rate, bans, read IOs per "
+	    "query, output bound, overload threshold (dnsdist 2.0's names) and the per-client "
+	    "outstanding cap. No object: each is a global function, config-time only (from the "
+	    "console they raise `<name> cannot be altered at runtime`). See [abuse.md](abuse.md)."),
+	FUNC("Abuse limits", "setMaxTCPConnectionRatePerClient", "(n)",
+	     "New TCP connections a client (subnet) may open per second, on average over "
+	     "`setTCPConnectionRateInterval`; over it, refused and banned. 0 (default): off."),
+	FUNC("Abuse limits", "setTCPConnectionRateInterval", "(minutes)",
+	     "The window of the connection rate (1..1440, default 5)."),
+	FUNC("Abuse limits", "setBanDurationForExceedingTCPTLSRate", "(seconds)",
+	     "How long a client over its connection rate is refused (default 10)."),
+	FUNC("Abuse limits", "setMaxTCPReadIOsPerQuery", "(n)",
+	     "Reads one query may take; a client needing more is closed and banned (default 50, "
+	     "0: off)."),
+	FUNC("Abuse limits", "setBanDurationForExceedingMaxReadIOsPerQuery", "(seconds)",
+	     "How long such a client is refused new connections (default 60, 0: no ban)."),
+	FUNC("Abuse limits", "setTCPConnectionsMaskV4", "(bits)",
+	     "IPv4 prefix length that makes one client for the TCP limits (default 32)."),
+	FUNC("Abuse limits", "setTCPConnectionsMaskV6", "(bits)",
+	     "IPv6 prefix length for the same (default 128)."),
+	FUNC("Abuse limits", "setTCPConnectionsOverloadThreshold", "(percent)",
+	     "Past this share of `maxConcurrentTCPConnections` or `setMaxTCPConnectionsPerClient`, "
+	     "new connections get one query, a 0.5 s receive timeout and 5 s of life (default 90, "
+	     "0: off)."),
+	FUNC("Abuse limits", "setMaxTCPOutputBufferSize", "(bytes)",
+	     "dnslb: answers queued for a client that does not read, beyond which it is closed "
+	     "(65537..2^30, default 262144)."),
+	FUNC("Abuse limits", "setMaxOutstandingPerClient", "(n[, {action=, maskV4=, maskV6=}])",
+	     "dnslb: queries a client (subnet, default /32 and /64) may have in flight towards "
+	     "backends, per worker; beyond, `action` `\"drop\"` (default), `\"refused\"` or "
+	     "`\"servfail\"`. 0 (default): off."),
 };
 
 const size_t dlb_lua_nreference = sizeof(dlb_lua_reference) / sizeof(dlb_lua_reference[0]);
@@ -328,6 +435,7 @@ static const char *const kind_text[] = {
 	[DLB_LREF_FIELD_RW] = "field, read-write",
 	[DLB_LREF_METHOD] = "method",
 	[DLB_LREF_OPERATOR] = "operator",
+	[DLB_LREF_FUNCTION] = "function",
 };
 
 void
@@ -366,6 +474,7 @@ dlb_lua_write_reference(FILE *f)
 				r->object, r->doc);
 			continue;
 		case DLB_LREF_CONSTRUCTOR:
+		case DLB_LREF_FUNCTION:
 			fprintf(f, "| `%s", r->name);
 			md_cell(f, r->sig);
 			fputs("` |", f);

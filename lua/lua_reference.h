@@ -21,7 +21,8 @@ enum dlb_lref_kind {
 	/*
 	 * Starts an object's section: name is its metatable's registry name
 	 * ("DNSQuestion"), sig how the docs write an instance ("dq"), doc the
-	 * section's introduction (Markdown).
+	 * section's introduction (Markdown). A name of "" makes a section of
+	 * global functions (DLB_LREF_FUNCTION lines) that belong to no object.
 	 */
 	DLB_LREF_OBJECT,
 	DLB_LREF_CONSTRUCTOR,	/* a global function: name(sig) returns the object */
@@ -29,6 +30,7 @@ enum dlb_lref_kind {
 	DLB_LREF_FIELD_RW,	/* inst.name, readable and writable; sig: its type */
 	DLB_LREF_METHOD,	/* inst:name(sig), sig being "(args)" */
 	DLB_LREF_OPERATOR,	/* a metamethod ("__eq", "__tostring"); sig: its use */
+	DLB_LREF_FUNCTION,	/* a global function that goes with the object: name(sig) */
 };
 
 struct dlb_lref {

@@ -42,46 +42,6 @@ live(lua_State *L)
 	return p == DLB_LUA_PHASE_CONFIG || p == DLB_LUA_PHASE_CHECK || p == DLB_LUA_PHASE_RUNNING;
 }
 
-/*
- * A box for a malloc'ed result while Lua runs (print may raise): the
- * userdata's __gc frees what it still holds.
- */
-struct box {
-	void *p;
-};
-
-static int
-box_gc(lua_State *L)
-{
-	struct box *b = lua_touserdata(L, 1);
-
-	free(b->p);
-	b->p = NULL;
-	return 0;
-}
-
-/* Push a new empty box. */
-static struct box *
-box_new(lua_State *L)
-{
-	struct box *b = lua_newuserdatauv(L, sizeof(*b), 0);
-
-	b->p = NULL;
-	if (luaL_newmetatable(L, "dnslb.rings.box")) {
-		lua_pushcfunction(L, box_gc);
-		lua_setfield(L, -2, "__gc");
-	}
-	lua_setmetatable(L, -2);
-	return b;
-}
-
-static void
-box_free(struct box *b)
-{
-	free(b->p);
-	b->p = NULL;
-}
-
 /* ---- settings ------------------------------------------------------------------ */
 
 static int
@@ -159,7 +119,7 @@ arg_msec(lua_State *L, int arg, const char *fn, bool required)
 static int
 run_top(lua_State *L, const char *fn, const struct dlb_top_spec *spec, size_t n, bool table)
 {
-	struct box *box = box_new(L);
+	struct dlb_lua_box *box = dlb_lua_box_new(L);
 	struct dlb_top_entry *v = NULL;
 	uint64_t total = 0, rest = 0;
 	long k = 0;
@@ -184,7 +144,7 @@ run_top(lua_State *L, const char *fn, const struct dlb_top_spec *spec, size_t n,
 			lua_rawseti(L, -2, 3);
 			lua_rawseti(L, -2, i + 1);
 		}
-		box_free(box);
+		dlb_lua_box_free(box);
 		return 1;
 	}
 	if (!live(L))
@@ -197,7 +157,7 @@ run_top(lua_State *L, const char *fn, const struct dlb_top_spec *spec, size_t n,
 	snprintf(line, sizeof(line), "%4ld  %-40s %4llu %4.1f%%", k + 1, "Rest",
 		 (unsigned long long)rest, total > 0 ? 100.0 * (double)rest / (double)total : 100.0);
 	dlb_lua_print(L, line);
-	box_free(box);
+	dlb_lua_box_free(box);
 	return 0;
 }
 
@@ -518,7 +478,7 @@ grepq_line(const struct hit *h, int64_t now_us, const struct dlb_config *cfg, ch
 			snprintf(rcode, sizeof(rcode), "Err#%u", rc);
 	}
 	snprintf(line, linesz, GREPQ_FMT, t, client, (r->pflags & DLB_RING_TCP) ? "DoTCP" : "DoUDP",
-		 server, id, name, dlb_lua_qtype_text(r->qtype, tbuf, sizeof(tbuf)), lat,
+		 server, id, name, dlb_qtype_text(r->qtype, tbuf, sizeof(tbuf)), lat,
 		 (r->hflags & DLB_F_TC) ? "TC" : "", (r->hflags & DLB_F_RD) ? "RD" : "",
 		 (r->hflags & DLB_F_AA) ? "AA" : "", rcode);
 }
@@ -538,7 +498,7 @@ l_grepq(lua_State *L)
 	char line[2048];
 	struct timespec ts;
 	int64_t now_us;
-	struct box *box;
+	struct dlb_lua_box *box;
 	FILE *f = NULL;
 
 	/* selectors: a string (or number), or an array of them */
@@ -606,7 +566,7 @@ l_grepq(lua_State *L)
 			fclose(f);
 		return luaL_error(L, "grepq: out of memory");
 	}
-	box = box_new(L);
+	box = dlb_lua_box_new(L);
 	box->p = out.v;
 	if (out.n > 1)
 		qsort(out.v, out.n, sizeof(*out.v), hit_oldest_first);
@@ -626,7 +586,7 @@ l_grepq(lua_State *L)
 		else
 			dlb_lua_print(L, line);
 	}
-	box_free(box);
+	dlb_lua_box_free(box);
 	if (f != NULL)
 		fclose(f);
 	return 0;

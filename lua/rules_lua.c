@@ -243,7 +243,7 @@ check_qtype(lua_State *L, int idx, const char *fn)
 	if (lua_type(L, idx) != LUA_TSTRING)
 		luaL_error(L, "%s: a type must be a number or a name, not %s", fn,
 			   luaL_typename(L, idx));
-	if (dlb_lua_lookup_name(dlb_lua_qtypes, lua_tostring(L, idx), &code))
+	if (dlb_named_lookup(dlb_qtype_names, lua_tostring(L, idx), &code))
 		return (uint16_t)code;
 	if (strncasecmp(lua_tostring(L, idx), "TYPE", 4) == 0) {
 		const char *d = lua_tostring(L, idx) + 4;
@@ -262,13 +262,13 @@ check_qtype(lua_State *L, int idx, const char *fn)
 /* A number in [0, hi] or one of @names (the DNSClass/DNSOpcode/DNSRCode mnemonics). */
 static unsigned
 check_code(lua_State *L, int idx, const char *fn, const char *what,
-	   const struct dlb_lua_named *names, unsigned hi)
+	   const struct dlb_named *names, unsigned hi)
 {
 	lua_Integer v = 0;
 	int code = 0;
 
 	if (lua_type(L, idx) == LUA_TSTRING &&
-	    dlb_lua_lookup_name(names, lua_tostring(L, idx), &code))
+	    dlb_named_lookup(names, lua_tostring(L, idx), &code))
 		v = code;
 	else if (!dlb_lua_to_integer(L, idx, &v))
 		luaL_error(L, "%s: argument #%d must be %s number", fn, idx, what);
@@ -929,7 +929,7 @@ l_qtype_rule(lua_State *L)
 	char text[32];
 
 	s->u.num = t;
-	dlb_lua_qtype_text(t, text, sizeof(text));
+	dlb_qtype_text(t, text, sizeof(text));
 	set_desc(L, &s->desc, "qtype==%s", text);
 	return 1;
 }
@@ -1211,7 +1211,7 @@ l_records_type_count_rule(lua_State *L)
 	s->u.count.type = type;
 	s->u.count.min = (uint16_t)min;
 	s->u.count.max = (uint16_t)max;
-	dlb_lua_qtype_text(type, text, sizeof(text));
+	dlb_qtype_text(type, text, sizeof(text));
 	set_desc(L, &s->desc, "%u <= %s records in %s <= %u", min, text, section_names[sec], max);
 	return 1;
 }
@@ -1974,7 +1974,7 @@ describe_limit_ttl(lua_State *L, struct dlb_act *a)
 	if (a->u.ttl.ntypes > 0) {
 		sb_puts(&b, ", types in [");
 		for (int i = 0; i < a->u.ttl.ntypes; i++) {
-			dlb_lua_qtype_text(a->u.ttl.types[i], text, sizeof(text));
+			dlb_qtype_text(a->u.ttl.types[i], text, sizeof(text));
 			sb_printf(&b, "%s%s", i > 0 ? " " : "", text);
 		}
 		sb_puts(&b, "]");

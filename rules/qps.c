@@ -37,6 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dnslb/netmask.h"
+
 /* ---- the global bucket ---------------------------------------------------- */
 
 static inline uint64_t
@@ -133,71 +135,23 @@ struct dlb_qps_ip {
 	uint64_t seed0, seed1;	/* hash key: addresses are attacker-chosen */
 };
 
-/* MurmurHash3's 64-bit finalizer: a bijection with good avalanche. */
-static inline uint64_t
-fmix64(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdULL;
-	k ^= k >> 33;
-	k *= 0xc4ceb9fe1a85ec53ULL;
-	k ^= k >> 33;
-	return k;
-}
-
-static inline uint64_t
-be64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return v;
-}
-
-/* High @bits of a 64-bit word (0..64). */
-static inline uint64_t
-mask64(int bits)
-{
-	return bits <= 0 ? 0 : bits >= 64 ? ~0ULL : ~0ULL << (64 - bits);
-}
-
 /* The key of @sa's subnet. @return false for an address family we do not track. */
 static bool
 make_key(const struct dlb_qps_ip *q, const struct sockaddr *sa, uint64_t *k0, uint64_t *k1,
 	 uint32_t *fam)
 {
-	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-	const uint8_t *a;
+	int f;
 
-	if (sa->sa_family == AF_INET) {
-		a = (const uint8_t *)&((const struct sockaddr_in *)(const void *)sa)->sin_addr;
-		goto v4;
-	}
-	if (sa->sa_family != AF_INET6)
+	if (!dlb_sockaddr_subnet_key(sa, q->v4mask, q->v6mask, k0, k1, &f))
 		return false;
-	a = ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr;
-	if (memcmp(a, v4mapped, sizeof(v4mapped)) == 0) {
-		/* a v4 client on a dual-stack listener is the same v4 subnet */
-		a += 12;
-		goto v4;
-	}
-	*k0 = be64(a) & mask64(q->v6mask);
-	*k1 = be64(a + 8) & mask64(q->v6mask - 64);
-	*fam = AF_INET6;
-	return true;
-v4:
-	*k0 = 0;
-	*k1 = ((uint64_t)a[0] << 24 | (uint64_t)a[1] << 16 | (uint64_t)a[2] << 8 | a[3]) &
-	      (mask64(q->v4mask) >> 32);
-	*fam = AF_INET;
+	*fam = (uint32_t)f;
 	return true;
 }
 
 static inline uint64_t
 key_hash(const struct dlb_qps_ip *q, uint64_t k0, uint64_t k1, uint32_t fam)
 {
-	return fmix64(k0 ^ q->seed0) ^ fmix64(k1 ^ q->seed1 ^ ((uint64_t)fam << 56));
+	return dlb_fmix64(k0 ^ q->seed0) ^ dlb_fmix64(k1 ^ q->seed1 ^ ((uint64_t)fam << 56));
 }
 
 struct dlb_qps_ip *
@@ -389,5 +343,21 @@ dlb_qps_ip_count(const struct dlb_qps_ip *q)
 
 	for (unsigned i = 0; i < QPSIP_SHARDS; i++)
 		n += __atomic_load_n(&q->shards[i].count, __ATOMIC_RELAXED);
+	return n;
+}
+
+size_t
+dlb_qps_ip_memory(const struct dlb_qps_ip *q)
+{
+	size_t n = sizeof(*q);
+
+	for (unsigned i = 0; i < QPSIP_SHARDS; i++) {
+		struct qshard *s = (struct qshard *)&q->shards[i];
+
+		ck_spinlock_lock(&s->lock);
+		if (s->v != NULL)
+			n += ((size_t)s->mask + 1) * sizeof(struct qent);
+		ck_spinlock_unlock(&s->lock);
+	}
 	return n;
 }

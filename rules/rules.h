@@ -441,6 +441,8 @@ bool dlb_qps_ip_over(struct dlb_qps_ip *q, const struct sockaddr *sa, double now
 /** Reclaim idle entries; @return how many were removed. */
 size_t dlb_qps_ip_cleanup(struct dlb_qps_ip *q, double now);
 size_t dlb_qps_ip_count(const struct dlb_qps_ip *q);
+/** Bytes the table holds (its shard tables plus the header); 40 per slot, 2 to 4 slots per subnet. */
+size_t dlb_qps_ip_memory(const struct dlb_qps_ip *q);
 
 /* ---- locally built answers (rules/answer.c) -------------------------------- */
 

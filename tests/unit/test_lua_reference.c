@@ -250,6 +250,7 @@ static const char instances_code[] =
 	"  QPSLimiter = newQPSLimiter(1, 1), DownstreamState = getServer(0),\n"
 	"  ServerPool = getPool(''), PacketCache = newPacketCache(10),\n"
 	"  ServerPolicy = newServerPolicy('p', function() return nil end),\n"
+	"  DynBlockRulesGroup = dynBlockRulesGroup(),\n"
 	"}\n"
 	"function write_back(o, k) o[k] = o[k] end\n";
 
@@ -292,6 +293,24 @@ test_config_objects(void **state)
 
 		if (obj->kind != DLB_LREF_OBJECT || worker_only(obj->name))
 			continue;
+		if (obj->name[0] == '\0') {
+			/* a section of global functions only (no metatable): they must exist */
+			for (const struct dlb_lref *r = obj + 1;
+			     r < dlb_lua_reference + dlb_lua_nreference && r->kind != DLB_LREF_OBJECT;
+			     r++) {
+				if (r->kind != DLB_LREF_FUNCTION) {
+					print_error("%s: only functions in a section without an object\n",
+						    obj->object);
+					bad++;
+				} else if (lua_getglobal(L, r->name) != LUA_TFUNCTION) {
+					print_error("%s: %s is not a global function\n", obj->object,
+						    r->name);
+					bad++;
+				}
+				lua_settop(L, top);
+			}
+			continue;
+		}
 		if (luaL_getmetatable(L, obj->name) != LUA_TTABLE)
 			fail_msg("%s: no metatable '%s' in the config state", obj->object, obj->name);
 		/* operators: both ways */
@@ -337,6 +356,7 @@ test_config_objects(void **state)
 
 			switch (r->kind) {
 			case DLB_LREF_CONSTRUCTOR:
+			case DLB_LREF_FUNCTION:
 				if (lua_getglobal(L, r->name) != LUA_TFUNCTION) {
 					print_error("%s: constructor %s is not a global function\n",
 						    obj->object, r->name);
