@@ -19,6 +19,7 @@ struct dlb_worker;
 struct dlb_lua_conf;
 struct dlb_health;
 struct dlb_rcu_thread;
+struct dlb_redis;
 struct ev_loop;
 
 struct dlb_daemon {
@@ -29,6 +30,8 @@ struct dlb_daemon {
 	struct dlb_lua_conf *lc;	/* the config state (replaced by reloads) */
 	struct dlb_health *health;
 	struct dlb_rcu_thread *rcu;	/* the main thread's RCU record (cache expunges) */
+	struct dlb_redis *redis_ctl;	/* setRedis: the main thread's control connection */
+	struct dlb_redis *redis_sub;	/* setRedis: the main thread's pub/sub connection */
 	double start;			/* CLOCK_MONOTONIC seconds at startup */
 	double start_wall;		/* time(NULL) at startup */
 	bool running;			/* the workers run: the loop is live */

@@ -24,6 +24,7 @@
 #include "dnslb/dynblock.h"
 #include "dnslb/health.h"
 #include "dnslb/log.h"
+#include "dnslb/redis.h"
 #include "dnslb/rcu.h"
 #include "dnslb/netmask.h"
 #include "dnslb/stats.h"
@@ -992,6 +993,18 @@ main(int argc, char **argv)
 			goto out_workers;
 		}
 	}
+	/* setRedis: each worker's data connection, connecting from now on (docs/fleet.md) */
+	for (int i = 0; dlb_redis_settings.enabled && i < nworkers; i++) {
+		char role[32];
+
+		snprintf(role, sizeof(role), "worker %d", i);
+		workers[i]->redis = dlb_redis_new(workers[i]->loop, role);
+		if (workers[i]->redis == NULL) {
+			dlb_err("out of memory");
+			goto out_workers;
+		}
+		dlb_redis_start(workers[i]->redis);
+	}
 	if (drop_privileges(cli.uid, cli.gid) != 0)
 		goto out_workers;
 
@@ -1041,6 +1054,14 @@ main(int argc, char **argv)
 	dlb_daemon.health = health;
 	dlb_daemon.rcu = &main_rcu;
 	dlb_daemon.running = true;
+	if (dlb_redis_settings.enabled) {
+		dlb_daemon.redis_ctl = dlb_redis_new(loop, "control");
+		dlb_daemon.redis_sub = dlb_redis_new(loop, "pubsub");
+		if (dlb_daemon.redis_ctl != NULL)
+			dlb_redis_start(dlb_daemon.redis_ctl);
+		if (dlb_daemon.redis_sub != NULL)
+			dlb_redis_start(dlb_daemon.redis_sub);
+	}
 	for (int i = 0; i < 4; i++) {
 		ev_signal_init(&sigs[i], signal_cb, signums[i]);
 		ev_signal_start(loop, &sigs[i]);
@@ -1070,6 +1091,9 @@ main(int argc, char **argv)
 		dlb_worker_stop_join(workers[i]);
 	for (int i = 0; i < 4; i++)
 		ev_signal_stop(loop, &sigs[i]);
+	dlb_redis_free(dlb_daemon.redis_ctl);
+	dlb_redis_free(dlb_daemon.redis_sub);
+	dlb_daemon.redis_ctl = dlb_daemon.redis_sub = NULL;
 	dlb_health_free(health);
 	health = NULL;
 	dlb_daemon.health = NULL;
@@ -1079,8 +1103,10 @@ main(int argc, char **argv)
 out_workers:
 	cfg->be_totals = NULL;
 	dlb_health_free(health);
-	for (int i = 0; i < nworkers; i++)
+	for (int i = 0; i < nworkers; i++) {
+		dlb_redis_free(workers[i]->redis);	/* its loop is still there */
 		dlb_worker_free(workers[i]);
+	}
 out:
 	dlb_rules_shutdown();
 	dlb_lua_conf_free(main_lc);	/* lc, or the state of the last reload */

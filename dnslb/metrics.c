@@ -17,6 +17,7 @@
 #include "dnslb/config.h"
 #include "dnslb/daemon.h"
 #include "dnslb/dynblock.h"
+#include "dnslb/redis.h"
 #include "dnslb/stats.h"
 #include "dnslb/worker.h"
 #include "rules/rules.h"
@@ -248,6 +249,20 @@ put(struct dlb_metric *out, size_t cap, size_t *n, const char *name, const char 
 	(*n)++;
 }
 
+/* Sum the counters of every Redis connection (dlb_redis_visit). */
+static void
+redis_sum(const struct dlb_redis *r, void *ud)
+{
+	struct dlb_redis_stats *sum = ud, st;
+
+	dlb_redis_get_stats(r, &st);
+	sum->commands += st.commands;
+	sum->errors += st.errors;
+	sum->timeouts += st.timeouts;
+	sum->reconnects += st.reconnects;
+	sum->up += st.up;
+}
+
 size_t
 dlb_metrics_global(struct dlb_metric *out, size_t cap)
 {
@@ -334,6 +349,21 @@ dlb_metrics_global(struct dlb_metric *out, size_t cap)
 	    DLB_METRIC_COUNTER, false, false, (double)cs.prefetches);
 	put(out, cap, &n, "cache-evictions", "Cache entries evicted to make room",
 	    DLB_METRIC_COUNTER, false, false, (double)cs.evictions);
+	if (dlb_redis_settings.enabled) {
+		struct dlb_redis_stats rs = { 0 };
+
+		dlb_redis_visit(redis_sum, &rs);
+		put(out, cap, &n, "redis-commands", "Commands sent to Redis", DLB_METRIC_COUNTER,
+		    false, false, (double)rs.commands);
+		put(out, cap, &n, "redis-errors", "Redis error replies, failed sends and connects",
+		    DLB_METRIC_COUNTER, false, false, (double)rs.errors);
+		put(out, cap, &n, "redis-timeouts", "Redis commands and connects that timed out",
+		    DLB_METRIC_COUNTER, false, false, (double)rs.timeouts);
+		put(out, cap, &n, "redis-reconnects", "Reconnection attempts to Redis",
+		    DLB_METRIC_COUNTER, false, false, (double)rs.reconnects);
+		put(out, cap, &n, "redis-connections-up", "Redis connections up now",
+		    DLB_METRIC_GAUGE, false, false, (double)rs.up);
+	}
 	put(out, cap, &n, "cache-ttl-too-shorts", "Answers not cached because their TTL was below minTTL",
 	    DLB_METRIC_COUNTER, false, false, (double)cs.ttl_too_shorts);
 	return n;

@@ -27,6 +27,7 @@ struct dlb_pool;
 struct dlb_tcp_client;
 struct dlb_tcp_up;
 struct dlb_lua_worker;
+struct dlb_redis;
 struct dlb_dyn_worker;
 struct dlb_coc;
 
@@ -144,6 +145,7 @@ struct dlb_worker {
 	struct dlb_coc *client_oc;	/* setMaxOutstandingPerClient: queries in flight per
 					 * client subnet (dnslb/abuse.h); NULL until used */
 
+	struct dlb_redis *redis;	/* setRedis: this worker's data connection (dnslb/redis.h) */
 	struct dlb_lua_worker *lua;	/* own Lua state for Lua rules (lua/worker.h) */
 	uint64_t lua_gen;		/* the ruleset generation it belongs to */
 	struct dlb_lua_handoff *lua_next;	/* atomic: a reload's new state, taken by the

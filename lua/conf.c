@@ -56,10 +56,11 @@
 #include "lua/abuse_lua.h"
 #include "lua/args.h"
 #include "lua/console_lua.h"
+#include "lua/dynblock_lua.h"
 #include "lua/explain.h"
 #include "lua/objects.h"
+#include "lua/redis_lua.h"
 #include "lua/rings_lua.h"
-#include "lua/dynblock_lua.h"
 #include "lua/rules_lua.h"
 #include "lua/stats_lua.h"
 #include "lua/web_lua.h"
@@ -2910,6 +2911,7 @@ conf_setup(lua_State *L)
 	dlb_lua_rings_register(L);
 	dlb_lua_dynblock_register(L);
 	dlb_lua_abuse_register(L);
+	dlb_lua_redis_register(L);
 	dlb_lua_stats_register(L);
 	dlb_lua_web_register(L);
 	if (dlb_lua_phase_throwaway(conf_get(L)->phase))

@@ -675,3 +675,22 @@ def msg_fields(wire):
 def fields_diff(a, b):
     """{field: (a's, b's)} for the fields of two msg_fields() that differ."""
     return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+
+
+# ---------------------------------------------------------------------------
+# the console, for tests that drive dnslb through it
+
+def console_head():
+    """controlSocket() on a free port and a fresh setKey(), to put in a config."""
+    key = base64.b64encode(os.urandom(32)).decode()
+    return 'controlSocket("127.0.0.1:%d")\nsetKey("%s")\n' % (free_port(), key)
+
+
+def console(d, cmd):
+    """Run @cmd on daemon @d's console with `dnslb -c -e`; return what it printed."""
+    r = subprocess.run([dnslb_bin(), "-C", d.conf_path, "-c", "-e", cmd],
+                       capture_output=True, text=True, timeout=30, cwd=d.workdir)
+    for m in SANITIZER_MARKERS:
+        assert m not in r.stderr, r.stderr
+    assert r.returncode == 0, (cmd, r.stdout, r.stderr)
+    return r.stdout

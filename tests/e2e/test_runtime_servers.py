@@ -12,8 +12,6 @@ rmServer() while queries flow, against real responder backends.
     and the daemon keeps serving.
 """
 
-import base64
-import os
 import re
 import subprocess
 import threading
@@ -21,26 +19,10 @@ import time
 
 import pytest
 
-from dnslbtest import (SANITIZER_MARKERS, UdpClient, dnslb_bin, lua_server, make_query, parse,
+from dnslbtest import (UdpClient, console, console_head, dnslb_bin, lua_server, make_query, parse,
                        wait_until)
 
 pytestmark = pytest.mark.dnslb_only("runtime newServer through dnslb's console client")
-
-
-def console_head():
-    from dnslbtest import free_port
-    key = base64.b64encode(os.urandom(32)).decode()
-    return 'controlSocket("127.0.0.1:%d")\nsetKey("%s")\n' % (free_port(), key)
-
-
-def console(d, cmd):
-    """Run @cmd on @d's console with `dnslb -c -e`; return its output."""
-    r = subprocess.run([dnslb_bin(), "-C", d.conf_path, "-c", "-e", cmd],
-                       capture_output=True, text=True, timeout=30, cwd=d.workdir)
-    for m in SANITIZER_MARKERS:
-        assert m not in r.stderr, r.stderr
-    assert r.returncode == 0, (cmd, r.stdout, r.stderr)
-    return r.stdout
 
 
 class Load:
