@@ -119,6 +119,8 @@ dlb_cache_opts_default(struct dlb_cache_opts *o)
 	o->shards = 20;
 	o->maximum_entry_size = 4096;
 	o->deferrable_insert_lock = true;
+	o->l2_budget = 0.003;
+	o->l2_max_in_flight = 256;
 }
 
 static uint32_t
@@ -482,51 +484,87 @@ victim_in_set(struct cache_entry **set, const struct cache_entry *keep)
 	return best;
 }
 
-bool
-dlb_cache_insert(struct dlb_cache *c, struct dlb_rcu_thread *rt, const struct dlb_cache_key *k,
-		 const uint8_t *resp, size_t len, double now, int temp_failure_ttl)
+enum ttl_verdict {
+	TTL_OK = 0,
+	TTL_NOT_CACHEABLE,
+	TTL_TOO_SHORT,		/* below minTTL */
+};
+
+/*
+ * The cacheability rules (cache.h, dlb_cache_insert): the lifetime of answer
+ * @resp in *@ttlp, its TTL offsets in @offs (MAX_TTLS) and @scan, its rcode.
+ */
+static enum ttl_verdict
+answer_ttl(const struct dlb_cache_opts *o, const uint8_t *resp, size_t len, int temp_failure_ttl,
+	   uint16_t *offs, struct dlb_answer_scan *scan, uint32_t *ttlp, unsigned *rcodep)
 {
-	const struct dlb_cache_opts *o = &c->o;
-	struct cache_shard *s = shard_of(c, k->hash);
-	uint16_t offs[MAX_TTLS];
-	struct dlb_answer_scan scan;
-	struct cache_entry *e, **set, **slot = NULL, **same = NULL;
 	unsigned rcode;
 	uint64_t ttl;
-	size_t pos, size;
 
 	if (len < DLB_DNS_HDR || len > o->maximum_entry_size || len > UINT16_MAX ||
 	    (dlb_rd16(resp + 2) & DLB_F_TC) ||
-	    dlb_wire_scan_answer(resp, len, offs, MAX_TTLS, &scan) != DLB_OK) {
-		__atomic_add_fetch(&s->not_cacheable, 1, __ATOMIC_RELAXED);
-		return false;
-	}
+	    dlb_wire_scan_answer(resp, len, offs, MAX_TTLS, scan) != DLB_OK)
+		return TTL_NOT_CACHEABLE;
 	rcode = DLB_RCODE(dlb_rd16(resp + 2));
+	*rcodep = rcode;
 	if (rcode == DLB_RCODE_SERVFAIL || rcode == DLB_RCODE_REFUSED) {
 		ttl = temp_failure_ttl >= 0 ? (uint32_t)temp_failure_ttl : o->temp_failure_ttl;
 	} else {
-		if (scan.nrecords == 0) {
-			/* no TTL to go by (NODATA without SOA, empty answers) */
-			__atomic_add_fetch(&s->not_cacheable, 1, __ATOMIC_RELAXED);
-			return false;
-		}
-		ttl = scan.min_ttl;
+		if (scan->nrecords == 0)
+			return TTL_NOT_CACHEABLE;	/* no TTL to go by (NODATA without SOA, empty answers) */
+		ttl = scan->min_ttl;
 		if (rcode == DLB_RCODE_NXDOMAIN ||
-		    (rcode == DLB_RCODE_NOERROR && dlb_rd16(resp + 6) == 0 && scan.has_soa)) {
-			if (scan.has_soa && scan.soa_minimum < ttl)
-				ttl = scan.soa_minimum;	/* RFC 2308 */
+		    (rcode == DLB_RCODE_NOERROR && dlb_rd16(resp + 6) == 0 && scan->has_soa)) {
+			if (scan->has_soa && scan->soa_minimum < ttl)
+				ttl = scan->soa_minimum;	/* RFC 2308 */
 			if (ttl > o->max_negative_ttl)
 				ttl = o->max_negative_ttl;
 		} else if (ttl > o->max_ttl) {
 			ttl = o->max_ttl;
 		}
-		if (ttl < o->min_ttl) {
-			__atomic_add_fetch(&s->ttl_too_shorts, 1, __ATOMIC_RELAXED);
-			return false;
-		}
+		if (ttl < o->min_ttl)
+			return TTL_TOO_SHORT;
 	}
-	if (ttl == 0) {
-		STAT_ADD(s->not_cacheable, 1);
+	if (ttl == 0)
+		return TTL_NOT_CACHEABLE;
+	*ttlp = (uint32_t)ttl;
+	return TTL_OK;
+}
+
+uint32_t
+dlb_cache_answer_ttl(const struct dlb_cache *c, const uint8_t *resp, size_t len,
+		     int temp_failure_ttl)
+{
+	uint16_t offs[MAX_TTLS];
+	struct dlb_answer_scan scan;
+	uint32_t ttl = 0;
+	unsigned rcode;
+
+	return answer_ttl(&c->o, resp, len, temp_failure_ttl, offs, &scan, &ttl, &rcode) == TTL_OK
+		       ? ttl : 0;
+}
+
+bool
+dlb_cache_insert(struct dlb_cache *c, struct dlb_rcu_thread *rt, const struct dlb_cache_key *k,
+		 const uint8_t *resp, size_t len, double now, int temp_failure_ttl)
+{
+	struct cache_shard *s = shard_of(c, k->hash);
+	uint16_t offs[MAX_TTLS];
+	struct dlb_answer_scan scan;
+	struct cache_entry *e, **set, **slot = NULL, **same = NULL;
+	unsigned rcode = 0;
+	uint32_t ttl = 0;
+	size_t pos, size;
+
+	switch (answer_ttl(&c->o, resp, len, temp_failure_ttl, offs, &scan, &ttl, &rcode)) {
+	case TTL_OK:
+		break;
+	case TTL_TOO_SHORT:
+		__atomic_add_fetch(&s->ttl_too_shorts, 1, __ATOMIC_RELAXED);
+		return false;
+	case TTL_NOT_CACHEABLE:
+	default:
+		__atomic_add_fetch(&s->not_cacheable, 1, __ATOMIC_RELAXED);
 		return false;
 	}
 

@@ -59,6 +59,11 @@ struct dlb_cache_opts {
 	int nranks;
 	double prefetch;		/* dnslb: refresh an entry hit in this last fraction of its life; 0 = off */
 	bool deferrable_insert_lock;	/* accepted; inserts always wait for the (short) shard lock */
+	/* the second level in Redis (dnslb/l2cache.h, docs/fleet.md) */
+	bool l2;			/* l2: ask Redis on a miss, write answers to it */
+	double l2_budget;		/* l2Budget, s (default 0.003): longest wait for Redis */
+	uint32_t l2_max_in_flight;	/* l2MaxInFlight (default 256): lookups waiting, per worker */
+	char l2_name[32];		/* l2Name: part of the Redis keys ("" = none) */
 };
 
 void dlb_cache_opts_default(struct dlb_cache_opts *o);
@@ -176,6 +181,15 @@ enum dlb_cache_result dlb_cache_get(struct dlb_cache *c, const struct dlb_cache_
  */
 bool dlb_cache_insert(struct dlb_cache *c, struct dlb_rcu_thread *rt, const struct dlb_cache_key *k,
 		      const uint8_t *resp, size_t len, double now, int temp_failure_ttl);
+
+/**
+ * The lifetime dlb_cache_insert would give the answer @resp (same rules and
+ * options; @temp_failure_ttl as there). @return seconds, or 0 when @c would
+ * not cache it. Scans the answer: for the second level (l2cache.c), not for
+ * the hit path. Thread: any.
+ */
+uint32_t dlb_cache_answer_ttl(const struct dlb_cache *c, const uint8_t *resp, size_t len,
+			      int temp_failure_ttl);
 
 /** Counters and sizes (summed over shards and workers). */
 struct dlb_cache_stats {

@@ -617,7 +617,9 @@ dlb_cache_opts_same(const struct dlb_cache_opts *x, const struct dlb_cache_opts 
 	       x->maximum_entry_size == y->maximum_entry_size && x->nranks == y->nranks &&
 	       memcmp(x->payload_ranks, y->payload_ranks,
 		      (size_t)x->nranks * sizeof(x->payload_ranks[0])) == 0 &&
-	       x->prefetch == y->prefetch;
+	       x->prefetch == y->prefetch && x->l2 == y->l2 && x->l2_budget == y->l2_budget &&
+	       x->l2_max_in_flight == y->l2_max_in_flight &&
+	       strcmp(x->l2_name, y->l2_name) == 0;
 }
 
 const char *

@@ -101,6 +101,7 @@ struct dlb_dyn_rec {
 	uint8_t labels;			/* smt: label count (root = 0) */
 	uint8_t name[256];
 	char *reason;
+	char *origin;			/* the fleet node it came from; NULL: this node */
 };
 
 struct slot {
@@ -147,7 +148,30 @@ static struct {
 	int default_action;		/* atomic: read by workers */
 	unsigned purge_interval;
 	double last_purge;
+	dlb_dyn_hook_fn *hook;		/* the fleet's (dlb_dyn_set_hook) */
+	void *hook_ud;
 } g = { .default_action = DLB_DYN_DROP, .purge_interval = 60 };
+
+static void info_of(const struct dlb_dyn_rec *r, struct dlb_dyn_info *b);
+
+void
+dlb_dyn_set_hook(dlb_dyn_hook_fn *fn, void *ud)
+{
+	g.hook = fn;
+	g.hook_ud = ud;
+}
+
+/* Tell the fleet about @r, a block of this node just put in the master list. */
+static void
+hook_raised(const struct dlb_dyn_rec *r)
+{
+	struct dlb_dyn_info b;
+
+	if (g.hook == NULL || r->warning || r->origin != NULL)
+		return;
+	info_of(r, &b);
+	g.hook(DLB_DYN_EV_RAISED, &b, g.hook_ud);
+}
 
 static void
 rec_free(struct dlb_dyn_rec *r)
@@ -155,6 +179,7 @@ rec_free(struct dlb_dyn_rec *r)
 	if (r == NULL)
 		return;
 	free(r->reason);
+	free(r->origin);
 	free(r);
 }
 
@@ -347,9 +372,21 @@ refresh_decision(const struct dlb_dyn_rec *got, bool warning, double until, doub
 	return true;
 }
 
-bool
-dlb_dyn_block_nm(const struct dlb_netmask *nm, const char *reason, double until, int action,
-		 bool warning, bool quiet, double now)
+/* The fleet's copy of a block it already has: nothing to do. */
+static bool
+same_fleet_block(const struct dlb_dyn_rec *got, double until, int action, const char *origin)
+{
+	if (got == NULL || got->until != until || got->action != action || got->warning)
+		return false;
+	if (got->origin == NULL || origin == NULL)
+		return got->origin == origin;
+	return strcmp(got->origin, origin) == 0;
+}
+
+/* @origin: the fleet node (copied), NULL for this node's; @fleet: from the fleet (no hook). */
+static bool
+block_nm(const struct dlb_netmask *nm, const char *reason, double until, int action,
+	 bool warning, bool quiet, double now, const char *origin, bool fleet)
 {
 	struct dlb_dyn_rec key, *got, *r;
 	uint64_t count;
@@ -360,10 +397,15 @@ dlb_dyn_block_nm(const struct dlb_netmask *nm, const char *reason, double until,
 	key.nm = *nm;
 	key_hash(&key);
 	got = table_get(&g.index, &key);
+	if (fleet && same_fleet_block(got, until, warning ? DLB_DYN_NOOP : action, origin))
+		return false;
 	if (!refresh_decision(got, warning, until, now, &count, &announce))
 		return false;
 	r = calloc(1, sizeof(*r));
-	if (r == NULL || (r->reason = strdup(reason != NULL ? reason : "")) == NULL) {
+	if (r == NULL || (r->reason = strdup(reason != NULL ? reason : "")) == NULL ||
+	    (origin != NULL && (r->origin = strdup(origin)) == NULL)) {
+		if (r != NULL)
+			free(r->reason);
 		free(r);
 		return false;
 	}
@@ -375,6 +417,8 @@ dlb_dyn_block_nm(const struct dlb_netmask *nm, const char *reason, double until,
 	atomic_store_explicit(&r->blocks, count, memory_order_relaxed);
 	if (master_put(r) != 0)
 		return false;
+	if (!fleet)
+		hook_raised(r);
 	if (!quiet && announce) {
 		dlb_netmask_format(nm, text, sizeof(text));
 		if (warning)
@@ -387,8 +431,15 @@ dlb_dyn_block_nm(const struct dlb_netmask *nm, const char *reason, double until,
 }
 
 bool
-dlb_dyn_block_smt(const uint8_t *name, size_t namelen, const char *reason, double until,
-		  int action, bool quiet, double now)
+dlb_dyn_block_nm(const struct dlb_netmask *nm, const char *reason, double until, int action,
+		 bool warning, bool quiet, double now)
+{
+	return block_nm(nm, reason, until, action, warning, quiet, now, NULL, false);
+}
+
+static bool
+block_smt(const uint8_t *name, size_t namelen, const char *reason, double until, int action,
+	  bool quiet, double now, const char *origin, bool fleet)
 {
 	struct dlb_dyn_rec *key, *got, *r;
 	uint64_t count;
@@ -406,8 +457,11 @@ dlb_dyn_block_smt(const uint8_t *name, size_t namelen, const char *reason, doubl
 		key->name[i] = (uint8_t)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32 : name[i]);
 	key_hash(key);
 	got = table_get(&g.index, key);
-	if (!refresh_decision(got, false, until, now, &count, &announce) ||
-	    (key->reason = strdup(reason != NULL ? reason : "")) == NULL) {
+	if ((fleet && same_fleet_block(got, until, action, origin)) ||
+	    !refresh_decision(got, false, until, now, &count, &announce) ||
+	    (key->reason = strdup(reason != NULL ? reason : "")) == NULL ||
+	    (origin != NULL && (key->origin = strdup(origin)) == NULL)) {
+		free(key->reason);
 		free(key);
 		return false;
 	}
@@ -418,6 +472,8 @@ dlb_dyn_block_smt(const uint8_t *name, size_t namelen, const char *reason, doubl
 	atomic_store_explicit(&r->blocks, count, memory_order_relaxed);
 	if (master_put(r) != 0)
 		return false;
+	if (!fleet)
+		hook_raised(r);
 	if (!quiet && announce) {
 		if (dlb_wire_name_to_text(name, namelen, text, sizeof(text)) < 0)
 			snprintf(text, sizeof(text), "(bad name)");
@@ -425,6 +481,23 @@ dlb_dyn_block_smt(const uint8_t *name, size_t namelen, const char *reason, doubl
 			 reason);
 	}
 	return true;
+}
+
+bool
+dlb_dyn_block_smt(const uint8_t *name, size_t namelen, const char *reason, double until,
+		  int action, bool quiet, double now)
+{
+	return block_smt(name, namelen, reason, until, action, quiet, now, NULL, false);
+}
+
+bool
+dlb_dyn_block_fleet(const struct dlb_dyn_info *b, const char *origin, double now)
+{
+	if (b->smt)
+		return block_smt(b->name, b->namelen, b->reason, b->until, b->action, true, now,
+				 origin, true);
+	return block_nm(&b->nm, b->reason, b->until, b->action, b->warning, true, now, origin,
+			true);
 }
 
 /* ---- snapshots ------------------------------------------------------------- */
@@ -572,7 +645,7 @@ dlb_dyn_publish(void)
 }
 
 void
-dlb_dyn_clear(void)
+dlb_dyn_clear_all(void)
 {
 	for (size_t i = 0; i < g.n; i++) {
 		if (dead_push(g.recs[i]) != 0) {
@@ -584,6 +657,55 @@ dlb_dyn_clear(void)
 	table_deinit(&g.index);
 	g.dirty = true;
 	dlb_dyn_publish();
+}
+
+/* The master list now holds its first @kept records: re-index and publish if some went. */
+static size_t
+list_compacted(size_t kept, size_t dropped)
+{
+	g.n = kept;
+	if (dropped > 0) {
+		if (index_rebuild(64) != 0)
+			table_deinit(&g.index);	/* rebuilt at the next insert */
+		g.dirty = true;
+		dlb_dyn_publish();
+	}
+	return dropped;
+}
+
+/* Remove the records whose origin is @origin (NULL: this node's). */
+static size_t
+remove_origin(const char *origin)
+{
+	size_t kept = 0, dropped = 0;
+
+	for (size_t i = 0; i < g.n; i++) {
+		struct dlb_dyn_rec *r = g.recs[i];
+		bool match = origin == NULL ? r->origin == NULL
+					    : r->origin != NULL && strcmp(r->origin, origin) == 0;
+
+		if (!match || dead_push(r) != 0)
+			g.recs[kept++] = r;
+		else
+			dropped++;
+	}
+	return list_compacted(kept, dropped);
+}
+
+void
+dlb_dyn_clear(void)
+{
+	if (g.hook != NULL)
+		g.hook(DLB_DYN_EV_CLEARING, NULL, g.hook_ud);
+	(void)remove_origin(NULL);
+	g.dirty = true;
+	dlb_dyn_publish();
+}
+
+size_t
+dlb_dyn_clear_origin(const char *origin)
+{
+	return origin != NULL ? remove_origin(origin) : 0;
 }
 
 size_t
@@ -599,14 +721,7 @@ dlb_dyn_purge(double now)
 		else
 			dropped++;
 	}
-	g.n = kept;
-	if (dropped > 0) {
-		if (index_rebuild(64) != 0)
-			table_deinit(&g.index);	/* rebuilt at the next insert */
-		g.dirty = true;
-		dlb_dyn_publish();
-	}
-	return dropped;
+	return list_compacted(kept, dropped);
 }
 
 void
@@ -813,6 +928,7 @@ info_of(const struct dlb_dyn_rec *r, struct dlb_dyn_info *b)
 	b->warning = r->warning;
 	b->blocks = atomic_load_explicit(&r->blocks, memory_order_relaxed);
 	b->reason = r->reason;
+	b->origin = r->origin;
 }
 
 size_t
@@ -919,15 +1035,20 @@ show_visit(const struct dlb_dyn_info *i, void *ud)
 {
 	struct show_ctx *c = ud;
 	char key[DLB_WIRE_NAME_TEXT_MAX], secs[32], blocks[32];
+	const char *action = dlb_dyn_action_name(i->action != DLB_DYN_NONE ? i->action
+								 : dlb_dyn_default_action());
 
 	dlb_dyn_key_text(i, key, sizeof(key));
 	/* until.tv_sec - now.tv_sec */
 	snprintf(secs, sizeof(secs), "%lld", (long long)i->until - (long long)c->now);
 	snprintf(blocks, sizeof(blocks), "%llu", (unsigned long long)i->blocks);
-	buf_printf(c->b, SHOW_FMT, key, secs, blocks, i->warning ? "true" : "false",
-		   dlb_dyn_action_name(i->action != DLB_DYN_NONE ? i->action
-								: dlb_dyn_default_action()),
-		   i->reason);
+	/* a fleet block names its origin after the reason: dnsdist's columns stay */
+	if (i->origin != NULL)
+		buf_printf(c->b, "%-24s %8s %8s %-10s %-20s %s (from %s)\n", key, secs, blocks,
+			   i->warning ? "true" : "false", action, i->reason, i->origin);
+	else
+		buf_printf(c->b, SHOW_FMT, key, secs, blocks, i->warning ? "true" : "false",
+			   action, i->reason);
 }
 
 char *
@@ -1018,7 +1139,7 @@ dlb_dynblock_maintenance(void)
 void
 dlb_dyn_reset(void)
 {
-	dlb_dyn_clear();
+	dlb_dyn_clear_all();
 	free(g.recs);
 	g.recs = NULL;
 	g.n = g.cap = 0;

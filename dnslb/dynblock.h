@@ -76,6 +76,7 @@ struct dlb_dyn_info {
 	bool warning;
 	uint64_t blocks;		/* queries it acted on */
 	const char *reason;		/* borrowed: valid until the store changes */
+	const char *origin;		/* borrowed: the fleet node it came from; NULL: this node */
 };
 
 /**
@@ -91,8 +92,38 @@ bool dlb_dyn_block_nm(const struct dlb_netmask *nm, const char *reason, double u
 /** The same for qname suffix @name (wire, any case; lowercased here). */
 bool dlb_dyn_block_smt(const uint8_t *name, size_t namelen, const char *reason, double until,
 		       int action, bool quiet, double now);
-/** Remove every block (clearDynBlocks) and publish. */
+/**
+ * clearDynBlocks(): remove every block raised by this node (all of them
+ * without a fleet) and publish; blocks received from other nodes of the
+ * fleet stay (docs/fleet.md). The hook gets DLB_DYN_EV_CLEARING first.
+ */
 void dlb_dyn_clear(void);
+/** Remove every block, whatever its origin, and publish (no hook). */
+void dlb_dyn_clear_all(void);
+/** Remove the blocks received from fleet node @origin and publish. @return how many. */
+size_t dlb_dyn_clear_origin(const char *origin);
+
+/*
+ * The fleet (dnslb/fleet.c) hooks into the store without dynblock.c knowing
+ * about Redis: it is told of the blocks this node raises, and of
+ * clearDynBlocks(), and inserts the blocks other nodes raised with
+ * dlb_dyn_block_fleet(), which does not call the hook (no echo).
+ */
+enum dlb_dyn_event {
+	DLB_DYN_EV_RAISED,		/* @b: a block of this node added or refreshed */
+	DLB_DYN_EV_CLEARING,		/* @b NULL: clearDynBlocks(), before the removal */
+};
+typedef void dlb_dyn_hook_fn(enum dlb_dyn_event ev, const struct dlb_dyn_info *b, void *ud);
+/** Set (or with NULL, remove) the hook. Warnings are not handed to it. */
+void dlb_dyn_set_hook(dlb_dyn_hook_fn *fn, void *ud);
+/**
+ * Add or refresh block @b (its key, until, action, warning, reason) received
+ * from the fleet, with dnsdist's refresh rules, marked as coming from
+ * @origin (copied; NULL: this node's own, reloaded from Redis). Quiet, and
+ * no hook. Not published until dlb_dyn_publish(). @return true if the
+ * store changed (false too when the same block is already there).
+ */
+bool dlb_dyn_block_fleet(const struct dlb_dyn_info *b, const char *origin, double now);
 /** Publish the master list as a new snapshot if it changed. */
 void dlb_dyn_publish(void);
 /** Drop entries expired at @now from the master list (publishes). @return entries dropped. */

@@ -14,6 +14,7 @@
 
 #include "dnslb/backend.h"
 #include "dnslb/config.h"
+#include "dnslb/l2cache.h"
 #include "dnslb/log.h"
 #include "dnslb/query.h"
 #include "dnslb/rings.h"
@@ -349,6 +350,8 @@ handle_udp_query(struct dlb_worker *w, struct dlb_listener *l, unsigned i)
 		c.orig_flags = q.orig_flags;
 		c.conn_id = c.conn_gen = 0;
 		c.t_start = dlb_worker_now(w);
+		if (dlb_l2_park(w, &q, &c))
+			return;		/* asks the fleet's cache first (dnslb/l2cache.h) */
 		dlb_backend_forward(w, &q, &c);
 		return;
 	}

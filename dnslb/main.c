@@ -22,8 +22,10 @@
 #include "dnslb/console_client.h"
 #include "dnslb/daemon.h"
 #include "dnslb/dynblock.h"
+#include "dnslb/fleet.h"
 #include "dnslb/health.h"
 #include "dnslb/log.h"
+#include "dnslb/kvstore.h"
 #include "dnslb/redis.h"
 #include "dnslb/rcu.h"
 #include "dnslb/netmask.h"
@@ -1062,6 +1064,8 @@ main(int argc, char **argv)
 		if (dlb_daemon.redis_sub != NULL)
 			dlb_redis_start(dlb_daemon.redis_sub);
 	}
+	dlb_kvstore_start(loop, &main_rcu);	/* newRedisKVStore mirrors (docs/fleet.md) */
+	dlb_fleet_start(loop);	/* shared dynamic blocks, fleet view: with setRedis only */
 	for (int i = 0; i < 4; i++) {
 		ev_signal_init(&sigs[i], signal_cb, signums[i]);
 		ev_signal_start(loop, &sigs[i]);
@@ -1091,6 +1095,8 @@ main(int argc, char **argv)
 		dlb_worker_stop_join(workers[i]);
 	for (int i = 0; i < 4; i++)
 		ev_signal_stop(loop, &sigs[i]);
+	dlb_fleet_stop();
+	dlb_kvstore_stop();
 	dlb_redis_free(dlb_daemon.redis_ctl);
 	dlb_redis_free(dlb_daemon.redis_sub);
 	dlb_daemon.redis_ctl = dlb_daemon.redis_sub = NULL;

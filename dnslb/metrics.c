@@ -17,6 +17,9 @@
 #include "dnslb/config.h"
 #include "dnslb/daemon.h"
 #include "dnslb/dynblock.h"
+#include "dnslb/fleet.h"
+#include "dnslb/kvstore.h"
+#include "dnslb/l2cache.h"
 #include "dnslb/redis.h"
 #include "dnslb/stats.h"
 #include "dnslb/worker.h"
@@ -263,6 +266,52 @@ redis_sum(const struct dlb_redis *r, void *ud)
 	sum->up += st.up;
 }
 
+/* The Redis-backed lookup stores' counters (dnslb/kvstore.h), shown with setRedis. */
+static void
+kvs_metrics(struct dlb_metric *out, size_t cap, size_t *n)
+{
+	struct dlb_kvstore_stats k;
+
+	dlb_kvstore_totals(&k);
+	put(out, cap, n, "kvs-lookups", "KeyValueStoreLookupRule/Action lookups in Redis-backed stores",
+	    DLB_METRIC_COUNTER, false, false, (double)k.lookups);
+	put(out, cap, n, "kvs-hits", "Lookups in Redis-backed stores that found a key",
+	    DLB_METRIC_COUNTER, false, false, (double)k.hits);
+	put(out, cap, n, "kvs-refreshes", "Mirrors of Redis-backed stores completed",
+	    DLB_METRIC_COUNTER, false, false, (double)k.refreshes);
+	put(out, cap, n, "kvs-refresh-errors", "Mirrors of Redis-backed stores failed: Redis down, timeout, error reply",
+	    DLB_METRIC_COUNTER, false, false, (double)k.refresh_errors);
+	put(out, cap, n, "kvs-entries", "Keys mirrored in all Redis-backed stores",
+	    DLB_METRIC_GAUGE, false, false, (double)k.entries);
+}
+
+/* The second-level cache's counters (dnslb/l2cache.h), shown with setRedis. */
+static void
+l2_metrics(struct dlb_metric *out, size_t cap, size_t *n)
+{
+	struct dlb_l2_stats l2;
+
+	dlb_l2_get_stats(&l2);
+	put(out, cap, n, "l2-cache-hits", "Queries answered from the Redis second-level cache",
+	    DLB_METRIC_COUNTER, false, false, (double)l2.hits);
+	put(out, cap, n, "l2-cache-misses", "Second-level cache lookups that found no usable entry",
+	    DLB_METRIC_COUNTER, false, false, (double)l2.misses);
+	put(out, cap, n, "l2-cache-timeouts", "Second-level cache lookups that ran past l2Budget",
+	    DLB_METRIC_COUNTER, false, false, (double)l2.timeouts);
+	put(out, cap, n, "l2-cache-errors", "Second-level cache lookups failed: Redis down, error reply, disconnect",
+	    DLB_METRIC_COUNTER, false, false, (double)l2.errors);
+	put(out, cap, n, "l2-cache-rejected", "Second-level cache values refused: malformed, another question, not cacheable",
+	    DLB_METRIC_COUNTER, false, false, (double)l2.rejected);
+	put(out, cap, n, "l2-cache-skipped", "Local misses not looked up in Redis: over l2MaxInFlight or maxInFlight",
+	    DLB_METRIC_COUNTER, false, false, (double)l2.skipped);
+	put(out, cap, n, "l2-cache-stores", "Answers written to the second-level cache",
+	    DLB_METRIC_COUNTER, false, false, (double)l2.stores);
+	put(out, cap, n, "l2-cache-store-drops", "Answers not written to the second-level cache: Redis down or over its cap",
+	    DLB_METRIC_COUNTER, false, false, (double)l2.store_drops);
+	put(out, cap, n, "l2-cache-waiting", "Queries waiting on the second-level cache now",
+	    DLB_METRIC_GAUGE, false, false, (double)l2.parked);
+}
+
 size_t
 dlb_metrics_global(struct dlb_metric *out, size_t cap)
 {
@@ -351,6 +400,7 @@ dlb_metrics_global(struct dlb_metric *out, size_t cap)
 	    DLB_METRIC_COUNTER, false, false, (double)cs.evictions);
 	if (dlb_redis_settings.enabled) {
 		struct dlb_redis_stats rs = { 0 };
+		struct dlb_fleet_stats fs;
 
 		dlb_redis_visit(redis_sum, &rs);
 		put(out, cap, &n, "redis-commands", "Commands sent to Redis", DLB_METRIC_COUNTER,
@@ -363,6 +413,15 @@ dlb_metrics_global(struct dlb_metric *out, size_t cap)
 		    DLB_METRIC_COUNTER, false, false, (double)rs.reconnects);
 		put(out, cap, &n, "redis-connections-up", "Redis connections up now",
 		    DLB_METRIC_GAUGE, false, false, (double)rs.up);
+		dlb_fleet_get_stats(&fs);
+		put(out, cap, &n, "fleet-blocks-published", "Dynamic blocks of this node written to Redis and announced",
+		    DLB_METRIC_COUNTER, false, false, (double)fs.published);
+		put(out, cap, &n, "fleet-blocks-received", "Dynamic blocks of other nodes applied from Redis",
+		    DLB_METRIC_COUNTER, false, false, (double)fs.received);
+		put(out, cap, &n, "fleet-blocks-malformed", "Block values and announcements from Redis ignored as malformed",
+		    DLB_METRIC_COUNTER, false, false, (double)fs.malformed);
+		l2_metrics(out, cap, &n);
+		kvs_metrics(out, cap, &n);
 	}
 	put(out, cap, &n, "cache-ttl-too-shorts", "Answers not cached because their TTL was below minTTL",
 	    DLB_METRIC_COUNTER, false, false, (double)cs.ttl_too_shorts);

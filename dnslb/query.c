@@ -9,6 +9,7 @@
 #include "dnslb/config.h"
 #include "dnslb/dynblock.h"
 #include "dnslb/frontend.h"
+#include "dnslb/l2cache.h"
 #include "dnslb/proxyproto.h"
 #include "dnslb/rings.h"
 #include "dnslb/tcp.h"
@@ -182,6 +183,16 @@ cache_answer(struct dlb_worker *w, struct dlb_query *q)
 	w->stats.cache_hits++;
 	dlb_rings_cache_hit(w);
 	return answer_rules(w, q, DLB_CHAIN_CACHE_HIT);
+}
+
+enum dlb_verdict
+dlb_query_cache_hit_rules(struct dlb_worker *w, struct dlb_query *q)
+{
+	enum dlb_verdict v = answer_rules(w, q, DLB_CHAIN_CACHE_HIT);
+
+	if (v == DLB_V_ANSWER)
+		cap_ttls(q->pkt, q->len, q->max_returned_ttl);
+	return v;
 }
 
 /* The policy of @pool: its own, else the global one (both may change at runtime). */
@@ -686,6 +697,9 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 	if (cache != NULL) {
 		bool inserted = dlb_cache_insert(cache, &w->rcu, &s->key, pkt, len,
 						 dlb_worker_now(w), tempfail);
+
+		if (inserted && w->redis != NULL)	/* the fleet's second level */
+			dlb_l2_store(w, cache, &s->key, pkt, len, dlb_worker_now(w), tempfail);
 
 		if (inserted && ic->n > 0 && rc != NULL) {
 			enum dlb_verdict_r v;

@@ -74,6 +74,14 @@ size_t dlb_query_add_ecs(const struct dlb_worker *w, const struct dlb_query *q, 
 enum dlb_verdict dlb_query_process(struct dlb_worker *w, struct dlb_query *q);
 
 /**
+ * @q's answer came from the second-level cache (dnslb/l2cache.h) and is in
+ * q->pkt (q->len bytes, room for q->cap): run the cache-hit rules and
+ * SetMaxReturnedTTL on it as on a local hit. @return DLB_V_ANSWER (possibly
+ * edited) or DLB_V_DROP.
+ */
+enum dlb_verdict dlb_query_cache_hit_rules(struct dlb_worker *w, struct dlb_query *q);
+
+/**
  * Check a backend answer against the in-flight slot it claims to answer:
  * QR=1, the same qname (case-insensitive), qtype and qclass; a header-only
  * answer only for rcodes other than NOERROR/NXDOMAIN (unless

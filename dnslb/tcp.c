@@ -41,6 +41,7 @@
 #include "dnslb/backend.h"
 #include "dnslb/config.h"
 #include "dnslb/frontend.h"
+#include "dnslb/l2cache.h"
 #include "dnslb/log.h"
 #include "dnslb/proxyproto.h"
 #include "dnslb/query.h"
@@ -451,6 +452,8 @@ client_process(struct dlb_tcp_client *c)
 			}
 			cl.t_start = ev_now(w->loop);
 			c->inflight++;
+			if (dlb_l2_park(w, &q, &cl))
+				break;	/* asks the fleet's cache first (dnslb/l2cache.h) */
 			dlb_tcp_forward(w, &q, &cl);
 			/* a failed forward answers at once, which may have closed c */
 			if (w->conns[cl.conn_id] != c)

@@ -46,6 +46,7 @@
 #include "dnslb/daemon.h"
 #include "dnslb/dnslb.h"
 #include "dnslb/dynblock.h"
+#include "dnslb/fleet.h"
 #include "dnslb/log.h"
 #include "dnslb/metrics.h"
 #include "dnslb/netmask.h"
@@ -1797,7 +1798,8 @@ route(struct MHD_Connection *c, const char *path, const char *method, struct rep
 	    strcmp(path, "/api/v1/servers/localhost") != 0 &&
 	    strcmp(path, "/api/v1/servers/localhost/statistics") != 0 &&
 	    strcmp(path, "/api/v1/servers/localhost/pool") != 0 &&
-	    strcmp(path, "/api/v1/servers/localhost/top") != 0) {
+	    strcmp(path, "/api/v1/servers/localhost/top") != 0 &&
+	    strcmp(path, "/api/v1/fleet") != 0) {
 		reply_error(r, MHD_HTTP_NOT_FOUND, "not found");
 		return;
 	}
@@ -1854,6 +1856,9 @@ route(struct MHD_Connection *c, const char *path, const char *method, struct rep
 		reply_json(r, MHD_HTTP_OK, json_localhost());
 	} else if (strcmp(path, "/api/v1/servers/localhost/statistics") == 0) {
 		reply_json(r, MHD_HTTP_OK, json_statistics());
+	} else if (strcmp(path, "/api/v1/fleet") == 0) {
+		/* the copy the main thread refreshes every second (docs/fleet.md) */
+		reply_json(r, MHD_HTTP_OK, dlb_fleet_json(dlb_dyn_now()));
 	} else if (strcmp(path, "/api/v1/servers/localhost/pool") == 0) {
 		const char *name = get_arg(c, "name", NULL);
 		bool oom;

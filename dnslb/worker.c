@@ -13,6 +13,7 @@
 #include "dnslb/backend.h"
 #include "dnslb/config.h"
 #include "dnslb/frontend.h"
+#include "dnslb/l2cache.h"
 #include "dnslb/log.h"
 #include "dnslb/rings.h"
 #include "dnslb/tcp.h"
@@ -468,6 +469,7 @@ dlb_worker_free(struct dlb_worker *w)
 	}
 	delay_free_all(w);
 	dlb_oc_worker_free(w);		/* setMaxOutstandingPerClient's table (idempotent) */
+	dlb_l2_worker_free(w);		/* after the Redis connection (main.c) */
 	dlb_luaw_free(w->lua);
 	if (w->lua_next != NULL) {
 		dlb_luaw_free(w->lua_next->lw);

@@ -28,6 +28,7 @@ struct dlb_tcp_client;
 struct dlb_tcp_up;
 struct dlb_lua_worker;
 struct dlb_redis;
+struct dlb_l2_worker;
 struct dlb_dyn_worker;
 struct dlb_coc;
 
@@ -146,6 +147,8 @@ struct dlb_worker {
 					 * client subnet (dnslb/abuse.h); NULL until used */
 
 	struct dlb_redis *redis;	/* setRedis: this worker's data connection (dnslb/redis.h) */
+	struct dlb_l2_worker *l2;	/* queries waiting on the second-level cache
+					 * (dnslb/l2cache.h); NULL until first used */
 	struct dlb_lua_worker *lua;	/* own Lua state for Lua rules (lua/worker.h) */
 	uint64_t lua_gen;		/* the ruleset generation it belongs to */
 	struct dlb_lua_handoff *lua_next;	/* atomic: a reload's new state, taken by the

@@ -58,6 +58,8 @@
 #include "lua/console_lua.h"
 #include "lua/dynblock_lua.h"
 #include "lua/explain.h"
+#include "lua/kvstore_lua.h"
+#include "lua/fleet_lua.h"
 #include "lua/objects.h"
 #include "lua/redis_lua.h"
 #include "lua/rings_lua.h"
@@ -1188,6 +1190,9 @@ static const struct cache_opt_field {
 	{ "cookieHashing", CACHE_OPT_BOOL, offsetof(struct dlb_cache_opts, cookie_hashing), 0, 0 },
 	{ "deferrableInsertLock", CACHE_OPT_BOOL,
 	  offsetof(struct dlb_cache_opts, deferrable_insert_lock), 0, 0 },
+	{ "l2", CACHE_OPT_BOOL, offsetof(struct dlb_cache_opts, l2), 0, 0 },
+	{ "l2MaxInFlight", CACHE_OPT_U32, offsetof(struct dlb_cache_opts, l2_max_in_flight), 1,
+	  65536 },
 };
 
 /* every key of the table form: the fields above and the ones parsed by hand */
@@ -1195,7 +1200,7 @@ static const char *const cache_keys[] = {
 	"maxTTL", "minTTL", "temporaryFailureTTL", "maxNegativeTTL", "staleTTL",
 	"numberOfShards", "maximumEntrySize", "dontAge", "keepStaleData", "parseECS",
 	"cookieHashing", "deferrableInsertLock", "skipOptions", "maxMemory", "payloadRanks",
-	"prefetch", NULL,
+	"prefetch", "l2", "l2Budget", "l2MaxInFlight", "l2Name", NULL,
 };
 
 /* the deprecated positional form, from argument #2 on */
@@ -1385,6 +1390,25 @@ parse_cache_table(lua_State *L, const char *fn, struct dlb_cache_opts *o)
 			luaL_error(L, "%s: 'prefetch' must be a fraction of the TTL, at least 0 "
 				   "and below 1", fn);
 		o->prefetch = frac;
+	}
+	lua_pop(L, 1);
+
+	/* the second level in Redis (dnslb/l2cache.h) */
+	if (lua_getfield(L, 2, "l2Budget") != LUA_TNIL) {
+		if (!dlb_lua_to_number(L, -1, &frac) || !(frac >= 0.0001 && frac <= 1))
+			luaL_error(L, "%s: 'l2Budget' must be a number of seconds, 0.0001..1 "
+				   "(e.g. 0.003)", fn);
+		o->l2_budget = frac;
+	}
+	lua_pop(L, 1);
+	if (lua_getfield(L, 2, "l2Name") != LUA_TNIL) {
+		size_t n = 0;
+		const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;
+
+		if (name == NULL || n >= sizeof(o->l2_name) || strpbrk(name, " \t\r\n") != NULL)
+			luaL_error(L, "%s: 'l2Name' must be a string of at most %d characters "
+				   "without spaces", fn, (int)sizeof(o->l2_name) - 1);
+		memcpy(o->l2_name, name, n + 1);
 	}
 	lua_pop(L, 1);
 }
@@ -2912,6 +2936,8 @@ conf_setup(lua_State *L)
 	dlb_lua_dynblock_register(L);
 	dlb_lua_abuse_register(L);
 	dlb_lua_redis_register(L);
+	dlb_lua_kvstore_register(L);
+	dlb_lua_fleet_register(L);
 	dlb_lua_stats_register(L);
 	dlb_lua_web_register(L);
 	if (dlb_lua_phase_throwaway(conf_get(L)->phase))
@@ -3251,6 +3277,23 @@ dlb_lua_conf_rebind(struct dlb_lua_conf *lc, struct dlb_config *cfg, char *err, 
 	lc->phase = DLB_LUA_PHASE_RULES;
 	lc->plan = NULL;
 	return 0;
+}
+
+bool
+dlb_lua_conf_acts(lua_State *L)
+{
+	struct dlb_lua_conf *lc = dlb_lua_conf_of(L);
+
+	return lc != NULL && (lc->phase == DLB_LUA_PHASE_CONFIG ||
+			      lc->phase == DLB_LUA_PHASE_RUNNING);
+}
+
+bool
+dlb_lua_conf_live(lua_State *L)
+{
+	struct dlb_lua_conf *lc = dlb_lua_conf_of(L);
+
+	return dlb_lua_conf_acts(L) || (lc != NULL && lc->phase == DLB_LUA_PHASE_CHECK);
 }
 
 void

@@ -45,6 +45,15 @@ dlb_lua_phase_throwaway(enum dlb_lua_phase p)
 	return p == DLB_LUA_PHASE_WORKER || p == DLB_LUA_PHASE_RELOAD;
 }
 
+/**
+ * Does state @L act on the running daemon (the config state at startup or
+ * from the console: blocks, fleet state)? Replays and worker rule states
+ * do not.
+ */
+bool dlb_lua_conf_acts(lua_State *L);
+/** Can state @L read the daemon's live state (dlb_lua_conf_acts, or --check-config)? */
+bool dlb_lua_conf_live(lua_State *L);
+
 /** The dlb_lua_conf of state @L (registry), its phase, config and RCU record. */
 struct dlb_lua_conf *dlb_lua_conf_of(lua_State *L);
 enum dlb_lua_phase dlb_lua_conf_phase(const struct dlb_lua_conf *lc);

@@ -22,28 +22,6 @@
 
 #define MT_DBRG "DynBlockRulesGroup"
 
-/* The state may change the running daemon's blocks (config at startup, console). */
-static bool
-acts(lua_State *L)
-{
-	struct dlb_lua_conf *lc = dlb_lua_conf_of(L);
-	enum dlb_lua_phase p;
-
-	if (lc == NULL)
-		return false;
-	p = dlb_lua_conf_phase(lc);
-	return p == DLB_LUA_PHASE_CONFIG || p == DLB_LUA_PHASE_RUNNING;
-}
-
-/* The state may read them (and print): also --check-config. */
-static bool
-live(lua_State *L)
-{
-	struct dlb_lua_conf *lc = dlb_lua_conf_of(L);
-
-	return acts(L) || (lc != NULL && dlb_lua_conf_phase(lc) == DLB_LUA_PHASE_CHECK);
-}
-
 /* An optional DNSAction argument; @def when absent or nil. */
 static int
 opt_action(lua_State *L, int arg, const char *fn, int def)
@@ -111,7 +89,7 @@ l_dyn_block_rules_group(lua_State *L)
 	d->g = dlb_dyn_group_new();
 	if (d->g == NULL)
 		luaL_error(L, "dynBlockRulesGroup: out of memory");
-	if (acts(L))
+	if (dlb_lua_conf_acts(L))
 		dlb_dyn_group_register(d->g);	/* rates build up before the first apply() */
 	return 1;
 }
@@ -153,7 +131,7 @@ set_rule(lua_State *L, enum dlb_dyn_rule_kind kind, const char *fn)
 	}
 	rule_args(L, coded ? 3 : 2, fn, kind == DLB_DYN_R_RATIO, &r);
 	dlb_dyn_group_set_rule(d->g, &r);	/* takes r.reason */
-	if (coded && acts(L))
+	if (coded && dlb_lua_conf_acts(L))
 		(void)dlb_dyn_track_code(kind, r.code, dlb_dyn_now());	/* measure it from now */
 	return 0;
 }
@@ -413,7 +391,7 @@ l_apply(lua_State *L)
 	struct dbrg *d = check_dbrg(L);
 	struct vctx c = { L, 0 };
 
-	if (!acts(L))
+	if (!dlb_lua_conf_acts(L))
 		return 0;
 	luaL_checkstack(L, 16, "apply");
 	lua_getiuservalue(L, 1, 1);
@@ -472,7 +450,7 @@ exceed(lua_State *L, enum dlb_dyn_rule_kind kind, uint16_t code, int arg, const 
 	struct dlb_lua_box *b = dlb_lua_box_new(L);
 
 	lua_newtable(L);
-	if (!acts(L))
+	if (!dlb_lua_conf_acts(L))
 		return 1;
 	if (dlb_dyn_exceed(kind, code, rate, secs, dlb_dyn_now(), exceed_cb, b) < 0)
 		return luaL_error(L, "%s: at most %d distinct qtypes and rcodes are measured at "
@@ -604,7 +582,7 @@ l_add_dyn_blocks(lua_State *L)
 			return luaL_error(L, "addDynBlocks: keys must be ComboAddress objects or "
 					  "addresses");
 	}
-	if (!acts(L))
+	if (!dlb_lua_conf_acts(L))
 		return 0;
 	lua_pushnil(L);
 	while (lua_next(L, 1) != 0) {
@@ -639,7 +617,7 @@ l_add_dyn_block_smt(lua_State *L)
 		(void)dlb_lua_check_name_lc(L, -1, "addDynBlockSMT", lc);
 		lua_pop(L, 1);
 	}
-	if (!acts(L))
+	if (!dlb_lua_conf_acts(L))
 		return 0;
 	for (lua_Integer i = 1; i <= n; i++) {
 		lua_rawgeti(L, 1, i);
@@ -675,7 +653,7 @@ l_add_dynamic_block(lua_State *L)
 				lua_isstring(L, 1) ? lua_tostring(L, 1) : luaL_typename(L, 1));
 		return 0;
 	}
-	if (!acts(L))
+	if (!dlb_lua_conf_acts(L))
 		return 0;
 	if (dlb_dyn_block_nm(&nm, msg, now + (double)secs, action, false, false, now))
 		dlb_dyn_publish();
@@ -701,7 +679,7 @@ l_set_dyn_blocks_action(lua_State *L)
 		dlb_err("Dynamic blocks action cannot be altered at runtime!");
 		return 0;
 	}
-	if (acts(L))
+	if (dlb_lua_conf_acts(L))
 		dlb_dyn_set_default_action(a);
 	return 0;
 }
@@ -711,7 +689,7 @@ l_set_dyn_blocks_purge_interval(lua_State *L)
 {
 	unsigned s = (unsigned)dlb_lua_arg_int(L, 1, "setDynBlocksPurgeInterval", 0, 1 << 30);
 
-	if (acts(L))
+	if (dlb_lua_conf_acts(L))
 		dlb_dyn_set_purge_interval(s);
 	return 0;
 }
@@ -721,7 +699,7 @@ l_show_dyn_blocks(lua_State *L)
 {
 	struct dlb_lua_box *b;
 
-	if (!live(L))
+	if (!dlb_lua_conf_live(L))
 		return 0;
 	b = dlb_lua_box_new(L);
 	b->p = dlb_dyn_show(dlb_dyn_now());
@@ -734,7 +712,7 @@ l_show_dyn_blocks(lua_State *L)
 static int
 l_clear_dyn_blocks(lua_State *L)
 {
-	if (acts(L))
+	if (dlb_lua_conf_acts(L))
 		dlb_dyn_clear();
 	return 0;
 }
@@ -778,7 +756,7 @@ get_blocks(lua_State *L, bool smt)
 	struct get_ctx c = { L, smt };
 
 	lua_newtable(L);
-	if (live(L))
+	if (dlb_lua_conf_live(L))
 		dlb_dyn_visit(dlb_dyn_now(), true, get_visit, &c);
 	return 1;
 }

@@ -215,6 +215,51 @@ const struct dlb_lref dlb_lua_reference[] = {
 	METH("QPSLimiter", "check", "()", "Takes a token: `true` while under the rate."),
 	OP("QPSLimiter", "__tostring", "tostring(q)", "`\"QPSLimiter(rate, burst)\"`."),
 
+	/* ---- lua/kvstore_lua.c ---- */
+	OBJ("KeyValueStore", "KeyValueStore", "kvs",
+	    "A Redis set or hash mirrored in memory by every node, for `KeyValueStoreLookupRule` "
+	    "and `KeyValueStoreLookupAction`; see [fleet.md](fleet.md#redis-backed-lookup-rules). "
+	    "Needs `setRedis` first. The same name, type, key and channel give the same store "
+	    "(worker states, reloads)."),
+	CTOR("KeyValueStore", "newRedisKVStore",
+	     "({key=, type=\"set\", name=key, refresh=60, channel=, keyspace=true, "
+	     "scanCount=10000})",
+	     "A store mirroring the Redis key (a set or a hash), refreshed on keyspace "
+	     "notifications, channel messages, reconnects and every `refresh` seconds."),
+	FUNC("KeyValueStore", "showKVStores", "()",
+	     "One line per store: entries, bytes, lookups, hits, mirrors, errors, last mirror."),
+	METH("KeyValueStore", "lookup", "(key[, wireFormat=false])",
+	     "The value of `key` (a string as is, a DNSName as lowercase text with the final dot, "
+	     "or wire format; a ComboAddress as its address): a hash's value, a set's member; "
+	     "`\"\"` when absent. Works in `LuaRule`/`LuaAction` too."),
+	METH("KeyValueStore", "lookupSuffix", "(name[, minLabels=0[, wireFormat=false]])",
+	     "The value of the longest suffix of `name` that is present, as "
+	     "`KeyValueLookupKeySuffix` looks it up; `\"\"` when none is."),
+	METH("KeyValueStore", "reload", "()", "Mirror the Redis key again now. Not from a rule."),
+	METH("KeyValueStore", "getStats", "()",
+	     "A table: name, type, key, entries, memory, lookups, hits, refreshes, "
+	     "refreshErrors, notifications, skipped, lastRefreshAge, lastRefreshDuration, "
+	     "mirroring, lastError. Not from a rule."),
+	METH("KeyValueStore", "printStats", "()",
+	     "The store's line of `showKVStores()`. Not from a rule."),
+	OP("KeyValueStore", "__tostring", "tostring(kvs)",
+	   "`KeyValueStore \"name\" (Redis set 'key', N entries)`."),
+
+	OBJ("KeyValueLookupKey", "KeyValueLookupKey", "lookupKey",
+	    "Which keys of a query `KeyValueStoreLookupRule`/`Action` look up (dnsdist 1.7). "
+	    "Names are lowercase text with the final dot unless `wireFormat` is true."),
+	CTOR("KeyValueLookupKey", "KeyValueLookupKeyQName", "([wireFormat=false])",
+	     "The qname: `\"www.example.com.\"`."),
+	CTOR("KeyValueLookupKey", "KeyValueLookupKeySuffix", "([minLabels=0[, wireFormat=false]])",
+	     "The qname, then each parent down to the TLD, or down to `minLabels` labels."),
+	CTOR("KeyValueLookupKey", "KeyValueLookupKeySourceIP",
+	     "([v4Mask=32[, v6Mask=128[, includePort=false]]])",
+	     "The client's address, masked, as text (`\"192.0.2.0\"`, `\"[2001:db8::1]:53\"` with "
+	     "the port)."),
+	CTOR("KeyValueLookupKey", "KeyValueLookupKeyTag", "(tag)", "The value of the query's tag."),
+	OP("KeyValueLookupKey", "__tostring", "tostring(lookupKey)",
+	   "dnsdist's description: `qname`, `suffix`, `source IP (masked to ...)`, ..."),
+
 	/* ---- lua/conf.c ---- */
 	OBJ("Server", "DownstreamState", "s",
 	    "A backend (metatable `DownstreamState`, like dnsdist's). In a rule, only the "
@@ -362,11 +407,28 @@ const struct dlb_lref dlb_lua_reference[] = {
 	     "How often expired blocks are removed (default 60; 0: never)."),
 	FUNC("Dynamic blocks", "showDynBlocks", "()",
 	     "Print the active blocks: What, Seconds, Blocks, Warning, Action, Reason."),
-	FUNC("Dynamic blocks", "clearDynBlocks", "()", "Remove every block."),
+	FUNC("Dynamic blocks", "clearDynBlocks", "()",
+	     "Remove every block; with `setRedis`, the blocks this node raised (here, in Redis "
+	     "and on the other nodes), those received from other nodes stay."),
 	FUNC("Dynamic blocks", "getDynamicBlocks", "()",
 	     "The active netmask blocks: `{netmask = {reason, until, blocks, action, warning, "
 	     "bpf, domain}}`."),
 	FUNC("Dynamic blocks", "getDynamicBlocksSMT", "()", "The same for the name blocks."),
+
+	/* ---- lua/fleet_lua.c ---- */
+	OBJ("Fleet", "", "",
+	    "With `setRedis`, the nodes of a fleet share their dynamic blocks and publish their "
+	    "figures through Redis. These functions read the copy of the fleet view the main "
+	    "thread refreshes every second: they never wait on Redis. See [fleet.md](fleet.md)."),
+	FUNC("Fleet", "showFleet", "()",
+	     "Print one line per node (Node, Uptime, QPS, Queries, Hit rate, Backends up, Blocks, "
+	     "Age), then the totals."),
+	FUNC("Fleet", "getFleet", "()",
+	     "The same as a list of tables sorted by node: `{node, version, uptime, qps, queries, "
+	     "cacheHits, cacheMisses, hitRate, backendsUp, backends, blocks, updated, age}`."),
+	FUNC("Fleet", "clearFleetDynBlocks", "()",
+	     "Remove every dynamic block on every node and in Redis; `true` when the fleet was "
+	     "told, `false` when Redis is unreachable (cleared on this node only)."),
 
 	/* ---- lua/abuse_lua.c ---- */
 	OBJ("Abuse limits", "", "",

@@ -29,19 +29,6 @@
 #include "lua/args.h"
 #include "lua/conf.h"
 
-/* The state may read the daemon's rings: not a replay, not a worker's rule state. */
-static bool
-live(lua_State *L)
-{
-	struct dlb_lua_conf *lc = dlb_lua_conf_of(L);
-	enum dlb_lua_phase p;
-
-	if (lc == NULL)
-		return false;
-	p = dlb_lua_conf_phase(lc);
-	return p == DLB_LUA_PHASE_CONFIG || p == DLB_LUA_PHASE_CHECK || p == DLB_LUA_PHASE_RUNNING;
-}
-
 /* ---- settings ------------------------------------------------------------------ */
 
 static int
@@ -125,7 +112,7 @@ run_top(lua_State *L, const char *fn, const struct dlb_top_spec *spec, size_t n,
 	long k = 0;
 	char line[400];
 
-	if (live(L)) {
+	if (dlb_lua_conf_live(L)) {
 		k = dlb_rings_top(spec, n, &v, &total, &rest);
 		if (k < 0)
 			return luaL_error(L, "%s: out of memory", fn);
@@ -147,7 +134,7 @@ run_top(lua_State *L, const char *fn, const struct dlb_top_spec *spec, size_t n,
 		dlb_lua_box_free(box);
 		return 1;
 	}
-	if (!live(L))
+	if (!dlb_lua_conf_live(L))
 		return 0;
 	for (long i = 0; i < k; i++) {
 		snprintf(line, sizeof(line), "%4ld  %-40s %4llu %4.1f%%", i + 1, v[i].key,
@@ -518,7 +505,7 @@ l_grepq(lua_State *L)
 		dlb_lua_warn_unknown_keys(L, t, "grepq", "option", grepq_opts);
 		path = dlb_lua_opt_string_push(L, t, "grepq", "outputFile");
 	}
-	if (!live(L))
+	if (!dlb_lua_conf_live(L))
 		return 0;
 
 	if (lua_type(L, 1) == LUA_TTABLE) {
@@ -627,7 +614,7 @@ l_show_response_latency(lua_State *L)
 	uint64_t highest = 0;
 	char line[160], stars[80];
 
-	if (!live(L))
+	if (!dlb_lua_conf_live(L))
 		return 0;
 	dlb_rings_visit_all(true, latency_visit, &l);
 	if (l.size == 0) {
@@ -709,7 +696,7 @@ l_get_resp_ring(lua_State *L)
 		rt.rcode = v < 0 || v > 15 ? 0x10000 : (int)v;
 	}
 	lua_newtable(L);
-	if (live(L))
+	if (dlb_lua_conf_live(L))
 		dlb_rings_visit_all(true, ring_table_visit, &rt);
 	return 1;
 }
@@ -720,7 +707,7 @@ l_get_response_ring(lua_State *L)
 	struct ring_table rt = { .L = L, .full = true, .rcode = -1 };
 
 	lua_newtable(L);
-	if (live(L))
+	if (dlb_lua_conf_live(L))
 		dlb_rings_visit_all(true, ring_table_visit, &rt);
 	return 1;
 }

@@ -62,11 +62,13 @@
 #include <strings.h>
 
 #include "dnslb/dnslb.h"
+#include "dnslb/kvstore.h"
 #include "dnslb/log.h"
 #include "dnslb/netmask.h"
 #include "dnslb/wire.h"
 #include "lua/args.h"
 #include "lua/conf.h"
+#include "lua/kvstore_lua.h"
 #include "lua/objects.h"
 #include "lua/worker.h"
 #include "rules/rules.h"
@@ -1304,6 +1306,39 @@ l_lua_rule(lua_State *L)
 	return 1;
 }
 
+/* The KeyValueStore and KeyValueLookupKey arguments of the KVS rule and action. */
+static void
+check_kvs_args(lua_State *L, const char *fn, struct dlb_kvstore **kvs,
+	       const struct dlb_kvs_key **key)
+{
+	*kvs = dlb_lua_to_kvstore(L, 1);
+	if (*kvs == NULL)
+		luaL_error(L, "%s: argument #1 must be a KeyValueStore (newRedisKVStore()), not %s",
+			   fn, luaL_typename(L, 1));
+	*key = dlb_lua_to_kvkey(L, 2);
+	if (*key == NULL)
+		luaL_error(L, "%s: argument #2 must be a KeyValueLookupKey (KeyValueLookupKeyQName(), "
+			   "...), not %s", fn, luaL_typename(L, 2));
+}
+
+static int
+l_kvs_lookup_rule(lua_State *L)
+{
+	struct dlb_kvstore *kvs;
+	const struct dlb_kvs_key *key;
+	struct dlb_sel *s;
+	char d[128];
+
+	check_kvs_args(L, "KeyValueStoreLookupRule", &kvs, &key);
+	s = push_sel(L, DLB_SEL_KVS);
+	dlb_kvstore_ref(kvs);
+	s->u.kvs.store = kvs;
+	s->u.kvs.key = *key;
+	dlb_kvs_key_describe(key, d, sizeof(d));
+	set_desc(L, &s->desc, "lookup key-value store based on '%s'", d);
+	return 1;
+}
+
 /*
  * makeRule semantics (dnsdist's luadnsrule_t): the selector at @idx is a
  * DNSRule (returned as is), a string (a netmask or an address makes a
@@ -1814,6 +1849,28 @@ l_set_tag_action(lua_State *L)
 }
 
 static int
+l_kvs_lookup_action(lua_State *L)
+{
+	struct dlb_kvstore *kvs;
+	const struct dlb_kvs_key *key;
+	const char *tag;
+	struct dlb_act *a;
+	char d[128];
+
+	check_kvs_args(L, "KeyValueStoreLookupAction", &kvs, &key);
+	tag = dlb_lua_arg_string(L, 3, "KeyValueStoreLookupAction");
+	a = push_act(L, DLB_ACT_KVS, false);
+	dlb_kvstore_ref(kvs);
+	a->u.kvs.store = kvs;
+	a->u.kvs.key = *key;
+	a->u.kvs.tag = dup_str(L, tag);
+	dlb_kvs_key_describe(key, d, sizeof(d));
+	set_desc(L, &a->desc, "lookup key-value store based on '%s' and set the result in tag '%s'",
+		 d, tag);
+	return 1;
+}
+
+static int
 max_returned_ttl_action(lua_State *L, enum dlb_act_type type, bool response, const char *fn)
 {
 	uint32_t max = arg_u32(L, 1, fn);
@@ -2177,6 +2234,10 @@ static const struct cat_entry catalog[] = {
 	{ "LuaRule", CAT_SELECTOR, l_lua_rule, "(function)",
 	  "function(dq) returns true; runs in each worker's own Lua state, an error is no "
 	  "match.", NULL },
+	{ "KeyValueStoreLookupRule", CAT_SELECTOR, l_kvs_lookup_rule, "(kvs, lookupKey)",
+	  "One of the keys lookupKey makes from the query (KeyValueLookupKeyQName(), "
+	  "...Suffix(), ...SourceIP(), ...Tag()) is in the Redis set or hash that kvs "
+	  "(newRedisKVStore()) mirrors; see fleet.md.", NULL },
 	{ "makeRule", CAT_SELECTOR, l_make_rule, "(name|netmask|{names}|{netmasks})",
 	  "The selector a string or table stands for where one is expected: netmasks make a "
 	  "NetmaskGroupRule, names a suffix rule (QNameSuffixRule).", NULL },
@@ -2243,6 +2304,10 @@ static const struct cat_entry catalog[] = {
 	  "[, includeTimestamp=false]]]]]])",
 	  "Log the query to the file (no file: to the log, with setVerbose when verboseOnly); "
 	  "go on. The object's reload() reopens the file.", NULL },
+	{ "KeyValueStoreLookupAction", CAT_ACTION, l_kvs_lookup_action,
+	  "(kvs, lookupKey, destinationTag)",
+	  "Set the tag to the value of the first key found in kvs (a hash: the field's value; "
+	  "a set: the member), or to \"\" when none is; go on.", NULL },
 	{ "LuaAction", CAT_ACTION, l_lua_action, "(function)",
 	  "function(dq) returns DNSAction.X[, \"arg\"]; runs in each worker's own Lua state, an "
 	  "error answers SERVFAIL.", NULL },

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "dnslb/config.h"
+#include "dnslb/kvstore.h"
 #include "dnslb/rcu.h"
 #include "dnslb/stats.h"
 #include "dnslb/util.h"
@@ -317,6 +318,9 @@ dlb_sel_unref(struct dlb_sel *s)
 	case DLB_SEL_POOL_OUTSTANDING:
 		free(s->u.pool.name);
 		break;
+	case DLB_SEL_KVS:
+		dlb_kvstore_unref(s->u.kvs.store);
+		break;
 	default:
 		break;
 	}
@@ -606,6 +610,9 @@ sel_match_slow(const struct dlb_sel *s, struct dlb_dq *dq, struct dlb_stats *st)
 		}
 		return rc > 0;
 	}
+	case DLB_SEL_KVS:
+		return s->u.kvs.store != NULL &&
+		       dlb_kvs_lookup(s->u.kvs.store, &s->u.kvs.key, dq, NULL, NULL);
 	case DLB_SEL__COUNT:
 		break;
 	}
@@ -681,6 +688,10 @@ dlb_act_unref(struct dlb_act *a)
 		break;
 	case DLB_RACT_CLEAR_RECORD_TYPES:
 		free(a->u.types.types);
+		break;
+	case DLB_ACT_KVS:
+		dlb_kvstore_unref(a->u.kvs.store);
+		free(a->u.kvs.tag);
 		break;
 	default:
 		break;
@@ -1057,6 +1068,9 @@ run_query_action(const struct dlb_act *a, struct dlb_dq *dq, struct dlb_stats *s
 		return DLB_R_CONTINUE;
 	case DLB_ACT_LUA:
 		return run_lua_query(a, dq, st, out);
+	case DLB_ACT_KVS:
+		dlb_kvs_action(a, dq);
+		return DLB_R_CONTINUE;
 	default:
 		/* a response action in a query chain (the Lua side prevents it) */
 		return DLB_R_CONTINUE;

@@ -42,6 +42,7 @@ struct dlb_lua_worker;
 struct dlb_suffix_set;
 struct dlb_name_set;
 struct dlb_qps_ip;
+struct dlb_kvstore;
 
 /* ---- per-query tags (SetTagAction, dq:setTag) ---------------------------- */
 
@@ -144,6 +145,55 @@ struct dlb_dq {
 /** Defaults for every decided field (pool NULL, ttl -1, ...); keeps the packet fields. */
 void dlb_dq_reset_decisions(struct dlb_dq *dq);
 
+/* ---- key-value store lookups (rules/kvs.c, dnslb/kvstore.h) --------------- */
+
+/* dnsdist 1.7's KeyValueLookupKey* objects: which keys of a query to look up. */
+enum dlb_kvs_key_type {
+	DLB_KVK_QNAME = 0,	/* KeyValueLookupKeyQName: the qname */
+	DLB_KVK_SUFFIX,		/* KeyValueLookupKeySuffix: the qname, then each parent */
+	DLB_KVK_SOURCE_IP,	/* KeyValueLookupKeySourceIP: the client's address, masked */
+	DLB_KVK_TAG,		/* KeyValueLookupKeyTag: the value of a tag */
+};
+
+#define DLB_KVS_TAG_MAX	64	/* a tag name, NUL included */
+
+struct dlb_kvs_key {
+	uint8_t type;		/* enum dlb_kvs_key_type */
+	bool wire;		/* QNAME/SUFFIX: lowercase wire-format keys; else lowercase
+				 * text with the final dot ("www.example.com.") */
+	bool port;		/* SOURCE_IP: ":port" appended ("192.0.2.1:53", "[::1]:53") */
+	uint8_t min_labels;	/* SUFFIX: stop at names of this many labels (0: at the TLD) */
+	uint8_t v4mask, v6mask;	/* SOURCE_IP: bits kept */
+	char tag[DLB_KVS_TAG_MAX];	/* TAG */
+};
+
+/**
+ * Look the keys @k makes from @dq up in @kvs's mirror, in order (a suffix
+ * key: the longest name first), and count the lookup (per worker). @return
+ * true at the first key found, its value in *@val and *@vlen (a hash field's
+ * value; for a set, the member itself). Thread: a worker inside its epoch
+ * section (or the main thread).
+ */
+bool dlb_kvs_lookup(struct dlb_kvstore *kvs, const struct dlb_kvs_key *k, struct dlb_dq *dq,
+		    const uint8_t **val, size_t *vlen);
+/**
+ * The qname-based part of dlb_kvs_lookup (@k a QNAME or SUFFIX key) for the
+ * lowercased wire name @lc, in the map @m (kvs:lookup(), kvs:lookupSuffix()).
+ * Counts nothing.
+ */
+struct dlb_kvmap;
+bool dlb_kvs_lookup_name(const struct dlb_kvmap *m, const struct dlb_kvs_key *k,
+			 const uint8_t *lc, size_t len, const uint8_t **val, size_t *vlen);
+/**
+ * KeyValueStoreLookupAction: set the action's tag to the value found (a
+ * set: the member, in text form), or to "" when no key is found (dnsdist
+ * 1.7 creates the tag either way).
+ */
+struct dlb_act;
+void dlb_kvs_action(const struct dlb_act *a, struct dlb_dq *dq);
+/** dnsdist's description of the key ("qname", "suffix", "source IP (masked to ...)"). */
+void dlb_kvs_key_describe(const struct dlb_kvs_key *k, char *out, size_t outsz);
+
 /* ---- selectors ------------------------------------------------------------ */
 
 enum dlb_sel_type {
@@ -180,6 +230,7 @@ enum dlb_sel_type {
 	DLB_SEL_POOL_AVAILABLE,	/* u.pool */
 	DLB_SEL_POOL_OUTSTANDING,	/* u.pool + limit */
 	DLB_SEL_LUA,		/* u.lua */
+	DLB_SEL_KVS,		/* u.kvs: KeyValueStoreLookupRule */
 	DLB_SEL__COUNT
 };
 
@@ -219,6 +270,7 @@ struct dlb_sel {
 		struct { char *name; char *value; } tag;		/* value NULL: present */
 		struct { char *name; uint64_t limit; } pool;
 		struct { int fn; char src[96]; } lua;		/* see dlb_lua_worker */
+		struct { struct dlb_kvstore *store; struct dlb_kvs_key key; } kvs;	/* one ref */
 	} u;
 };
 
@@ -266,6 +318,7 @@ enum dlb_act_type {
 	DLB_ACT_MAX_RETURNED_TTL,	/* u.num */
 	DLB_ACT_LOG,		/* u.log */
 	DLB_ACT_LUA,		/* u.lua */
+	DLB_ACT_KVS,		/* u.kvs: KeyValueStoreLookupAction */
 	/* response actions */
 	DLB_RACT_ALLOW,
 	DLB_RACT_DROP,
@@ -332,6 +385,11 @@ struct dlb_act {
 		struct { uint16_t *types; int ntypes; } types;
 		struct dlb_log *log;
 		struct { int fn; char src[96]; } lua;
+		struct {
+			struct dlb_kvstore *store;	/* one reference */
+			struct dlb_kvs_key key;
+			char *tag;			/* the destination tag */
+		} kvs;
 	} u;
 };
 

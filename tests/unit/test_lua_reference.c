@@ -243,6 +243,7 @@ test_source_dispatch(void **state)
 /* One live instance of each object of the config state, by metatable name. */
 static const char instances_code[] =
 	"newServer({address = '192.0.2.10:53', name = 'b1'})\n"
+	"setRedis('127.0.0.1:1')\n"
 	"instances = {\n"
 	"  DNSName = newDNSName('www.example.com'), ComboAddress = newCA('192.0.2.1:53'),\n"
 	"  Netmask = newNetmask('192.0.2.0/24'), NetmaskGroup = newNMG(),\n"
@@ -251,6 +252,8 @@ static const char instances_code[] =
 	"  ServerPool = getPool(''), PacketCache = newPacketCache(10),\n"
 	"  ServerPolicy = newServerPolicy('p', function() return nil end),\n"
 	"  DynBlockRulesGroup = dynBlockRulesGroup(),\n"
+	"  KeyValueStore = newRedisKVStore({key = 'k'}),\n"
+	"  KeyValueLookupKey = KeyValueLookupKeyQName(),\n"
 	"}\n"
 	"function write_back(o, k) o[k] = o[k] end\n";
 

@@ -172,6 +172,11 @@ static const struct ctor_case {
 	  "PoolOutstandingRule: argument #2 must be an integer" },
 	{ "LuaRule", "LuaRule(function(dq) return true end)", "LuaRule('return true')",
 	  "LuaRule: argument #1 must be a function" },
+	{ "KeyValueStoreLookupRule",
+	  "(function() setRedis('127.0.0.1:1') return KeyValueStoreLookupRule("
+	  "newRedisKVStore({key='k'}), KeyValueLookupKeyQName()) end)()",
+	  "KeyValueStoreLookupRule(newRedisKVStore({key='k'}), 1)",
+	  "KeyValueStoreLookupRule: argument #2 must be a KeyValueLookupKey" },
 	{ "makeRule", "makeRule({'a.example', 'b.example'})", "makeRule(5)", "makeRule:" },
 
 	{ "PoolAction", "PoolAction('abuse', false)", "PoolAction()",
@@ -221,6 +226,11 @@ static const struct ctor_case {
 	{ "SetMaxReturnedTTLAction", "SetMaxReturnedTTLAction(60)", "SetMaxReturnedTTLAction()",
 	  "SetMaxReturnedTTLAction: argument #1 must be an integer" },
 	{ "LogAction", "LogAction()", "LogAction('/nonexistent-dir/x.log')", "LogAction:" },
+	{ "KeyValueStoreLookupAction",
+	  "(function() setRedis('127.0.0.1:1') return KeyValueStoreLookupAction("
+	  "newRedisKVStore({key='k'}), KeyValueLookupKeySuffix(), 't') end)()",
+	  "KeyValueStoreLookupAction(newRedisKVStore({key='k'}), KeyValueLookupKeyQName())",
+	  "KeyValueStoreLookupAction: argument #3 must be a string" },
 	{ "LuaAction", "LuaAction(function(dq) return DNSAction.None end)", "LuaAction()",
 	  "LuaAction: argument #1 must be a function" },
 	{ "NoRecurseAction", "NoRecurseAction()", NULL, NULL },
