@@ -114,3 +114,16 @@ def test_supervised_has_no_terminal_console(tmp_path, responder):
         assert t.proc.wait(10) == 0
     finally:
         t.close()
+
+
+def test_terminal_hangup_stops_the_daemon(tmp_path, responder):
+    """The terminal going away (the pty closed) is the end of input: the
+    daemon stops cleanly instead of spinning on a dead descriptor."""
+    t = Term(tmp_path, responder)
+    try:
+        assert t.read_until(b"> "), t.text()
+        os.close(t.master)
+        t.master = os.open(os.devnull, os.O_RDONLY)     # close() in t.close() needs an fd
+        assert t.proc.wait(10) == 0
+    finally:
+        t.close()
