@@ -39,7 +39,6 @@ struct qmsg {
 
 static struct dlb_rcu_thread rt;
 
-
 /* "<label>.example.com" in wire form at @out; @return its length. */
 static size_t
 wire_name(const char *label, uint8_t *out)
@@ -116,14 +115,6 @@ new_cache(uint32_t max_entries)
 		exit(1);
 	}
 	return c;
-}
-
-static int
-cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 struct result {

@@ -47,21 +47,6 @@ static uint8_t pnames[NPROBE][48];
 static size_t plens[NPROBE];
 static volatile int sink;
 
-static int
-cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double
-median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return v[n / 2];
-}
-
 /* ns per lookup over the probes, median of @runs. */
 static double
 time_lookups(int runs, double now)

@@ -48,14 +48,6 @@ static struct probe *probes;
 static volatile size_t sink;
 static double last_min;		/* the fastest run of the last timing */
 
-static int
-cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
 /* The probe's qname: the wire form of its text. */
 static void
 name_of(struct probe *p, const char *text)

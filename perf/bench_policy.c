@@ -72,21 +72,7 @@ static const int policies[] = {
 /* A selection's result is consumed here, so the calls cannot be dropped. */
 static volatile unsigned sink;
 
-
-static int
-cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static void
-die(const char *what)
-{
-	fprintf(stderr, "dnslb-bench-policy: %s\n", what);
-	exit(1);
-}
+#define die(what) bench_die("dnslb-bench-policy", (what))
 
 /* The query "@name A", RD, EDNS 1232, parsed (as perf/bench_rules.c builds them). */
 static void

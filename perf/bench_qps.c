@@ -48,27 +48,7 @@ static struct sockaddr_in local;
 static struct dlb_rng rng;
 static struct dlb_stats stats;
 
-static int
-cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double
-median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(v[0]), cmp_double);
-	return v[n / 2];
-}
-
-static void
-die(const char *what)
-{
-	fprintf(stderr, "dnslb-bench-qps: %s\n", what);
-	exit(1);
-}
+#define die(what) bench_die("dnslb-bench-qps", (what))
 
 static void
 make_query(void)

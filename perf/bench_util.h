@@ -1,12 +1,14 @@
 /*
  * bench_util.h - what the in-process micro-benchmarks share: a monotonic
- * clock, the process's resident memory, a xorshift generator.
+ * clock, the process's resident memory, a xorshift generator, sorting and
+ * the median of run times, and the fatal-error exit.
  */
 #ifndef DNSLB_PERF_BENCH_UTIL_H
 #define DNSLB_PERF_BENCH_UTIL_H
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 /* Seconds on CLOCK_MONOTONIC. */
@@ -44,6 +46,31 @@ rnd(uint64_t *s)
 	*s ^= *s >> 7;
 	*s ^= *s << 17;
 	return *s;
+}
+
+/* qsort comparison of doubles, ascending. */
+static inline int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The median of @v[0..n) (sorts @v). */
+static inline double
+median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(v[0]), cmp_double);
+	return v[n / 2];
+}
+
+/* "<program>: <what>" on stderr, exit 1. */
+static inline void
+bench_die(const char *prog, const char *what)
+{
+	fprintf(stderr, "%s: %s\n", prog, what);
+	exit(1);
 }
 
 #endif
