@@ -653,6 +653,16 @@ dlb_oc_check_worker(const struct dlb_worker *w, uint64_t tcp_marked)
 {
 	uint64_t marked = tcp_marked;
 
+	for (int i = 0; i < w->nshared; i++) {
+		uint32_t idx = dlb_inflight_oldest(&w->shared[i]->table);
+
+		while (idx != DLB_SLOT_NONE) {
+			const struct dlb_slot *s = dlb_slot_get(&w->slots, idx);
+
+			marked += s->client_counted;
+			idx = s->next;
+		}
+	}
 	for (int b = 0; b < w->nbe; b++) {
 		const struct dlb_be_local *bl = &w->be[b];
 

@@ -1,7 +1,15 @@
 /*
- * backend.c - UDP towards backends: per-worker connected sockets (the kernel
- * then only delivers datagrams from the backend's address), random IDs from
- * the in-flight table, batched sends, answer matching, exact timeouts.
+ * backend.c - UDP towards backends: random IDs from the in-flight table,
+ * batched sends, answer matching, exact timeouts.
+ *
+ * Sockets: each worker has one unconnected UDP socket per (address family,
+ * UDP timeout) that every backend without source=, sockets>1 or tcpOnly
+ * shares, so a batch of queries spread over many backends is still one
+ * sendmmsg and their answers one recvmmsg. An answer on it must come from the
+ * address of the backend its ID was given to (checked here, as a connected
+ * socket's kernel would). Each backend also has its own connected socket(s)
+ * (`sockets=N`): the only ones for the backends that cannot share, and the
+ * overflow for the others when the shared socket's ID table is full.
  *
  * setMaxOutstandingPerClient (dnslb/abuse.h): a forwarded query of a client
  * takes a place in the worker's per-client table and marks its slot
@@ -22,12 +30,15 @@
 #include "dnslb/config.h"
 #include "dnslb/frontend.h"
 #include "dnslb/log.h"
+#include "dnslb/netmask.h"
 #include "dnslb/proxyproto.h"
 #include "dnslb/query.h"
 #include "dnslb/rings.h"
 #include "dnslb/tcp.h"
 #include "dnslb/worker.h"
 
+
+static void be_read_cb(struct ev_loop *loop, ev_io *io, int revents);
 
 static int
 open_be_socket(const struct dlb_backend *be)
@@ -54,6 +65,76 @@ out_close:
 	return -1;
 }
 
+/* Can @be's UDP go through the worker's shared unconnected socket? */
+static bool
+be_can_share(const struct dlb_backend *be)
+{
+	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)(const void *)&be->addr;
+
+	if (be->tcp_only || be->sockets > 1 || be->source.ss_family != 0 ||
+	    be->source_iface[0] != '\0')
+		return false;
+	/* link-local: the answer's scope would have to match too */
+	return be->addr.ss_family == AF_INET ||
+	       (be->addr.ss_family == AF_INET6 && !IN6_IS_ADDR_LINKLOCAL(&a6->sin6_addr));
+}
+
+/*
+ * The worker's shared socket for @family and @timeout, opened on first use.
+ * @return NULL when it cannot be had (DLB_MAX_SHARED_SOCKS distinct pairs,
+ * no memory or no fd): the backend then uses its own sockets only.
+ */
+static struct dlb_be_sock *
+shared_sock(struct dlb_worker *w, int family, double timeout)
+{
+	struct dlb_be_sock *s;
+	int rcvbuf = 4 << 20;	/* the answers of all backends (capped by rmem_max) */
+
+	for (int i = 0; i < w->nshared; i++)
+		if (w->shared[i]->family == family && w->shared[i]->timeout == timeout)
+			return w->shared[i];
+	if (w->nshared == DLB_MAX_SHARED_SOCKS)
+		return NULL;
+	s = calloc(1, sizeof(*s));
+	if (s == NULL)
+		return NULL;
+	s->w = w;
+	s->be_index = -1;
+	s->family = family;
+	s->timeout = timeout;
+	/* every ID: setMaxUDPOutstanding is a per-backend bound (take_id) */
+	if (dlb_inflight_init(&s->table, 65536) != DLB_OK) {
+		free(s);
+		return NULL;
+	}
+	s->fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s->fd == -1) {
+		dlb_inflight_deinit(&s->table);
+		free(s);
+		return NULL;
+	}
+	setsockopt(s->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+	dlb_sendbatch_init(&s->out, s->fd);
+	ev_io_init(&s->io, be_read_cb, s->fd, EV_READ);
+	w->shared[w->nshared++] = s;
+	return s;
+}
+
+void
+dlb_backend_shared_close(struct dlb_worker *w)
+{
+	for (int i = 0; i < w->nshared; i++) {
+		struct dlb_be_sock *s = w->shared[i];
+
+		ev_io_stop(w->loop, &s->io);
+		close(s->fd);
+		dlb_inflight_deinit(&s->table);
+		free(s);
+		w->shared[i] = NULL;
+	}
+	w->nshared = 0;
+}
+
 int
 dlb_backend_local_open(struct dlb_worker *w, const struct dlb_backend *be)
 {
@@ -61,7 +142,10 @@ dlb_backend_local_open(struct dlb_worker *w, const struct dlb_backend *be)
 
 	memset(bl, 0, sizeof(*bl));
 	bl->timeout = (be->udp_timeout_ms > 0 ? be->udp_timeout_ms : w->cfg->udp_timeout_ms) / 1000.0;
+	if (be_can_share(be))
+		bl->shared = shared_sock(w, be->addr.ss_family, bl->timeout);
 	bl->nsocks = be->sockets > 0 ? be->sockets : 1;
+	bl->udp_max = (uint32_t)w->cfg->max_udp_outstanding * (uint32_t)bl->nsocks;
 	bl->socks = calloc((size_t)bl->nsocks, sizeof(*bl->socks));
 	if (bl->socks == NULL) {
 		bl->nsocks = 0;
@@ -106,6 +190,45 @@ dlb_backend_local_close(struct dlb_worker *w, int be_index)
 	free(bl->socks);
 	bl->socks = NULL;
 	bl->nsocks = 0;
+	bl->shared = NULL;	/* stays open for the others: dlb_backend_shared_close */
+}
+
+/*
+ * Give slot @idx an ID towards the backend of @bl, due at @deadline: on the
+ * shared socket, or on one of the backend's own when the shared table is
+ * full (or it has none). @return the ID and *@sp, or < 0 when the backend
+ * has setMaxUDPOutstanding queries in flight (per socket of its own) or
+ * every table is full.
+ */
+static int
+take_id(struct dlb_worker *w, struct dlb_be_local *bl, uint32_t idx, double deadline,
+	struct dlb_be_sock **sp)
+{
+	int id = DLB_EFULL;
+
+	if (bl->udp_count >= bl->udp_max)
+		return DLB_EFULL;
+	if (bl->shared != NULL) {
+		id = dlb_inflight_add(&bl->shared->table, &w->slots, &w->rng, idx, deadline);
+		*sp = bl->shared;
+	}
+	if (id < 0 && bl->nsocks > 0) {
+		*sp = &bl->socks[bl->next_sock++ % (unsigned)bl->nsocks];
+		id = dlb_inflight_add(&(*sp)->table, &w->slots, &w->rng, idx, deadline);
+	}
+	if (id >= 0)
+		bl->udp_count++;
+	return id;
+}
+
+/* Send @buf to @be from @s at once (the rare unbatched sends). */
+static ssize_t
+send_now(const struct dlb_be_sock *s, const struct dlb_backend *be, const void *buf, size_t len)
+{
+	if (s->be_index < 0)
+		return sendto(s->fd, buf, len, MSG_DONTWAIT, (const struct sockaddr *)&be->addr,
+			      be->addrlen);
+	return send(s->fd, buf, len, MSG_DONTWAIT);
 }
 
 /* ---- timeouts ----------------------------------------------------------- */
@@ -151,7 +274,6 @@ failover_retry(struct dlb_worker *w, const struct dlb_slot *old)
 	if (be == NULL)
 		return false;
 	bl = &w->be[be->index];
-	s = &bl->socks[bl->next_sock++ % (unsigned)bl->nsocks];
 	idx = dlb_slot_alloc(&w->slots);
 	if (idx == DLB_SLOT_NONE)
 		return false;
@@ -161,7 +283,7 @@ failover_retry(struct dlb_worker *w, const struct dlb_slot *old)
 	ns->self = self;
 	ns->retried = 1;
 	ns->be_index = be->index;
-	id = dlb_inflight_add(&s->table, &w->slots, &w->rng, idx, now + bl->timeout);
+	id = take_id(w, bl, idx, now + bl->timeout, &s);
 	if (id < 0) {
 		dlb_slot_free(&w->slots, idx);
 		return false;
@@ -177,7 +299,7 @@ failover_retry(struct dlb_worker *w, const struct dlb_slot *old)
 	memcpy(buf + off, old->query, old->qlen);
 	dlb_wr16(buf + off, (uint16_t)id);
 	/* rare: sent at once rather than batched */
-	if (send(s->fd, buf, off + old->qlen, MSG_DONTWAIT) == -1) {
+	if (send_now(s, be, buf, off + old->qlen) == -1) {
 		w->be_stats[be->index].send_errors++;
 		release_slot(w, s, idx);
 		return false;
@@ -209,9 +331,36 @@ release_slot(struct dlb_worker *w, struct dlb_be_sock *s, uint32_t idx)
 	struct dlb_slot *slot = dlb_slot_get(&w->slots, idx);
 
 	w->be_stats[slot->be_index].outstanding--;
+	w->be[slot->be_index].udp_count--;
 	dlb_oc_release(w, slot);
 	dlb_inflight_remove(&s->table, &w->slots, idx);
 	dlb_slot_free(&w->slots, idx);
+}
+
+/* Expire the queries of @s due by @now; keep the earliest deadline left in *@next. */
+static void
+expire_sock(struct dlb_worker *w, struct dlb_be_sock *s, double now, double *next)
+{
+	uint32_t idx;
+
+	while ((idx = dlb_inflight_oldest(&s->table)) != DLB_SLOT_NONE) {
+		struct dlb_slot *slot = dlb_slot_get(&w->slots, idx);
+		int b = slot->be_index;
+
+		if (slot->deadline > now) {
+			if (*next == 0 || slot->deadline < *next)
+				*next = slot->deadline;
+			return;
+		}
+		w->be_stats[b].drops++;
+		dlb_rings_slot(w, slot, NULL, 0, b);
+		if (slot->client.proto != DLB_CLIENT_INTERNAL &&
+		    !(w->cfg->failover_on_timeout && failover_retry(w, slot))) {
+			w->stats.downstream_timeouts++;
+			dlb_query_answer_stale(w, slot);
+		}
+		release_slot(w, s, idx);
+	}
 }
 
 void
@@ -221,31 +370,13 @@ dlb_backend_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	double now = ev_now(loop);
 	double next = 0;
 
+	for (int i = 0; i < w->nshared; i++)
+		expire_sock(w, w->shared[i], now, &next);
 	for (int b = 0; b < w->nbe; b++) {
 		struct dlb_be_local *bl = &w->be[b];
 
-		for (int i = 0; i < bl->nsocks; i++) {
-			struct dlb_be_sock *s = &bl->socks[i];
-			uint32_t idx;
-
-			while ((idx = dlb_inflight_oldest(&s->table)) != DLB_SLOT_NONE) {
-				struct dlb_slot *slot = dlb_slot_get(&w->slots, idx);
-
-				if (slot->deadline > now) {
-					if (next == 0 || slot->deadline < next)
-						next = slot->deadline;
-					break;
-				}
-				w->be_stats[b].drops++;
-				dlb_rings_slot(w, slot, NULL, 0, b);
-				if (slot->client.proto != DLB_CLIENT_INTERNAL &&
-				    !(w->cfg->failover_on_timeout && failover_retry(w, slot))) {
-					w->stats.downstream_timeouts++;
-					dlb_query_answer_stale(w, slot);
-				}
-				release_slot(w, s, idx);
-			}
-		}
+		for (int i = 0; i < bl->nsocks; i++)
+			expire_sock(w, &bl->socks[i], now, &next);
 	}
 	if (next != 0)
 		arm_timer(w, next);
@@ -266,7 +397,7 @@ be_sock_flush(struct dlb_worker *w, struct dlb_be_sock *s)
 		uint32_t idx = s->tags[failed[i]];
 
 		w->stats.downstream_send_errors++;
-		w->be_stats[s->be_index].send_errors++;
+		w->be_stats[dlb_slot_get(&w->slots, idx)->be_index].send_errors++;
 		release_slot(w, s, idx);
 	}
 }
@@ -274,6 +405,9 @@ be_sock_flush(struct dlb_worker *w, struct dlb_be_sock *s)
 void
 dlb_backend_flush(struct dlb_worker *w)
 {
+	for (int i = 0; i < w->nshared; i++)
+		if (w->shared[i]->out.n > 0)
+			be_sock_flush(w, w->shared[i]);
 	for (int b = 0; b < w->nbe; b++) {
 		struct dlb_be_local *bl = &w->be[b];
 
@@ -340,7 +474,6 @@ dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_
 		dlb_backend_answer_over_cap(w, q, c);
 		return;
 	}
-	s = &bl->socks[bl->next_sock++ % (unsigned)bl->nsocks];
 	idx = dlb_slot_alloc(&w->slots);
 	if (idx == DLB_SLOT_NONE) {
 		if (oc == DLB_COC_ACQUIRED)
@@ -351,7 +484,7 @@ dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_
 		return;
 	}
 	slot = dlb_slot_get(&w->slots, idx);
-	id = dlb_inflight_add(&s->table, &w->slots, &w->rng, idx, c->t_start + bl->timeout);
+	id = take_id(w, bl, idx, c->t_start + bl->timeout, &s);
 	if (id < 0) {
 		/* never overwrite a query in flight: refuse this one */
 		if (oc == DLB_COC_ACQUIRED)
@@ -393,11 +526,17 @@ dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_
 	mh = &s->out.msgs[s->out.n].msg_hdr;
 	s->out.iov[s->out.n].iov_base = q->pkt;
 	s->out.iov[s->out.n].iov_len = q->len;
-	mh->msg_name = NULL;
-	mh->msg_namelen = 0;
+	if (s->be_index < 0) {
+		memcpy(&s->out.addr[s->out.n], &be->addr, be->addrlen);
+		mh->msg_name = &s->out.addr[s->out.n];
+		mh->msg_namelen = be->addrlen;
+	} else {
+		mh->msg_name = NULL;	/* connected */
+		mh->msg_namelen = 0;
+	}
 	mh->msg_iov = &s->out.iov[s->out.n];
 	mh->msg_iovlen = 1;
-	mh->msg_control = NULL;		/* connected socket, no ancillary data */
+	mh->msg_control = NULL;		/* no ancillary data */
 	mh->msg_controllen = 0;
 	s->tags[s->out.n] = idx;
 	mh->msg_flags = 0;
@@ -430,11 +569,10 @@ dlb_backend_prefetch(struct dlb_worker *w, const struct dlb_query *q)
 	}
 	if (q->len > sizeof(buf))
 		return;
-	s = &bl->socks[bl->next_sock++ % (unsigned)bl->nsocks];
 	idx = dlb_slot_alloc(&w->slots);
 	if (idx == DLB_SLOT_NONE)
 		return;
-	id = dlb_inflight_add(&s->table, &w->slots, &w->rng, idx, c.t_start + bl->timeout);
+	id = take_id(w, bl, idx, c.t_start + bl->timeout, &s);
 	if (id < 0) {
 		dlb_slot_free(&w->slots, idx);
 		return;
@@ -452,7 +590,7 @@ dlb_backend_prefetch(struct dlb_worker *w, const struct dlb_query *q)
 	len = dlb_query_add_ecs(w, q, buf + off, q->len, sizeof(buf) - off,
 				&dlb_slot_get(&w->slots, idx)->ecs_added);
 	dlb_wr16(buf + off, (uint16_t)id);
-	if (send(s->fd, buf, off + len, MSG_DONTWAIT) == -1) {
+	if (send_now(s, be, buf, off + len) == -1) {
 		w->be_stats[be->index].send_errors++;
 		release_slot(w, s, idx);
 	}
@@ -479,6 +617,13 @@ handle_answer(struct dlb_worker *w, struct dlb_be_sock *s, unsigned i)
 		return;
 	}
 	slot = dlb_slot_get(&w->slots, idx);
+	if (s->be_index < 0 &&
+	    !dlb_sockaddr_equal(&w->raddr[i].sa,
+				(const struct sockaddr *)&w->cfg->backends[slot->be_index]->addr)) {
+		/* shared socket: not from the server this ID was sent to */
+		w->stats.noncompliant_responses++;
+		return;
+	}
 	if (!dlb_query_response_matches(w, pkt, len, slot)) {
 		/* spoofed or broken: the query keeps waiting for the real answer */
 		w->stats.noncompliant_responses++;
@@ -532,6 +677,8 @@ dlb_backend_local_start(struct dlb_worker *w, int be_index)
 {
 	struct dlb_be_local *bl = &w->be[be_index];
 
+	if (bl->shared != NULL && !ev_is_active(&bl->shared->io))
+		ev_io_start(w->loop, &bl->shared->io);
 	for (int i = 0; i < bl->nsocks; i++) {
 		struct dlb_be_sock *s = &bl->socks[i];
 

@@ -1,6 +1,7 @@
 /*
- * backend.h - a worker's traffic to one backend over UDP: its connected
- * sockets (`sockets=N`), ID tables, batched sends, answers and timeouts.
+ * backend.h - a worker's traffic to backends over UDP: the shared unconnected
+ * socket(s), each backend's own connected sockets (`sockets=N`), ID tables,
+ * batched sends, answers and timeouts.
  * TCP towards backends is in tcp.c.
  *
  * Thread: the owning worker, except dlb_backend_local_open (main thread,
@@ -20,7 +21,10 @@ struct dlb_backend;
 /** Open this worker's sockets towards @be. @return 0 or -1 (logged). */
 int dlb_backend_local_open(struct dlb_worker *w, const struct dlb_backend *be);
 void dlb_backend_local_start(struct dlb_worker *w, int be_index);
+/** Forget @be_index's sockets (the shared ones stay: dlb_backend_shared_close). */
 void dlb_backend_local_close(struct dlb_worker *w, int be_index);
+/** Close the worker's shared backend sockets (dlb_worker_free). */
+void dlb_backend_shared_close(struct dlb_worker *w);
 
 /**
  * Forward @q (already given a backend by the pipeline) for client @c: over

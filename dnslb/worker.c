@@ -480,6 +480,8 @@ dlb_worker_free(struct dlb_worker *w)
 	if (w->be != NULL)
 		for (int b = 0; b < w->nbe; b++)
 			dlb_backend_local_close(w, b);
+	if (w->loop != NULL)
+		dlb_backend_shared_close(w);
 	dlb_slot_pool_deinit(&w->slots);
 	if (w->rbuf != NULL)
 		munmap(w->rbuf, (size_t)DLB_UDP_BATCH * DLB_RBUF_SIZE);

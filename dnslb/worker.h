@@ -59,22 +59,36 @@ struct dlb_listener {
 	double close_at;		/* paused: when its UDP socket closes (loop clock) */
 };
 
-/* One UDP socket towards a backend, with its ID table. */
+/*
+ * One UDP socket towards backends, with its ID table: either connected to
+ * one backend (be_index >= 0), or unconnected and shared by the worker's
+ * backends of one address family and one UDP timeout (be_index == -1): its
+ * queries carry their destination, an answer's source address must be the
+ * backend of the slot its ID names.
+ */
 struct dlb_be_sock {
 	struct dlb_worker *w;
-	int be_index;
+	int be_index;			/* -1: shared */
 	int fd;
+	int family;			/* shared: AF_INET or AF_INET6 */
+	double timeout;			/* shared: the UDP timeout of its backends, s */
 	ev_io io;
 	struct dlb_inflight table;
-	struct dlb_sendbatch out;	/* queries to the backend (connected: no address) */
+	struct dlb_sendbatch out;	/* queries (connected: no address) */
 	uint32_t tags[DLB_UDP_BATCH];	/* slot of each queued query, freed if its send fails */
 };
 
+#define DLB_MAX_SHARED_SOCKS 8		/* per worker: (family, timeout) pairs */
+
 /* A worker's view of one backend. */
 struct dlb_be_local {
-	struct dlb_be_sock *socks;
+	struct dlb_be_sock *shared;	/* the worker's shared socket it uses first; NULL: none
+					 * (source=, sockets>1, tcpOnly) */
+	struct dlb_be_sock *socks;	/* its own connected sockets; also taken when the shared
+					 * socket's ID table is full */
 	int nsocks;
 	unsigned next_sock;		/* round robin over socks */
+	uint32_t udp_count, udp_max;	/* UDP queries in flight; setMaxUDPOutstanding x nsocks */
 	double timeout;			/* s */
 	/* firstAvailable's QPS limit: per-worker one-second window */
 	double qps_window_start;
@@ -111,6 +125,8 @@ struct dlb_worker {
 	ev_async fe_sync;		/* main: cfg's listeners changed */
 	ev_timer fe_grace;		/* closes the UDP sockets of removed listeners */
 	struct dlb_be_local *be;	/* [DLB_MAX_BACKENDS]: the first nbe are open */
+	struct dlb_be_sock *shared[DLB_MAX_SHARED_SOCKS];	/* unconnected backend sockets */
+	int nshared;
 	int nbe;			/* backends opened (atomic: the worker stores it,
 					 * main waits for it after a runtime newServer) */
 	int nbe_failed;			/* atomic: backends it could not open at runtime */

@@ -4,6 +4,7 @@ duplicate answers, empty answers, TC relay, no server available."""
 
 import pytest
 
+from responder import Responder
 from dnslbtest import Header, UdpClient, a_addrs, build_query, lua_server, parse, wait_until
 
 FAST = "setUDPTimeout(0.5)\n"
@@ -31,8 +32,9 @@ def test_mismatched_answer_dropped_real_one_delivered(dnslb, responder, label):
     assert h.id == 999 and h.qr
     assert a_addrs(got[0]) == ["192.0.2.1"], "the forged answer was delivered"
     assert responder.sent("spoof") or responder.sent("spoof-otherport")
-    if label != "otherport" and d.impl == "dnslb":
-        # (a datagram from another port never reaches a connected socket)
+    if d.impl == "dnslb":
+        # otherport too: the worker's shared (unconnected) socket receives
+        # it, and dnslb checks the source address itself
         assert d.stat_at_least("noncompliant-responses", 1) == 1
     s = d.stats()
     assert s["responses"] == 1
@@ -160,6 +162,50 @@ def test_no_backend_configured_dropped(dnslb):
     assert d.stat_at_least("no-policy", 1) == 1
 
 
+def test_answer_from_another_port_ignored_on_own_socket(dnslb, responder):
+    """sockets=2 gives the backend its own connected sockets (no shared
+    one): the kernel drops the datagram from another port, the real answer
+    is delivered."""
+    d = dnslb(lua_server(responder, sockets=2))
+    got = exchange(d.port, build_query("otherport.example.test.", qid=998))
+    assert len(got) == 1 and a_addrs(got[0]) == ["192.0.2.1"]
+    assert responder.sent("spoof-otherport")
+    assert d.stats()["responses"] == 1
+
+
+def refused_silent_queries(d, tag, n, qid0, expect):
+    """Send @n queries that the backends never answer (drop.<tag><i>.,
+    IDs from @qid0) at once; @return the headers of the answers that came
+    at once, checked to be @expect SERVFAILs."""
+    with UdpClient(d.port) as c:
+        for i in range(n):
+            c.send(build_query("drop.%s%d.example.test." % (tag, i), qid=qid0 + i))
+        got = c.collect(0.7)
+    refused = [Header(g) for g in got]
+    assert len(refused) == expect, "expected %d immediate refusals, got %r" % (expect, refused)
+    assert all(h.rcode == 2 and h.qr for h in refused)
+    return refused
+
+
+@pytest.mark.dnslb_only("dnsdist overwrites the oldest in-flight query instead of refusing")
+def test_max_udp_outstanding_is_per_backend(dnslb):
+    """Two backends share the worker's UDP socket, yet setMaxUDPOutstanding
+    bounds each of them: with 2, roundrobin over two silent backends lets
+    four queries wait and refuses the fifth and sixth, one per backend."""
+    with Responder() as r1, Responder() as r2:
+        d = dnslb(lua_server(r1, name="b1") + lua_server(r2, name="b2") +
+                  "setMaxUDPOutstanding(2)\nsetUDPTimeout(1)\nsetWorkerThreads(1)\n"
+                  "setServerPolicy(roundrobin)\n")
+        refused_silent_queries(d, "m", 6, 200, 2)
+        assert d.stat_at_least("downstream-timeouts", 4, timeout=5) == 4
+        s = d.stats()
+        assert s["inflight-full"] == 2
+        for b in ("b1", "b2"):
+            assert s["backends"][b]["refused"] == 1
+            assert s["backends"][b]["queries"] == 2
+        assert len(r1.queries_for("drop.m")) == 2 and len(r2.queries_for("drop.m")) == 2
+
+
 @pytest.mark.dnslb_only("dnsdist overwrites the oldest in-flight query instead of refusing")
 def test_full_inflight_table_refuses_and_counts(dnslb, responder):
     """setMaxUDPOutstanding(2) with a backend that never answers: two
@@ -168,13 +214,7 @@ def test_full_inflight_table_refuses_and_counts(dnslb, responder):
     never overwritten: they time out as themselves."""
     d = dnslb(lua_server(responder, name="b1") + "setMaxUDPOutstanding(2)\n"
               "setUDPTimeout(1)\nsetWorkerThreads(1)\n")
-    with UdpClient(d.port) as c:
-        for i in range(5):
-            c.send(build_query("drop.n%d.example.test." % i, qid=100 + i))
-        got = c.collect(0.7)
-    refused = [Header(g) for g in got]
-    assert len(refused) == 3, "expected 3 immediate refusals, got %r" % refused
-    assert all(h.rcode == 2 and h.qr for h in refused)
+    refused = refused_silent_queries(d, "n", 5, 100, 3)
     assert sorted(h.id for h in refused) == [102, 103, 104]
     assert d.stat_at_least("downstream-timeouts", 2, timeout=5) == 2
     s = d.stats()
