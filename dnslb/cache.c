@@ -63,7 +63,11 @@ struct cache_wstats {
 struct dlb_cache {
 	struct dlb_cache_opts o;
 	uint32_t nshards;		/* power of 2 */
+	uint32_t set_mask;		/* sets per shard - 1 (the same for every shard) */
 	struct cache_shard *shards;
+	/* every shard's sets, shard after shard (shard i's slots point into it):
+	 * a lookup finds its set from the hash alone, without reading the shard */
+	struct cache_entry **slots;
 	struct cache_wstats ws[DLB_MAX_WORKERS + 1];
 };
 
@@ -172,6 +176,13 @@ dlb_cache_new(const struct dlb_cache_opts *o)
 	per_shard = (o->max_entries + c->nshards - 1) / c->nshards;
 	/* twice as many slots as entries: sets stay half full, conflicts are rare */
 	nsets = pow2_at_least(((uint64_t)per_shard * 2 + DLB_CACHE_WAYS - 1) / DLB_CACHE_WAYS);
+	c->set_mask = nsets - 1;
+	c->slots = aligned_alloc(64, (size_t)c->nshards * nsets * DLB_CACHE_WAYS * sizeof(*c->slots));
+	if (c->slots == NULL) {
+		dlb_cache_free(c);
+		return NULL;
+	}
+	memset(c->slots, 0, (size_t)c->nshards * nsets * DLB_CACHE_WAYS * sizeof(*c->slots));
 	for (uint32_t i = 0; i < c->nshards; i++) {
 		struct cache_shard *s = &c->shards[i];
 
@@ -180,12 +191,7 @@ dlb_cache_new(const struct dlb_cache_opts *o)
 		/* the bound is exact: the first shards take the remainder */
 		s->max_entries = o->max_entries / c->nshards + (i < o->max_entries % c->nshards);
 		s->max_bytes = o->max_bytes > 0 ? o->max_bytes / c->nshards : UINT64_MAX;
-		s->slots = aligned_alloc(64, (size_t)nsets * DLB_CACHE_WAYS * sizeof(*s->slots));
-		if (s->slots == NULL) {
-			dlb_cache_free(c);
-			return NULL;
-		}
-		memset(s->slots, 0, (size_t)nsets * DLB_CACHE_WAYS * sizeof(*s->slots));
+		s->slots = c->slots + (size_t)i * nsets * DLB_CACHE_WAYS;
 	}
 	return c;
 }
@@ -202,8 +208,8 @@ dlb_cache_free(struct dlb_cache *c)
 			continue;
 		for (uint64_t j = 0; j < ((uint64_t)s->set_mask + 1) * DLB_CACHE_WAYS; j++)
 			free(s->slots[j]);
-		free(s->slots);
 	}
+	free(c->slots);
 	free(c->shards);
 	free(c);
 }
@@ -328,6 +334,16 @@ set_of(const struct cache_shard *s, uint64_t hash)
 	return &s->slots[(size_t)(hash & s->set_mask) * DLB_CACHE_WAYS];
 }
 
+/* set_of(shard_of(c, hash), hash), without reading the shard's header. */
+static inline struct cache_entry **
+lookup_set(const struct dlb_cache *c, uint64_t hash)
+{
+	size_t shard = (size_t)((hash >> 40) & (c->nshards - 1));
+	size_t set = shard * ((size_t)c->set_mask + 1) + (size_t)(hash & c->set_mask);
+
+	return &c->slots[set * DLB_CACHE_WAYS];
+}
+
 /* ---- lookups ------------------------------------------------------------------ */
 
 const struct dlb_cache_entry *
@@ -335,7 +351,7 @@ dlb_cache_lookup(struct dlb_cache *c, const struct dlb_cache_key *k, double now,
 		 uint32_t stale_window, enum dlb_cache_result *res, bool *prefetch, int wid)
 {
 	struct cache_wstats *ws = &c->ws[wid];
-	struct cache_entry **set = set_of(shard_of(c, k->hash), k->hash);
+	struct cache_entry **set = lookup_set(c, k->hash);
 
 	*res = DLB_CACHE_MISS;
 	*prefetch = false;

@@ -48,6 +48,8 @@ ring_init(struct dlb_ring *ring, size_t cap)
 	void *p;
 
 	atomic_init(&ring->pos, 0);
+	ring->widx = 0;
+	ring->wlap = 0;
 	ring->cap = 0;
 	ring->slots = NULL;
 	if (cap == 0)

@@ -78,6 +78,8 @@ struct dlb_ring_slot {
 struct dlb_ring {
 	_Atomic uint64_t pos;			/* entries ever written */
 	size_t cap;				/* 0: recording off */
+	size_t widx;				/* writer only: pos % cap, the next slot */
+	uint32_t wlap;				/* writer only: pos / cap (a slot's seq is 2 x lap) */
 	struct dlb_ring_slot *slots;		/* [cap], mmap'ed: pages touched on use */
 };
 
@@ -122,9 +124,11 @@ dlb_ring_push(struct dlb_ring *ring, const struct dlb_ring_rec *rec)
 	if (ring->cap == 0)
 		return;
 	pos = atomic_load_explicit(&ring->pos, memory_order_relaxed);
-	s = &ring->slots[pos % ring->cap];
+	s = &ring->slots[ring->widx];
 	__builtin_memcpy(w, rec, sizeof(w));
-	seq = (uint32_t)atomic_load_explicit(&s->w[0], memory_order_relaxed);
+	/* the slot's seq without reading it: each lap wrote it once (+2), so
+	 * the push only stores into the slot and never waits for its line */
+	seq = ring->wlap * 2;
 	/* seqlock write side (Boehm, "Can seqlocks get along with programming
 	 * language memory models?", 2012): odd seq, release fence, the data,
 	 * then the next even seq with release */
@@ -135,6 +139,10 @@ dlb_ring_push(struct dlb_ring *ring, const struct dlb_ring_rec *rec)
 	atomic_store_explicit(&s->w[0], (w[0] & ~(uint64_t)UINT32_MAX) | (uint32_t)(seq + 2),
 			      memory_order_release);
 	atomic_store_explicit(&ring->pos, pos + 1, memory_order_release);
+	if (++ring->widx == ring->cap) {
+		ring->widx = 0;
+		ring->wlap++;
+	}
 }
 
 /**
