@@ -162,6 +162,44 @@ def test_no_backend_configured_dropped(dnslb):
     assert d.stat_at_least("no-policy", 1) == 1
 
 
+def test_answer_from_another_backend_ignored(dnslb, make_responder):
+    """Two backends share the worker's UDP socket and its ID space. An
+    answer that carries the ID of a query sent to b1 but comes from b2's
+    address is not b1's answer: dropped and counted, the query keeps waiting
+    for b1's real answer."""
+    from responder import SPOOF_ADDR, _rr, build_answer
+    r1, r2 = make_responder(), make_responder()
+    d = dnslb(lua_server(r1, name="b1") + lua_server(r2, name="b2") +
+              "setServerPolicy(firstAvailable)\nsetWorkerThreads(1)\n")
+    with UdpClient(d.port) as c:
+        c.send(build_query("delay-600.cross.example.test.", qid=321))
+        qs = r1.wait_queries("delay-600.cross.")
+        assert len(qs) == 1, "b1 did not get the query"
+        q = qs[0]
+        # from b2's own socket (its address and port), to where b1's query came from
+        r2.udp.sendto(build_answer(q, answers=[_rr(1, SPOOF_ADDR)]), q.src)
+        got = c.collect(1.5)
+    assert len(got) == 1, "expected exactly one answer, got %r" % [parse(g) for g in got]
+    assert Header(got[0]).id == 321 and a_addrs(got[0]) == ["192.0.2.1"]
+    assert d.stat_at_least("noncompliant-responses", 1) == 1
+    assert d.stats()["backends"]["b1"]["responses"] == 1
+
+
+def test_ipv4_and_ipv6_backends_together(dnslb, make_responder):
+    """A worker shares one socket per address family: backends of both
+    families in one pool all get queries and every query is answered."""
+    r4, r6 = make_responder(), make_responder(host="::1")
+    d = dnslb(lua_server(r4, name="v4") + lua_server(r6, name="v6") +
+              "setServerPolicy(roundrobin)\nsetWorkerThreads(1)\n")
+    with UdpClient(d.port) as c:
+        for i in range(20):
+            c.send(build_query("fam%d.example.test." % i, qid=400 + i))
+        got = c.collect(1.0)
+    assert sorted(Header(g).id for g in got) == list(range(400, 420))
+    assert all(a_addrs(g) == ["192.0.2.1"] for g in got)
+    assert len(r4.queries_for("fam")) == 10 and len(r6.queries_for("fam")) == 10
+
+
 def test_answer_from_another_port_ignored_on_own_socket(dnslb, responder):
     """sockets=2 gives the backend its own connected sockets (no shared
     one): the kernel drops the datagram from another port, the real answer
