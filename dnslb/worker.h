@@ -134,9 +134,8 @@ struct dlb_worker {
 	struct dlb_slot_pool slots;
 	ev_timer timeout_timer;		/* earliest in-flight deadline */
 	ev_async stop;
-	struct dlb_rcu_thread rcu;	/* epoch record: entered around each loop iteration's work */
-	ev_check rcu_enter;
-	ev_prepare rcu_exit;
+	struct dlb_rcu_thread rcu;	/* epoch record: entered around each loop iteration's
+					 * callbacks (invoke_in_section, worker.c) */
 	uint8_t *scratch;		/* DLB_RBUF_SIZE: answers built outside a receive buffer */
 
 	/* TCP client connections: slot table with generations */
