@@ -17,6 +17,7 @@
  *
  *   dnslb-bench-cache [ops per run (1000000)] [runs (5)]
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,53 +33,22 @@
 #define MAXRUNS	15
 
 struct qmsg {
-	uint8_t pkt[64];	/* the query */
+	uint8_t pkt[BENCH_QUERY_MAX];	/* the query */
 	size_t len;
 	struct dlb_dnsmsg m;
 };
 
 static struct dlb_rcu_thread rt;
 
-/* "<label>.example.com" in wire form at @out; @return its length. */
-static size_t
-wire_name(const char *label, uint8_t *out)
-{
-	size_t l = strlen(label), n = 0;
-
-	out[n++] = (uint8_t)l;
-	memcpy(out + n, label, l);
-	n += l;
-	memcpy(out + n, "\7example\3com", 13);	/* with the root octet */
-	return n + 13;
-}
-
-/* A query "<label>.example.com A", RD, EDNS 1232, in mixed case. */
+/* A query "<Label>.example.com A", RD, EDNS 1232: the first letter in upper case (0x20-style). */
 static void
 make_query(struct qmsg *q, const char *label, uint16_t id)
 {
-	uint8_t *p = q->pkt;
-	size_t n;
+	char name[DLB_MAX_NAME];
 
-	memset(p, 0, 12);
-	dlb_wr16(p, id);
-	dlb_wr16(p + 2, DLB_F_RD);
-	dlb_wr16(p + 4, 1);
-	dlb_wr16(p + 10, 1);
-	n = 12 + wire_name(label, p + 12);
-	p[13] = (uint8_t)(p[13] & ~0x20);	/* 0x20-style: the first letter in upper case */
-	dlb_wr16(p + n, 1);
-	dlb_wr16(p + n + 2, 1);
-	n += 4;
-	p[n] = 0;
-	dlb_wr16(p + n + 1, DLB_TYPE_OPT);
-	dlb_wr16(p + n + 3, 1232);
-	dlb_wr32(p + n + 5, 0);
-	dlb_wr16(p + n + 9, 0);
-	q->len = n + 11;
-	if (dlb_wire_parse_query(p, q->len, &q->m) != DLB_OK) {
-		fprintf(stderr, "bad query\n");
-		exit(1);
-	}
+	snprintf(name, sizeof(name), "%s.example.com.", label);
+	name[0] = (char)toupper((unsigned char)name[0]);
+	q->len = bench_query_a(q->pkt, name, id, &q->m, "dnslb-bench-cache");
 }
 
 /* The backend's answer to @q: one A record (TTL 3600) and an OPT. */

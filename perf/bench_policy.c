@@ -56,7 +56,7 @@
 #define HARNESS		(-1)	/* "policy": no selection, members[0] */
 
 struct qmsg {
-	uint8_t pkt[128];
+	uint8_t pkt[BENCH_QUERY_MAX];
 	size_t len;
 	struct dlb_dnsmsg m;
 };
@@ -72,35 +72,14 @@ static const int policies[] = {
 /* A selection's result is consumed here, so the calls cannot be dropped. */
 static volatile unsigned sink;
 
-#define die(what) bench_die("dnslb-bench-policy", (what))
+#define PROG "dnslb-bench-policy"
+#define die(what) bench_die(PROG, (what))
 
-/* The query "@name A", RD, EDNS 1232, parsed (as perf/bench_rules.c builds them). */
+/* The query "@name A", RD, EDNS 1232, parsed (perf/bench_util.h). */
 static void
 make_query(struct qmsg *q, const char *name, uint16_t id)
 {
-	uint8_t *p = q->pkt;
-	int n;
-
-	memset(p, 0, 12);
-	dlb_wr16(p, id);
-	dlb_wr16(p + 2, DLB_F_RD);
-	dlb_wr16(p + 4, 1);
-	dlb_wr16(p + 10, 1);
-	n = dlb_wire_name_from_text(name, p + 12, DLB_MAX_NAME);
-	if (n <= 0)
-		die("bad query name");
-	n += 12;
-	dlb_wr16(p + n, 1);
-	dlb_wr16(p + n + 2, 1);
-	n += 4;
-	p[n] = 0;
-	dlb_wr16(p + n + 1, DLB_TYPE_OPT);
-	dlb_wr16(p + n + 3, 1232);
-	dlb_wr32(p + n + 5, 0);
-	dlb_wr16(p + n + 9, 0);
-	q->len = (size_t)n + 11;
-	if (dlb_wire_parse_query(p, q->len, &q->m) != DLB_OK)
-		die("bad query");
+	q->len = bench_query_a(q->pkt, name, id, &q->m, PROG);
 }
 
 /* ---- the config and the worker view -------------------------------------------- */

@@ -69,7 +69,8 @@ static struct sockaddr_in client, local;
 static struct dlb_rng rng;
 static struct dlb_stats stats;
 
-#define die(what) bench_die("dnslb-bench-rules", (what))
+#define PROG "dnslb-bench-rules"
+#define die(what) bench_die(PROG, (what))
 
 /* Text name to lowercased wire form in @out (DLB_MAX_NAME); @return its length. */
 static size_t
@@ -85,33 +86,11 @@ lc_name(const char *text, uint8_t *out)
 	return (size_t)n;
 }
 
-/* The query "@name A", RD, EDNS 1232, parsed. */
+/* The query "@name A", RD, EDNS 1232, parsed (perf/bench_util.h). */
 static void
 make_query(struct qmsg *q, const char *name, uint16_t id)
 {
-	uint8_t *p = q->pkt;
-	int n;
-
-	memset(p, 0, 12);
-	dlb_wr16(p, id);
-	dlb_wr16(p + 2, DLB_F_RD);
-	dlb_wr16(p + 4, 1);
-	dlb_wr16(p + 10, 1);
-	n = dlb_wire_name_from_text(name, p + 12, DLB_MAX_NAME);
-	if (n <= 0)
-		die("bad query name");
-	n += 12;
-	dlb_wr16(p + n, 1);
-	dlb_wr16(p + n + 2, 1);
-	n += 4;
-	p[n] = 0;
-	dlb_wr16(p + n + 1, DLB_TYPE_OPT);
-	dlb_wr16(p + n + 3, 1232);
-	dlb_wr32(p + n + 5, 0);
-	dlb_wr16(p + n + 9, 0);
-	q->len = (size_t)n + 11;
-	if (dlb_wire_parse_query(p, q->len, &q->m) != DLB_OK)
-		die("bad query");
+	q->len = bench_query_a(q->pkt, name, id, &q->m, PROG);
 }
 
 /* ---- building rules through the C API ------------------------------------------ */

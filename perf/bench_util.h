@@ -1,7 +1,7 @@
 /*
  * bench_util.h - what the in-process micro-benchmarks share: a monotonic
  * clock, the process's resident memory, a xorshift generator, sorting and
- * the median of run times, and the fatal-error exit.
+ * the median of run times, the fatal-error exit, and a plain A query.
  */
 #ifndef DNSLB_PERF_BENCH_UTIL_H
 #define DNSLB_PERF_BENCH_UTIL_H
@@ -9,7 +9,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+
+#include "dnslb/wire.h"
 
 /* Seconds on CLOCK_MONOTONIC. */
 static inline double
@@ -71,6 +74,41 @@ bench_die(const char *prog, const char *what)
 {
 	fprintf(stderr, "%s: %s\n", prog, what);
 	exit(1);
+}
+
+/* Room bench_query_a needs: header, the longest name, question, OPT. */
+#define BENCH_QUERY_MAX (12 + DLB_MAX_NAME + 4 + 11)
+
+/*
+ * Write the query "@name A", RD, EDNS 1232, with ID @id into @p (room for
+ * BENCH_QUERY_MAX bytes) and parse it into @m; exits (as @prog) when
+ * @name is not a valid name. @return its length.
+ */
+static inline size_t
+bench_query_a(uint8_t *p, const char *name, uint16_t id, struct dlb_dnsmsg *m, const char *prog)
+{
+	int n;
+
+	memset(p, 0, 12);
+	dlb_wr16(p, id);
+	dlb_wr16(p + 2, DLB_F_RD);
+	dlb_wr16(p + 4, 1);
+	dlb_wr16(p + 10, 1);
+	n = dlb_wire_name_from_text(name, p + 12, DLB_MAX_NAME);
+	if (n <= 0)
+		bench_die(prog, "bad query name");
+	n += 12;
+	dlb_wr16(p + n, 1);
+	dlb_wr16(p + n + 2, 1);
+	n += 4;
+	p[n] = 0;
+	dlb_wr16(p + n + 1, DLB_TYPE_OPT);
+	dlb_wr16(p + n + 3, 1232);
+	dlb_wr32(p + n + 5, 0);
+	dlb_wr16(p + n + 9, 0);
+	if (dlb_wire_parse_query(p, (size_t)n + 11, m) != DLB_OK)
+		bench_die(prog, "bad query");
+	return (size_t)n + 11;
 }
 
 #endif
