@@ -325,6 +325,20 @@ print_reply(const char *reply, size_t len, bool blank_if_empty)
 	fflush(stdout);
 }
 
+/* Add @line to the history (and the history file @hist, if open), unless it
+ * is empty or repeats @last. */
+static void
+remember_line(const char *line, const char *last, FILE *hist)
+{
+	if (line[0] == '\0' || (last != NULL && strcmp(line, last) == 0))
+		return;
+	add_history(line);
+	if (hist != NULL) {
+		fprintf(hist, "%s\n", line);
+		fflush(hist);
+	}
+}
+
 static int
 interactive(struct dlb_console_session *s)
 {
@@ -352,13 +366,7 @@ interactive(struct dlb_console_session *s)
 
 		if (line == NULL)
 			break;
-		if (line[0] != '\0' && (last == NULL || strcmp(line, last) != 0)) {
-			add_history(line);
-			if (hist != NULL) {
-				fprintf(hist, "%s\n", line);
-				fflush(hist);
-			}
-		}
+		remember_line(line, last, hist);
 		free(last);
 		last = line;
 		if (strcmp(line, "quit") == 0)
@@ -485,13 +493,7 @@ local_reader(void *arg)
 			free(line);
 			break;
 		}
-		if (line[0] != '\0' && (last == NULL || strcmp(line, last) != 0)) {
-			add_history(line);
-			if (hist != NULL) {
-				fprintf(hist, "%s\n", line);
-				fflush(hist);
-			}
-		}
+		remember_line(line, last, hist);
 		free(last);
 		last = line;
 		if (line[0] == '\0')
