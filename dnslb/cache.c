@@ -6,9 +6,14 @@
  *
  *   struct cache_entry | qname_lc | opts | pad to 2 | ttl_offs[nttl] | answer
  *
- * Concurrency: slots are written only under the shard's spinlock and read
- * with ck_pr loads; an entry is published with a store fence before the
- * pointer store, and retired through the writer's epoch record.
+ * Slots: a slot holds an entry's address with the top 16 bits of its key's
+ * hash in the (unused) top 16 bits of the word, so a lookup dereferences
+ * only the entry whose tag matches: one entry line per hit, none (but for
+ * 1 in 65,536) per miss, however full the set.
+ *
+ * Concurrency: slots are written only under the shard's spinlock (release
+ * stores: an entry's contents before its slot) and read with acquire loads;
+ * a removed entry is retired through the writer's epoch record.
  */
 #include "dnslb/cache.h"
 
@@ -45,9 +50,16 @@ struct cache_entry {
 	uint8_t data[];
 };
 
+/* A slot: entry address | tag << SLOT_TAG_SHIFT; 0 = empty. */
+typedef uintptr_t cache_slot;
+
+#define SLOT_TAG_SHIFT	48
+#define SLOT_ADDR_MASK	(((cache_slot)1 << SLOT_TAG_SHIFT) - 1)
+_Static_assert(sizeof(cache_slot) == 8, "tagged slots need 64-bit addresses");
+
 struct cache_shard {
 	ck_spinlock_t lock;
-	struct cache_entry **slots;	/* nsets * DLB_CACHE_WAYS */
+	cache_slot *slots;		/* nsets * DLB_CACHE_WAYS */
 	uint32_t set_mask;
 	uint32_t hand;			/* CLOCK hand: eviction outside a full shard's set */
 	uint32_t entries;		/* under lock; read racily for stats */
@@ -67,7 +79,7 @@ struct dlb_cache {
 	struct cache_shard *shards;
 	/* every shard's sets, shard after shard (shard i's slots point into it):
 	 * a lookup finds its set from the hash alone, without reading the shard */
-	struct cache_entry **slots;
+	cache_slot *slots;
 	struct cache_wstats ws[DLB_MAX_WORKERS + 1];
 };
 
@@ -77,6 +89,32 @@ struct dlb_cache {
  */
 #define STAT_ADD(x, n) __atomic_store_n(&(x), __atomic_load_n(&(x), __ATOMIC_RELAXED) + (n), \
 					__ATOMIC_RELAXED)
+
+static inline struct cache_entry *
+slot_entry(cache_slot v)
+{
+	return (struct cache_entry *)(v & SLOT_ADDR_MASK);
+}
+
+/* The tag of a hash, as it sits in a slot. */
+static inline cache_slot
+slot_tag(uint64_t hash)
+{
+	return (cache_slot)(hash >> SLOT_TAG_SHIFT) << SLOT_TAG_SHIFT;
+}
+
+static inline cache_slot
+slot_load(const cache_slot *slot)
+{
+	return __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+}
+
+/* Writers only, shard lock held. Release: the entry's contents before the slot. */
+static inline void
+slot_store(cache_slot *slot, cache_slot v)
+{
+	__atomic_store_n(slot, v, __ATOMIC_RELEASE);
+}
 
 static uint64_t cache_seed;
 static int cache_seed_set;
@@ -207,7 +245,7 @@ dlb_cache_free(struct dlb_cache *c)
 		if (s->slots == NULL)
 			continue;
 		for (uint64_t j = 0; j < ((uint64_t)s->set_mask + 1) * DLB_CACHE_WAYS; j++)
-			free(s->slots[j]);
+			free(slot_entry(s->slots[j]));
 	}
 	free(c->slots);
 	free(c->shards);
@@ -328,14 +366,14 @@ shard_of(const struct dlb_cache *c, uint64_t hash)
 	return &c->shards[(hash >> 40) & (c->nshards - 1)];
 }
 
-static inline struct cache_entry **
+static inline cache_slot *
 set_of(const struct cache_shard *s, uint64_t hash)
 {
 	return &s->slots[(size_t)(hash & s->set_mask) * DLB_CACHE_WAYS];
 }
 
 /* set_of(shard_of(c, hash), hash), without reading the shard's header. */
-static inline struct cache_entry **
+static inline cache_slot *
 lookup_set(const struct dlb_cache *c, uint64_t hash)
 {
 	size_t shard = (size_t)((hash >> 40) & (c->nshards - 1));
@@ -346,20 +384,51 @@ lookup_set(const struct dlb_cache *c, uint64_t hash)
 
 /* ---- lookups ------------------------------------------------------------------ */
 
+void
+dlb_cache_prefetch(const struct dlb_cache *c, const struct dlb_cache_key *k)
+{
+	__builtin_prefetch(lookup_set(c, k->hash));
+}
+
+void
+dlb_cache_prefetch_entry(const struct dlb_cache *c, const struct dlb_cache_key *k)
+{
+	const cache_slot *set = lookup_set(c, k->hash);
+	cache_slot tag = slot_tag(k->hash);
+
+	for (int i = 0; i < DLB_CACHE_WAYS; i++) {
+		cache_slot v = slot_load(&set[i]);
+
+		if (v != 0 && (v & ~SLOT_ADDR_MASK) == tag) {
+			const char *e = (const char *)slot_entry(v);
+
+			/* the header and key, then the TTL offsets and the answer */
+			__builtin_prefetch(e);
+			__builtin_prefetch(e + 64);
+			__builtin_prefetch(e + 128);
+			return;
+		}
+	}
+}
+
 const struct dlb_cache_entry *
 dlb_cache_lookup(struct dlb_cache *c, const struct dlb_cache_key *k, double now,
 		 uint32_t stale_window, enum dlb_cache_result *res, bool *prefetch, int wid)
 {
 	struct cache_wstats *ws = &c->ws[wid];
-	struct cache_entry **set = lookup_set(c, k->hash);
+	cache_slot *set = lookup_set(c, k->hash), tag = slot_tag(k->hash);
 
 	*res = DLB_CACHE_MISS;
 	*prefetch = false;
 	for (int i = 0; i < DLB_CACHE_WAYS; i++) {
-		struct cache_entry *e = ck_pr_load_ptr(&set[i]);
+		cache_slot v = slot_load(&set[i]);
+		struct cache_entry *e;
 		double expires;
 
-		if (e == NULL || e->hash != k->hash)
+		if (v == 0 || (v & ~SLOT_ADDR_MASK) != tag)
+			continue;
+		e = slot_entry(v);
+		if (e->hash != k->hash)
 			continue;
 		if (!key_equal(e, k)) {
 			STAT_ADD(ws->lookup_collisions, 1);
@@ -448,11 +517,11 @@ entry_reclaim(ck_epoch_entry_t *ep)
 
 /* Take @e out of @slot (lock held) and retire it. */
 static void
-remove_locked(struct cache_shard *s, struct dlb_rcu_thread *rt, struct cache_entry **slot)
+remove_locked(struct cache_shard *s, struct dlb_rcu_thread *rt, cache_slot *slot)
 {
-	struct cache_entry *e = *slot;
+	struct cache_entry *e = slot_entry(*slot);
 
-	ck_pr_store_ptr(slot, NULL);
+	slot_store(slot, 0);
 	STAT_ADD(s->entries, -1);
 	STAT_ADD(s->bytes, -(uint64_t)e->size);
 	dlb_rcu_defer(rt, &e->epoch, entry_reclaim);
@@ -462,7 +531,7 @@ remove_locked(struct cache_shard *s, struct dlb_rcu_thread *rt, struct cache_ent
  * A victim anywhere in the shard, for when the target set has none: the next
  * occupied slot after the CLOCK hand. Lock held; NULL only if the shard is empty.
  */
-static struct cache_entry **
+static cache_slot *
 victim_in_shard(struct cache_shard *s)
 {
 	uint32_t nslots = (s->set_mask + 1) * DLB_CACHE_WAYS;
@@ -470,7 +539,7 @@ victim_in_shard(struct cache_shard *s)
 	for (uint32_t i = 0; i < nslots; i++) {
 		uint32_t j = (s->hand + i) & (nslots - 1);
 
-		if (s->slots[j] != NULL) {
+		if (s->slots[j] != 0) {
 			s->hand = (j + 1) & (nslots - 1);
 			return &s->slots[j];
 		}
@@ -479,14 +548,14 @@ victim_in_shard(struct cache_shard *s)
 }
 
 /* The victim in a set: the entry that expires first, other than @keep. */
-static struct cache_entry **
-victim_in_set(struct cache_entry **set, const struct cache_entry *keep)
+static cache_slot *
+victim_in_set(cache_slot *set, const struct cache_entry *keep)
 {
-	struct cache_entry **best = NULL;
+	cache_slot *best = NULL;
 	double best_exp = 0;
 
 	for (int i = 0; i < DLB_CACHE_WAYS; i++) {
-		struct cache_entry *e = set[i];
+		struct cache_entry *e = slot_entry(set[i]);
 		double exp;
 
 		if (e == NULL || e == keep)
@@ -567,7 +636,8 @@ dlb_cache_insert(struct dlb_cache *c, struct dlb_rcu_thread *rt, const struct dl
 	struct cache_shard *s = shard_of(c, k->hash);
 	uint16_t offs[MAX_TTLS];
 	struct dlb_answer_scan scan;
-	struct cache_entry *e, **set, **slot = NULL, **same = NULL;
+	struct cache_entry *e;
+	cache_slot *set, *slot = NULL, *same = NULL, tag = slot_tag(k->hash);
 	unsigned rcode = 0;
 	uint32_t ttl = 0;
 	size_t pos, size;
@@ -594,6 +664,12 @@ dlb_cache_insert(struct dlb_cache *c, struct dlb_rcu_thread *rt, const struct dl
 	e = malloc(size);
 	if (e == NULL)
 		return false;
+	if (slot_entry((cache_slot)e) != e) {
+		/* an address above 2^48 (never on Linux unless asked for): no room for the tag */
+		free(e);
+		STAT_ADD(s->not_cacheable, 1);
+		return false;
+	}
 	e->hash = k->hash;
 	e->inserted = now;
 	e->ttl = (uint32_t)ttl;
@@ -616,12 +692,13 @@ dlb_cache_insert(struct dlb_cache *c, struct dlb_rcu_thread *rt, const struct dl
 	ck_spinlock_lock(&s->lock);
 	set = set_of(s, k->hash);
 	for (int i = 0; i < DLB_CACHE_WAYS; i++) {
-		struct cache_entry *x = set[i];
+		struct cache_entry *x = slot_entry(set[i]);
 
 		if (x == NULL) {
 			if (slot == NULL)
 				slot = &set[i];
-		} else if (x->hash == k->hash) {
+		} else if ((set[i] & ~SLOT_ADDR_MASK) == tag &&
+			   x->hash == k->hash) {
 			if (key_equal(x, k))
 				same = &set[i];
 			else
@@ -639,7 +716,7 @@ dlb_cache_insert(struct dlb_cache *c, struct dlb_rcu_thread *rt, const struct dl
 	 * (CLOCK). A full shard always makes room: inserts are never refused.
 	 */
 	while (slot == NULL || s->entries + 1 > s->max_entries || s->bytes + size > s->max_bytes) {
-		struct cache_entry **v = victim_in_set(set, NULL);
+		cache_slot *v = victim_in_set(set, NULL);
 
 		if (v == NULL && slot != NULL)
 			v = victim_in_shard(s);
@@ -654,8 +731,7 @@ dlb_cache_insert(struct dlb_cache *c, struct dlb_rcu_thread *rt, const struct dl
 		if (slot == NULL)
 			slot = v;
 	}
-	ck_pr_fence_store();	/* the entry's contents before its pointer */
-	ck_pr_store_ptr(slot, e);
+	slot_store(slot, (cache_slot)e | tag);	/* release: the contents before the slot */
 	STAT_ADD(s->entries, 1);
 	STAT_ADD(s->bytes, size);
 	ck_spinlock_unlock(&s->lock);
@@ -718,7 +794,7 @@ remove_where(struct dlb_cache *c, struct dlb_rcu_thread *rt, size_t keep, cache_
 
 		ck_spinlock_lock(&s->lock);
 		for (size_t j = 0; j < nslots && total > keep; j++) {
-			if (s->slots[j] != NULL && pred(s->slots[j], arg)) {
+			if (s->slots[j] != 0 && pred(slot_entry(s->slots[j]), arg)) {
 				remove_locked(s, rt, &s->slots[j]);
 				removed++;
 				total--;
@@ -843,7 +919,7 @@ dlb_cache_dump(struct dlb_cache *c, struct dlb_rcu_thread *rt, const char *path,
 		 */
 		dlb_rcu_enter(rt);
 		for (size_t j = 0; j < nslots; j++) {
-			const struct cache_entry *e = ck_pr_load_ptr(&s->slots[j]);
+			const struct cache_entry *e = slot_entry(slot_load(&s->slots[j]));
 			char name[DLB_WIRE_NAME_TEXT_MAX], tb[16];
 			double left;
 

@@ -4,8 +4,9 @@
  *
  * Structure: 2^k shards chosen by hash bits. A shard is a set-associative
  * table of entry pointers: the hash picks a set of DLB_CACHE_WAYS slots (one
- * cache line of pointers); a lookup reads at most those slots, so it is
- * bounded whatever an attacker inserts. Readers take no lock: they load the
+ * cache line of pointers, each tagged with 16 bits of its key's hash); a
+ * lookup reads at most those slots and only the entry whose tag matches, so
+ * it is bounded whatever an attacker inserts. Readers take no lock: they load the
  * slot pointers and read immutable entries inside an RCU (epoch) section.
  * Writers (inserts from workers, expunges from the main thread) hold the
  * shard's spinlock, publish a new pointer, and retire the old entry through
@@ -152,6 +153,18 @@ struct dlb_cache_entry;
 const struct dlb_cache_entry *dlb_cache_lookup(struct dlb_cache *c, const struct dlb_cache_key *k,
 					       double now, uint32_t stale_window,
 					       enum dlb_cache_result *res, bool *prefetch, int wid);
+
+/**
+ * Start loading what a lookup of @k will read: dlb_cache_prefetch the line of
+ * the key's set, dlb_cache_prefetch_entry (once that line has had time to
+ * arrive) the entry whose tag matches. Hints only, no effect on any result.
+ * For a batch of queries, the first for all of them, then the second for
+ * all, then the lookups overlap their memory misses instead of waiting for
+ * each in turn (dnslb/frontend.c does so for a receive batch).
+ * Thread: any, inside an RCU section.
+ */
+void dlb_cache_prefetch(const struct dlb_cache *c, const struct dlb_cache_key *k);
+void dlb_cache_prefetch_entry(const struct dlb_cache *c, const struct dlb_cache_key *k);
 
 /**
  * Copy @e's answer into @out with the ID @id, the question name bytes as the

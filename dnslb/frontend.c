@@ -10,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "dnslb/backend.h"
@@ -300,61 +301,136 @@ get_pktinfo(struct msghdr *mh, struct dlb_client *c)
 	}
 }
 
+/* One received query between dlb_query_prepare and its verdict. */
+struct dlb_udp_pending {
+	struct dlb_query q;
+	struct dlb_client c;
+	union dlb_sockaddr local;	/* q.local points here */
+};
+
+int
+dlb_frontend_worker_init(struct dlb_worker *w)
+{
+	/* pages touched on use only: a worker that never sees a full batch uses one */
+	w->upend = mmap(NULL, (size_t)DLB_UDP_BATCH * sizeof(*w->upend), PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (w->upend == MAP_FAILED) {
+		w->upend = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+void
+dlb_frontend_worker_free(struct dlb_worker *w)
+{
+	if (w->upend != NULL)
+		munmap(w->upend, (size_t)DLB_UDP_BATCH * sizeof(*w->upend));
+	w->upend = NULL;
+}
+
+/* Send, park or forward @p by its final verdict @v. */
 static void
-handle_udp_query(struct dlb_worker *w, struct dlb_listener *l, unsigned i)
+udp_verdict(struct dlb_worker *w, struct dlb_udp_pending *p, enum dlb_verdict v)
+{
+	struct dlb_query *q = &p->q;
+	struct dlb_client *c = &p->c;
+
+	switch (v) {
+	case DLB_V_DROP:
+	case DLB_V_CLOSE:
+		return;
+	case DLB_V_ANSWER:
+		dlb_rings_local_answer(w, q, q->pkt, q->len);
+		dlb_query_account_answer(w, q->pkt, q->len, dlb_worker_now(w));
+		if (q->delay_ms > 0)
+			dlb_worker_delay_reply(w, c, q->pkt, q->len, q->delay_ms);
+		else
+			dlb_frontend_queue_reply(w, c, q->pkt, q->len);
+		return;
+	case DLB_V_FORWARD:
+		c->orig_id = q->m.id;
+		c->orig_flags = q->orig_flags;
+		c->conn_id = c->conn_gen = 0;
+		c->t_start = dlb_worker_now(w);
+		if (dlb_l2_park(w, q, c))
+			return;		/* asks the fleet's cache first (dnslb/l2cache.h) */
+		dlb_backend_forward(w, q, c);
+		return;
+	}
+}
+
+/*
+ * Received message @i into @p, up to the cache lookup. @return true when
+ * dlb_query_finish must run (the verdict of anything else is dealt with).
+ */
+static bool
+udp_prepare(struct dlb_worker *w, struct dlb_listener *l, unsigned i, struct dlb_udp_pending *p)
 {
 	struct msghdr *mh = &w->rmsgs[i].msg_hdr;
-	struct dlb_client c;
-	struct dlb_query q;
-	union dlb_sockaddr local;
+	struct dlb_query *q = &p->q;
+	struct dlb_client *c = &p->c;
+	enum dlb_verdict v;
 
 	if (!dlb_nmg_match(dlb_config_acl(w->cfg), &w->raddr[i].sa)) {
 		w->stats.acl_drops++;
-		return;
+		return false;
 	}
 	w->stats.queries++;
 	l->udp_queries++;
 	if (mh->msg_flags & MSG_TRUNC) {
 		/* bigger than our buffer: we could not see all of it */
 		w->stats.noncompliant_queries++;
-		return;
+		return false;
 	}
-	q.pkt = w->rbuf[i];
-	q.len = w->rmsgs[i].msg_len;
-	q.cap = DLB_RBUF_SIZE;
-	q.tcp = false;
-	q.client = &w->raddr[i].sa;
-	c.proto = DLB_CLIENT_UDP;
-	c.listener = (uint16_t)l->index;
-	c.peer = w->raddr[i];
+	q->pkt = w->rbuf[i];
+	q->len = w->rmsgs[i].msg_len;
+	q->cap = DLB_RBUF_SIZE;
+	q->tcp = false;
+	q->client = &w->raddr[i].sa;
+	c->proto = DLB_CLIENT_UDP;
+	c->listener = (uint16_t)l->index;
+	c->peer = w->raddr[i];
 	if (l->wildcard)
-		get_pktinfo(mh, &c);
+		get_pktinfo(mh, c);
 	else
-		c.has_dst = 0;
-	q.local = dlb_query_client_local(w, &c, &local);
+		c->has_dst = 0;
+	q->local = dlb_query_client_local(w, c, &p->local);
+	if (dlb_query_prepare(w, q, &v))
+		return true;
+	udp_verdict(w, p, v);
+	return false;
+}
 
-	switch (dlb_query_process(w, &q)) {
-	case DLB_V_DROP:
-	case DLB_V_CLOSE:
-		return;
-	case DLB_V_ANSWER:
-		dlb_rings_local_answer(w, &q, q.pkt, q.len);
-		dlb_query_account_answer(w, q.pkt, q.len, dlb_worker_now(w));
-		if (q.delay_ms > 0)
-			dlb_worker_delay_reply(w, &c, q.pkt, q.len, q.delay_ms);
-		else
-			dlb_frontend_queue_reply(w, &c, q.pkt, q.len);
-		return;
-	case DLB_V_FORWARD:
-		c.orig_id = q.m.id;
-		c.orig_flags = q.orig_flags;
-		c.conn_id = c.conn_gen = 0;
-		c.t_start = dlb_worker_now(w);
-		if (dlb_l2_park(w, &q, &c))
-			return;		/* asks the fleet's cache first (dnslb/l2cache.h) */
-		dlb_backend_forward(w, &q, &c);
+/*
+ * Handle the @n messages of a receive batch. One query goes straight
+ * through. With more, each runs up to its cache lookup first, and their
+ * cache sets, then their entries, are prefetched before any lookup: the
+ * batch's cache misses overlap instead of adding up (the rules of each
+ * query still run in arrival order, as do the lookups).
+ */
+static void
+handle_udp_batch(struct dlb_worker *w, struct dlb_listener *l, unsigned n)
+{
+	struct dlb_udp_pending *p = w->upend;
+	uint8_t todo[DLB_UDP_BATCH];
+	unsigned ntodo = 0;
+
+	if (n == 1) {
+		if (udp_prepare(w, l, 0, p))
+			udp_verdict(w, p, dlb_query_finish(w, &p->q));
 		return;
 	}
+	for (unsigned i = 0; i < n; i++) {
+		if (udp_prepare(w, l, i, &p[i])) {
+			dlb_query_prefetch(&p[i].q, 0);
+			todo[ntodo++] = (uint8_t)i;
+		}
+	}
+	for (unsigned j = 0; j < ntodo; j++)
+		dlb_query_prefetch(&p[todo[j]].q, 1);
+	for (unsigned j = 0; j < ntodo; j++)
+		udp_verdict(w, &p[todo[j]], dlb_query_finish(w, &p[todo[j]].q));
 }
 
 static void
@@ -372,8 +448,7 @@ udp_read_cb(struct ev_loop *loop, ev_io *io, int revents)
 
 		if (n == 0)
 			break;
-		for (int i = 0; i < n; i++)
-			handle_udp_query(w, l, (unsigned)i);
+		handle_udp_batch(w, l, (unsigned)n);
 		dlb_backend_flush(w);
 		dlb_frontend_flush(w);
 		if ((unsigned)n < batch)

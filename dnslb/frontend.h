@@ -48,6 +48,14 @@ void dlb_frontend_send_reply(struct dlb_worker *w, const struct dlb_client *c, c
 /** Send every queued answer. */
 void dlb_frontend_flush(struct dlb_worker *w);
 
+/**
+ * The worker's room for one receive batch of queries in flight between
+ * dlb_query_prepare and dlb_query_finish (w->upend). @return 0, or -1 (no
+ * memory). Thread: the worker's creator; free with dlb_frontend_worker_free.
+ */
+int dlb_frontend_worker_init(struct dlb_worker *w);
+void dlb_frontend_worker_free(struct dlb_worker *w);
+
 /** Batch helpers shared with backend.c. */
 void dlb_sendbatch_init(struct dlb_sendbatch *b, int fd);
 /** @return number of messages that could not be sent (dropped). */

@@ -360,9 +360,14 @@ ecs_option(const struct dlb_config *cfg, struct dlb_query *q)
 	return dlb_wire_ecs_option(src, bits, q->ecs);
 }
 
-/* dlb_query_process; *@dyn_answer: the answer is a dynamic block's. */
+/*
+ * The first part of dlb_query_process: everything before the cache lookup
+ * (parse, dynamic blocks, query rules, server selection, the cache key).
+ * DLB_V_FORWARD: go on with process_tail. *@dyn_answer: the answer is a
+ * dynamic block's.
+ */
 static enum dlb_verdict
-process(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
+process_head(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 {
 	const struct dlb_config *cfg = w->cfg;
 	const struct dlb_chain *qc;
@@ -414,35 +419,48 @@ process(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 		if (v != DLB_V_FORWARD)
 			return v;
 	}
-	if (q->pool != NULL && pool_policy(w, q->pool) >= DLB_POLICY_LUA && !q->has_dq)
-		dq_init(w, q, &q->dq);	/* a Lua policy gets the dq */
-	q->be = q->pool != NULL ? dlb_pool_select(w, q->pool, &q->m, q->has_dq ? &q->dq : NULL)
-				: NULL;
 	q->key.qtype = q->m.qtype;
 	q->key.qclass = q->m.qclass;
 	q->key.qname_len = q->m.qname_len;
 	memcpy(q->key.qname_lc, q->m.qname_lc, q->m.qname_len);
 	q->key.opts_len = 0;
 	q->cache = q->pool != NULL && !q->skip_cache ? q->pool->cache : NULL;
+	if (q->cache != NULL && dlb_cache_key_make(q->cache, q->pkt, &q->m, q->tcp, &q->key) != 0)
+		q->cache = NULL;	/* not cacheable (AXFR, qdcount != 1, options too long, ...) */
+	return DLB_V_FORWARD;
+}
+
+/*
+ * The rest of dlb_query_process after process_head: the server (before the
+ * cache, as dnsdist: its useClientSubnet puts the client's subnet in the
+ * key), then the cache. Selection stays here, not in process_head, so that
+ * a query of a batch is forwarded before the next one is placed (the
+ * outstanding counts of leastOutstanding and the balancing factors).
+ */
+static enum dlb_verdict
+process_tail(struct dlb_worker *w, struct dlb_query *q)
+{
+	const struct dlb_config *cfg = w->cfg;
+
+	if (q->pool != NULL && pool_policy(w, q->pool) >= DLB_POLICY_LUA && !q->has_dq)
+		dq_init(w, q, &q->dq);	/* a Lua policy gets the dq */
+	q->be = q->pool != NULL ? dlb_pool_select(w, q->pool, &q->m, q->has_dq ? &q->dq : NULL)
+				: NULL;
 	q->ecslen = 0;
 	if (q->be != NULL && q->client != NULL && want_ecs(cfg, q))
 		q->ecslen = (uint8_t)ecs_option(cfg, q);
+	if (q->cache != NULL && q->ecslen > 0 &&
+	    dlb_cache_key_add_option(q->cache, &q->key, q->ecs, q->ecslen) != 0)
+		q->cache = NULL;	/* no room for the subnet in the key */
 	if (q->cache != NULL) {
-		if (dlb_cache_key_make(q->cache, q->pkt, &q->m, q->tcp, &q->key) != 0 ||
-		    (q->ecslen > 0 &&
-		     dlb_cache_key_add_option(q->cache, &q->key, q->ecs, q->ecslen) != 0)) {
-			/* not cacheable (AXFR, qdcount != 1, options too long for a key, ...) */
-			q->cache = NULL;
-		} else {
-			enum dlb_verdict v = cache_answer(w, q);
+		enum dlb_verdict v = cache_answer(w, q);
 
-			if (v != DLB_V_FORWARD) {
-				if (v == DLB_V_ANSWER)
-					cap_ttls(q->pkt, q->len, q->max_returned_ttl);
-				return v;
-			}
-			w->stats.cache_misses++;
+		if (v != DLB_V_FORWARD) {
+			if (v == DLB_V_ANSWER)
+				cap_ttls(q->pkt, q->len, q->max_returned_ttl);
+			return v;
 		}
+		w->stats.cache_misses++;
 	}
 	if (q->be == NULL) {
 		w->stats.no_policy++;
@@ -454,17 +472,55 @@ process(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 	return DLB_V_FORWARD;
 }
 
+/* Local answers feed the dynamic-block rates (not those of a block itself). */
+static void
+dyn_local_answer(struct dlb_worker *w, const struct dlb_query *q)
+{
+	dlb_dyn_answer(w, q->client, q->m.qname_lc, q->m.qname_len, DLB_RCODE(q->pkt[3]), q->len);
+}
+
+bool
+dlb_query_prepare(struct dlb_worker *w, struct dlb_query *q, enum dlb_verdict *v)
+{
+	bool dyn_answer = false;
+
+	*v = process_head(w, q, &dyn_answer);
+	if (*v == DLB_V_FORWARD)
+		return true;
+	if (*v == DLB_V_ANSWER && !dyn_answer)
+		dyn_local_answer(w, q);
+	return false;
+}
+
+void
+dlb_query_prefetch(const struct dlb_query *q, int stage)
+{
+	if (q->cache == NULL)
+		return;
+	if (stage == 0)
+		dlb_cache_prefetch(q->cache, &q->key);
+	else
+		dlb_cache_prefetch_entry(q->cache, &q->key);
+}
+
+enum dlb_verdict
+dlb_query_finish(struct dlb_worker *w, struct dlb_query *q)
+{
+	enum dlb_verdict v = process_tail(w, q);
+
+	if (v == DLB_V_ANSWER)
+		dyn_local_answer(w, q);
+	return v;
+}
+
 enum dlb_verdict
 dlb_query_process(struct dlb_worker *w, struct dlb_query *q)
 {
-	bool dyn_answer = false;
-	enum dlb_verdict v = process(w, q, &dyn_answer);
+	enum dlb_verdict v;
 
-	/* local answers feed the dynamic-block rates (not those of a block itself) */
-	if (v == DLB_V_ANSWER && !dyn_answer)
-		dlb_dyn_answer(w, q->client, q->m.qname_lc, q->m.qname_len, DLB_RCODE(q->pkt[3]),
-			       q->len);
-	return v;
+	if (!dlb_query_prepare(w, q, &v))
+		return v;
+	return dlb_query_finish(w, q);
 }
 
 bool

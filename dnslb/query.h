@@ -73,6 +73,19 @@ size_t dlb_query_add_ecs(const struct dlb_worker *w, const struct dlb_query *q, 
  */
 enum dlb_verdict dlb_query_process(struct dlb_worker *w, struct dlb_query *q);
 
+/*
+ * dlb_query_process in two steps, so that a receive batch can overlap its
+ * cache misses (dnslb/frontend.c): dlb_query_prepare runs everything before
+ * the cache lookup (parse, dynamic blocks, query rules, server selection,
+ * the cache key); false: *@v is the final verdict; true: dlb_query_prefetch
+ * may run (stage 0 for the key's cache set, later stage 1 for its entry),
+ * then dlb_query_finish must (the cache, then the server; its verdict is
+ * final). Same counters and results as dlb_query_process.
+ */
+bool dlb_query_prepare(struct dlb_worker *w, struct dlb_query *q, enum dlb_verdict *v);
+void dlb_query_prefetch(const struct dlb_query *q, int stage);
+enum dlb_verdict dlb_query_finish(struct dlb_worker *w, struct dlb_query *q);
+
 /**
  * @q's answer came from the second-level cache (dnslb/l2cache.h) and is in
  * q->pkt (q->len bytes, room for q->cap): run the cache-hit rules and

@@ -350,7 +350,7 @@ dlb_worker_new(int id, const struct dlb_config *cfg)
 	/* sized for the listeners reloads may add (pages touched only when used) */
 	w->listeners = calloc(DLB_MAX_FRONTENDS, sizeof(*w->listeners));
 	if (w->loop == NULL || w->rbuf == MAP_FAILED || w->be == NULL || w->be_stats == NULL ||
-	    w->listeners == NULL || w->scratch == NULL) {
+	    w->listeners == NULL || w->scratch == NULL || dlb_frontend_worker_init(w) != 0) {
 		if (w->rbuf == MAP_FAILED)
 			w->rbuf = NULL;
 		dlb_err("worker %d: out of memory", id);
@@ -476,6 +476,7 @@ dlb_worker_free(struct dlb_worker *w)
 	dlb_slot_pool_deinit(&w->slots);
 	if (w->rbuf != NULL)
 		munmap(w->rbuf, (size_t)DLB_UDP_BATCH * DLB_RBUF_SIZE);
+	dlb_frontend_worker_free(w);
 	if (w->loop != NULL)
 		ev_loop_destroy(w->loop);
 	free(w->listeners);

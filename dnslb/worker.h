@@ -31,6 +31,7 @@ struct dlb_redis;
 struct dlb_l2_worker;
 struct dlb_dyn_worker;
 struct dlb_coc;
+struct dlb_udp_pending;
 
 /* An outgoing sendmmsg batch on one socket. Buffers are borrowed (they point
  * into receive buffers that stay valid until the batch is flushed). */
@@ -152,6 +153,7 @@ struct dlb_worker {
 	char rcmsg[DLB_UDP_BATCH][CMSG_SPACE(sizeof(struct in6_pktinfo)) + 64];
 	uint8_t (*rbuf)[DLB_RBUF_SIZE];	/* [DLB_UDP_BATCH], pages touched on use only */
 	unsigned rdirty;		/* receive entries the kernel filled last time */
+	struct dlb_udp_pending *upend;	/* [DLB_UDP_BATCH]: the batch's queries (frontend.c) */
 
 	struct dlb_stats stats;
 	struct dlb_be_stats *be_stats;	/* [DLB_MAX_BACKENDS] */

@@ -6,6 +6,9 @@
  *   hit, 10000 names   cache key + lookup + copy-out (ID, qname case and TTL
  *                      patches) of a hit, names in random order
  *   hit, 100 names     the same over 100 hot names
+ *   batch of 32        the same, the way a worker handles a receive batch:
+ *                      keys for 32 queries, their sets then their entries
+ *                      prefetched, then the lookups (dlb_cache_prefetch*)
  *   insert, full       cache key + insert of a new name into a full cache:
  *                      every insert evicts (it must not scan the cache)
  *
@@ -109,11 +112,45 @@ report(const char *what, struct result *r)
  */
 static char digits[100000][8];	/* "%05u" of every name number */
 
+/* Make @q the query for name number @n, with ID @id. */
+static void
+set_name(struct qmsg *q, uint32_t n, uint16_t id)
+{
+	memcpy(q->pkt + 16, digits[n], 5);
+	memcpy(q->m.qname_lc + 4, digits[n], 5);
+	q->m.id = id;
+}
+
+/* Lookup and copy-out of @k for @q: a miss is counted, a hit feeds @sink. */
+static void
+get_one(struct dlb_cache *c, const struct dlb_cache_key *k, const struct qmsg *q,
+	unsigned *misses, unsigned *sink)
+{
+	uint8_t out[512];
+	size_t len;
+	bool pf;
+
+	if (dlb_cache_get(c, k, q->m.id, q->pkt + q->m.qname_off, T0 + 10, 0, out, sizeof(out),
+			  &len, &pf, 0) != DLB_CACHE_HIT)
+		(*misses)++;
+	else
+		*sink += out[len - 1];
+}
+
+/* ns per operation of a run of @ops that started at @t. */
+static double
+per_op(double t, size_t ops, unsigned misses)
+{
+	t = mono() - t;
+	if (misses != 0)
+		fprintf(stderr, "warning: %u misses\n", misses);
+	return t * 1e9 / (double)ops;
+}
+
 static double
 run_hits(struct dlb_cache *c, const uint32_t *idx, size_t ops, int batch, unsigned *sink)
 {
 	struct qmsg q;
-	uint8_t out[512];
 	double t;
 	unsigned misses = 0;
 
@@ -123,25 +160,60 @@ run_hits(struct dlb_cache *c, const uint32_t *idx, size_t ops, int batch, unsign
 		dlb_rcu_enter(&rt);
 		for (size_t j = i; j < i + (size_t)batch && j < ops; j++) {
 			struct dlb_cache_key k;
-			size_t len;
-			bool pf;
 
-			memcpy(q.pkt + 16, digits[idx[j]], 5);
-			memcpy(q.m.qname_lc + 4, digits[idx[j]], 5);
-			q.m.id = (uint16_t)j;
-			if (dlb_cache_key_make(c, q.pkt, &q.m, false, &k) != 0 ||
-			    dlb_cache_get(c, &k, q.m.id, q.pkt + q.m.qname_off, T0 + 10, 0, out,
-					  sizeof(out), &len, &pf, 0) != DLB_CACHE_HIT)
+			set_name(&q, idx[j], (uint16_t)j);
+			if (dlb_cache_key_make(c, q.pkt, &q.m, false, &k) != 0)
 				misses++;
 			else
-				*sink += out[len - 1];
+				get_one(c, &k, &q, &misses, sink);
 		}
 		dlb_rcu_exit(&rt);
 	}
-	t = mono() - t;
-	if (misses != 0)
-		fprintf(stderr, "warning: %u misses\n", misses);
-	return t * 1e9 / (double)ops;
+	return per_op(t, ops, misses);
+}
+
+/*
+ * The same, the way a worker handles a receive batch of @batch queries:
+ * keys for the whole batch, each key's set prefetched, then each matching
+ * entry prefetched, then the lookups and copy-outs (dlb_cache_prefetch*,
+ * dnslb/frontend.c). The misses of a batch overlap instead of adding up.
+ */
+static double
+run_hits_batched(struct dlb_cache *c, const uint32_t *idx, size_t ops, int batch, unsigned *sink)
+{
+	static struct qmsg qs[BATCH];
+	static struct dlb_cache_key keys[BATCH];
+	double t;
+	unsigned misses = 0;
+
+	for (int j = 0; j < batch; j++)
+		make_query(&qs[j], "www00000", 0);
+	t = mono();
+	for (size_t i = 0; i < ops; i += (size_t)batch) {
+		int n = ops - i < (size_t)batch ? (int)(ops - i) : batch;
+		bool ok[BATCH];
+
+		dlb_rcu_enter(&rt);
+		for (int j = 0; j < n; j++) {
+			struct qmsg *q = &qs[j];
+
+			set_name(q, idx[i + j], (uint16_t)(i + j));
+			ok[j] = dlb_cache_key_make(c, q->pkt, &q->m, false, &keys[j]) == 0;
+			if (ok[j])
+				dlb_cache_prefetch(c, &keys[j]);
+		}
+		for (int j = 0; j < n; j++)
+			if (ok[j])
+				dlb_cache_prefetch_entry(c, &keys[j]);
+		for (int j = 0; j < n; j++) {
+			if (!ok[j])
+				misses++;
+			else
+				get_one(c, &keys[j], &qs[j], &misses, sink);
+		}
+		dlb_rcu_exit(&rt);
+	}
+	return per_op(t, ops, misses);
 }
 
 /* ns per insert into a full cache of @c; names are never seen before. */
@@ -269,6 +341,7 @@ main(int argc, char **argv)
 	uint32_t *idx_big = malloc(ops * sizeof(uint32_t)), *held = malloc(BIG * sizeof(uint32_t));
 	struct result hit_all = { .n = runs }, hit_hot = { .n = runs }, hit_sec = { .n = runs };
 	struct result hit_big = { .n = runs }, ins = { .n = runs };
+	struct result hitb_all = { .n = runs }, hitb_hot = { .n = runs }, hitb_big = { .n = runs };
 	struct dlb_cache *c;
 	struct dlb_cache_stats st;
 	uint64_t seed = 88172645463325252ull, inserted = 0;
@@ -297,6 +370,8 @@ main(int argc, char **argv)
 		hit_all.ns[r] = run_hits(c, idx_all, ops, BATCH, &sink);
 		hit_hot.ns[r] = run_hits(c, idx_hot, ops, BATCH, &sink);
 		hit_sec.ns[r] = run_hits(c, idx_all, ops, 1, &sink);
+		hitb_all.ns[r] = run_hits_batched(c, idx_all, ops, BATCH, &sink);
+		hitb_hot.ns[r] = run_hits_batched(c, idx_hot, ops, BATCH, &sink);
 	}
 	dlb_rcu_barrier(&rt);
 	dlb_cache_free(c);
@@ -305,8 +380,10 @@ main(int argc, char **argv)
 	c = warm_cache(BIG, held, &nheld);
 	for (size_t i = 0; i < ops; i++)
 		idx_big[i] = held[rnd(&seed) % nheld];
-	for (int r = 0; r < runs; r++)
+	for (int r = 0; r < runs; r++) {
 		hit_big.ns[r] = run_hits(c, idx_big, ops, BATCH, &sink);
+		hitb_big.ns[r] = run_hits_batched(c, idx_big, ops, BATCH, &sink);
+	}
 	dlb_rcu_barrier(&rt);
 	dlb_cache_free(c);
 
@@ -335,6 +412,9 @@ main(int argc, char **argv)
 	report("hit: key+lookup+copy-out, 100 hot names", &hit_hot);
 	report("hit, 10000 names, RCU section per query", &hit_sec);
 	report("hit, 100000 names (full 100k cache)", &hit_big);
+	report("batch of 32 (prefetch), 10000 names", &hitb_all);
+	report("batch of 32 (prefetch), 100 hot names", &hitb_hot);
+	report("batch of 32 (prefetch), 100000 names", &hitb_big);
 	report("insert into a full cache (evicts)", &ins);
 	dlb_rcu_unregister(&rt);
 	free(idx_all);

@@ -22,7 +22,8 @@ import dns.rcode
 import dns.rdatatype
 import pytest
 
-from dnslbtest import (DNSDIST, IMPL, Header, a_addrs, build_query, encode_name, lua_server,
+from dnslbtest import (DNSDIST, IMPL, Header, UdpClient, a_addrs, build_query, encode_name,
+                       lua_server,
                        lua_value, make_query, parse, question_bytes, tcp_query, udp_query,
                        udp_raw)
 
@@ -558,3 +559,73 @@ def test_dnsdist_same_hits_aging_and_negative_caching(cache_pair):
         # dnsdist ages in whole seconds of wall time: allow one second apart
         assert abs(ta - tb) <= 1, "%s: TTL dnslb %d, dnsdist %d" % (n, ta, tb)
         assert backend_count(r1, n) == backend_count(r2, n) == 1
+
+# ---------------------------------------------------------------------------
+# receive batches
+
+
+@pytest.mark.skipif(IMPL == "dnsdist", reason="setLuaInstructionLimit is dnslb's")
+def test_receive_batch_every_verdict(dnslb, responder):
+    """Queries that queue up while the worker is busy come back in one
+    receive batch, which runs each query up to its cache lookup, prefetches,
+    then finishes them (dnslb/frontend.c): hits, misses, rule answers, drops
+    and malformed datagrams in one batch each get what they would alone."""
+    stall = ('function(dq) local x = 0 for i = 1, 20000000 do x = x + i end '
+             'return DNSAction.None end')
+    d = dnslb(cache_conf(responder, extra=(
+        "setWorkerThreads(1)\nsetLuaInstructionLimit(0)\n"
+        'addAction("stall.batch.test.", LuaAction(%s))\n' % stall +
+        'addAction("spoof.batch.test.", SpoofAction("192.0.2.77"))\n'
+        'addAction("refused.batch.test.", RCodeAction(DNSRCode.REFUSED))\n'
+        'addAction("drop.batch.test.", DropAction())\n')))
+    hits = ["hit%d.batch.test." % i for i in range(8)]
+    for n in hits:
+        ask(d, n)
+    counters(d, hits=0, misses=8)
+    burst = {}                      # qid -> (kind, name)
+    qid = 100
+    for kind, names in (("hit", hits), ("miss", ["miss%d.batch.test." % i for i in range(8)]),
+                        ("spoof", ["spoof.batch.test."] * 4),
+                        ("refused", ["refused.batch.test."] * 4),
+                        ("drop", ["drop.batch.test."] * 4)):
+        for n in names:
+            burst[qid] = (kind, n)
+            qid += 1
+    with UdpClient(d.port) as c:
+        c.send(build_query("stall.batch.test.", qid=1))   # the worker spins in Lua...
+        malformed = 0
+        for i, (q, (kind, n)) in enumerate(burst.items()):
+            c.send(build_query(n, qid=q))
+            if i % 8 == 7:
+                c.send(b"\x12\x34\x01")     # malformed: dropped, counted
+                malformed += 1
+        got = c.collect(3.0)        # ... while these queue up for one receive batch
+    by_id = {}
+    for wire in got:
+        h = Header(wire)
+        assert h.id not in by_id, "two answers for ID %d" % h.id
+        by_id[h.id] = wire
+    assert 1 in by_id, "the stalled query was not answered"
+    for q, (kind, n) in burst.items():
+        wire = by_id.get(q)
+        if kind == "drop":
+            assert wire is None, "a dropped query was answered"
+            continue
+        assert wire is not None, "no answer to %s query %s (ID %d)" % (kind, n, q)
+        assert question_bytes(wire) == encode_name(n) + b"\x00\x01\x00\x01"
+        h = Header(wire)
+        if kind == "refused":
+            assert h.rcode == dns.rcode.REFUSED
+        elif kind == "spoof":
+            assert h.rcode == 0 and a_addrs(wire) == ["192.0.2.77"]
+        else:
+            assert h.rcode == 0 and a_addrs(wire) == ["192.0.2.1"], (kind, n)
+    assert len(by_id) == 1 + 8 + 8 + 4 + 4
+    # the hits never reached the backend again; each miss reached it once
+    for n in hits:
+        assert backend_count(responder, n) == 1, n
+    for i in range(8):
+        assert backend_count(responder, "miss%d.batch.test." % i) == 1
+    s = counters(d, hits=8, misses=8 + 8 + 1)   # the stalled query was a miss too
+    assert s["noncompliant-queries"] == malformed == 3
+    assert s["rule-drop"] == 4

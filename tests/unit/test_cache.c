@@ -1237,6 +1237,59 @@ test_bound_entries(void **state)
 	assert_int_equal(most[4], 10);
 }
 
+/*
+ * Sets holding several entries (64 in 16 sets of 8): each lookup finds its
+ * own among them by tag and full key, before and after the prefetch calls a
+ * receive batch makes (hints: they change no result), and absent names miss.
+ */
+static void
+test_shared_sets_and_prefetch(void **state)
+{
+	struct dlb_cache *c = cache_with(64, shards_1);
+	struct qry *q = scratch(sizeof(*q));
+	struct pb *ans = scratch(sizeof(*ans));
+	uint8_t out[PB_MAX];
+	size_t len;
+	char name[64];
+
+	for (unsigned i = 0; i < 64; i++) {
+		name_of(name, sizeof(name), "set", i);
+		qry_std(c, q, name);
+		ans_a(ans, name, 300, 0xc0000200u + i);
+		assert_true(put(c, q, ans, T0));
+	}
+	for (int round = 0; round < 2; round++) {
+		unsigned held = 0;
+
+		for (unsigned i = 0; i < 128; i++) {
+			enum dlb_cache_result r;
+
+			name_of(name, sizeof(name), i < 64 ? "set" : "absent", i);
+			qry_std(c, q, name);
+			if (round == 1) {
+				dlb_rcu_enter(&rt);
+				dlb_cache_prefetch(c, &q->k);
+				dlb_cache_prefetch_entry(c, &q->k);
+				dlb_rcu_exit(&rt);
+			}
+			r = get(c, q, T0 + 1, 0, out, &len);
+			if (i >= 64) {
+				assert_int_equal(r, DLB_CACHE_MISS);
+				continue;
+			}
+			/* a full set may have evicted a few of the 64 */
+			if (r == DLB_CACHE_HIT) {
+				held++;
+				assert_int_equal(dlb_rd32(out + len - 4 - 11), 0xc0000200u + i);
+			}
+		}
+		assert_int_equal(held, stats(c).entries);
+		assert_true(held >= 48);
+	}
+	assert_int_equal(stats(c).lookup_collisions, 0);
+	cache_done(c);
+}
+
 static void
 max_bytes_256k(struct dlb_cache_opts *o)
 {
@@ -1653,6 +1706,7 @@ main(void)
 		T(test_bound_entries),
 		T(test_bound_bytes),
 		T(test_full_cache_evicts),
+		T(test_shared_sets_and_prefetch),
 		T(test_refused_insert_evicts_nothing),
 		T(test_expunge),
 		T(test_purge_expired),
