@@ -413,8 +413,8 @@ static void
 handle_udp_batch(struct dlb_worker *w, struct dlb_listener *l, unsigned n)
 {
 	struct dlb_udp_pending *p = w->upend;
-	uint8_t todo[DLB_UDP_BATCH];
-	unsigned ntodo = 0;
+	uint8_t fin[DLB_UDP_BATCH];	/* the messages dlb_query_finish must see */
+	unsigned nfin = 0;
 
 	if (n == 1) {
 		if (udp_prepare(w, l, 0, p))
@@ -424,13 +424,13 @@ handle_udp_batch(struct dlb_worker *w, struct dlb_listener *l, unsigned n)
 	for (unsigned i = 0; i < n; i++) {
 		if (udp_prepare(w, l, i, &p[i])) {
 			dlb_query_prefetch(&p[i].q, 0);
-			todo[ntodo++] = (uint8_t)i;
+			fin[nfin++] = (uint8_t)i;
 		}
 	}
-	for (unsigned j = 0; j < ntodo; j++)
-		dlb_query_prefetch(&p[todo[j]].q, 1);
-	for (unsigned j = 0; j < ntodo; j++)
-		udp_verdict(w, &p[todo[j]], dlb_query_finish(w, &p[todo[j]].q));
+	for (unsigned j = 0; j < nfin; j++)
+		dlb_query_prefetch(&p[fin[j]].q, 1);
+	for (unsigned j = 0; j < nfin; j++)
+		udp_verdict(w, &p[fin[j]], dlb_query_finish(w, &p[fin[j]].q));
 }
 
 static void
