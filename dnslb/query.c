@@ -361,9 +361,10 @@ ecs_option(const struct dlb_config *cfg, struct dlb_query *q)
 }
 
 /*
- * The first part of dlb_query_process: everything before the cache lookup
- * (parse, dynamic blocks, query rules, server selection, the cache key).
- * DLB_V_FORWARD: go on with process_tail. *@dyn_answer: the answer is a
+ * The first part of dlb_query_process: parse, dynamic blocks, query rules
+ * and the cache key (without the subnet a useClientSubnet backend adds:
+ * process_tail adds it once the server is chosen). DLB_V_FORWARD: go on
+ * with process_tail. *@dyn_answer: the answer is a
  * dynamic block's.
  */
 static enum dlb_verdict
