@@ -103,6 +103,13 @@ slot_tag(uint64_t hash)
 	return (cache_slot)(hash >> SLOT_TAG_SHIFT) << SLOT_TAG_SHIFT;
 }
 
+/* Does slot value @v hold an entry with tag @tag (slot_tag of its hash)? */
+static inline bool
+slot_has_tag(cache_slot v, cache_slot tag)
+{
+	return v != 0 && (v & ~SLOT_ADDR_MASK) == tag;
+}
+
 static inline cache_slot
 slot_load(const cache_slot *slot)
 {
@@ -399,7 +406,7 @@ dlb_cache_prefetch_entry(const struct dlb_cache *c, const struct dlb_cache_key *
 	for (int i = 0; i < DLB_CACHE_WAYS; i++) {
 		cache_slot v = slot_load(&set[i]);
 
-		if (v != 0 && (v & ~SLOT_ADDR_MASK) == tag) {
+		if (slot_has_tag(v, tag)) {
 			const char *e = (const char *)slot_entry(v);
 
 			/* the header and key, then the TTL offsets and the answer */
@@ -425,7 +432,7 @@ dlb_cache_lookup(struct dlb_cache *c, const struct dlb_cache_key *k, double now,
 		struct cache_entry *e;
 		double expires;
 
-		if (v == 0 || (v & ~SLOT_ADDR_MASK) != tag)
+		if (!slot_has_tag(v, tag))
 			continue;
 		e = slot_entry(v);
 		if (e->hash != k->hash)
@@ -697,8 +704,7 @@ dlb_cache_insert(struct dlb_cache *c, struct dlb_rcu_thread *rt, const struct dl
 		if (x == NULL) {
 			if (slot == NULL)
 				slot = &set[i];
-		} else if ((set[i] & ~SLOT_ADDR_MASK) == tag &&
-			   x->hash == k->hash) {
+		} else if (slot_has_tag(set[i], tag) && x->hash == k->hash) {
 			if (key_equal(x, k))
 				same = &set[i];
 			else

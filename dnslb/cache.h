@@ -6,8 +6,9 @@
  * table of entry pointers: the hash picks a set of DLB_CACHE_WAYS slots (one
  * cache line of pointers, each tagged with 16 bits of its key's hash); a
  * lookup reads at most those slots and only the entry whose tag matches, so
- * it is bounded whatever an attacker inserts. Readers take no lock: they load the
- * slot pointers and read immutable entries inside an RCU (epoch) section.
+ * it is bounded whatever an attacker inserts. Readers take no lock: they
+ * load the slot pointers and read immutable entries inside an RCU (epoch)
+ * section.
  * Writers (inserts from workers, expunges from the main thread) hold the
  * shard's spinlock, publish a new pointer, and retire the old entry through
  * the writer's RCU record. A full set or a shard over its entry or byte bound
