@@ -118,6 +118,7 @@ dlb_config_new(void)
 	cfg->oc_mask_v6 = 64;
 	cfg->max_tcp_client_threads = 10;
 	cfg->udp_vector_size = DLB_UDP_BATCH;
+	cfg->blocking_receive = true;
 	cfg->cache_cleaning_delay = 60;
 	cfg->cache_cleaning_pct = 100;
 	cfg->failover_budget = 3.0;

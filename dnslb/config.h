@@ -242,6 +242,7 @@ struct dlb_config {
 	int oc_mask_v4, oc_mask_v6;		/* its client masks, default 32 / 64 */
 
 	int udp_vector_size;			/* recvmmsg batch, default DLB_UDP_BATCH */
+	bool blocking_receive;			/* setWorkerBlockingReceive, default true */
 	int udp_rcvbuf, udp_sndbuf;		/* setUDPSocketBufferSizes, 0 = kernel default */
 
 	bool verbose;

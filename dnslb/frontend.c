@@ -6,11 +6,14 @@
 #include "dnslb/frontend.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "dnslb/backend.h"
@@ -37,6 +40,41 @@ is_wildcard(const struct sockaddr *sa)
 	return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)sa)->sin6_addr);
 }
 
+/* How long a worker waits in its UDP socket before it looks at its loop anyway. */
+#define PARK_TIMEOUT_S 1
+
+/*
+ * A UDP listener a worker may wait on (dlb_frontend_park): blocking, with a
+ * receive timeout; every other receive and send on it passes MSG_DONTWAIT.
+ */
+static int
+set_blocking_receive(int fd)
+{
+	struct timeval tv = { .tv_sec = PARK_TIMEOUT_S };
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl == -1 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == -1)
+		return -1;
+	return setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+/*
+ * A connection on TCP listener @fd sends DLB_WAKE_SIGNAL to the calling
+ * worker thread, so that a worker waiting in its UDP socket accepts it at
+ * once. (The signal is set before O_ASYNC: until then the kernel would send
+ * SIGIO, whose default action ends the process.)
+ */
+static void
+set_accept_signal(int fd)
+{
+	struct f_owner_ex own = { .type = F_OWNER_TID, .pid = (pid_t)syscall(SYS_gettid) };
+	int fl;
+
+	if (fcntl(fd, F_SETOWN_EX, &own) == -1 || fcntl(fd, F_SETSIG, DLB_WAKE_SIGNAL) == -1 ||
+	    (fl = fcntl(fd, F_GETFL)) == -1 || fcntl(fd, F_SETFL, fl | O_ASYNC) == -1)
+		dlb_log_ratelimited(DLB_LOG_WARN, "TCP listener wake-up signal: %s", strerror(errno));
+}
+
 static int
 open_socket(const struct dlb_frontend_cfg *fe, int type, const struct dlb_config *cfg)
 {
@@ -60,6 +98,8 @@ open_socket(const struct dlb_frontend_cfg *fe, int type, const struct dlb_config
 			set_sockopt_int(fd, SOL_SOCKET, SO_RCVBUF, cfg->udp_rcvbuf);
 		if (cfg->udp_sndbuf > 0)
 			set_sockopt_int(fd, SOL_SOCKET, SO_SNDBUF, cfg->udp_sndbuf);
+		if (cfg->blocking_receive && set_blocking_receive(fd) == -1)
+			goto out_close;
 	} else {
 		if (fe->tcp_fastopen_qsize > 0)
 			set_sockopt_int(fd, IPPROTO_TCP, TCP_FASTOPEN, fe->tcp_fastopen_qsize);
@@ -456,6 +496,34 @@ udp_read_cb(struct ev_loop *loop, ev_io *io, int revents)
 	}
 }
 
+/* Batches a worker handles in one wait before its loop runs again. */
+#define PARK_BATCHES 64
+
+void
+dlb_frontend_park(struct dlb_worker *w, struct dlb_listener *l)
+{
+	unsigned batch = (unsigned)w->cfg->udp_vector_size;
+
+	if (batch == 0 || batch > DLB_UDP_BATCH)
+		batch = DLB_UDP_BATCH;
+	for (int k = 0; k < PARK_BATCHES; k++) {
+		bool woken;
+		int n = dlb_worker_park_recv(w, l->udp_fd, batch, &woken);
+
+		if (n > 0) {
+			ev_now_update(w->loop);
+			dlb_rcu_enter(&w->rcu);
+			handle_udp_batch(w, l, (unsigned)n);
+			dlb_backend_flush(w);
+			dlb_frontend_flush(w);
+			dlb_rcu_exit(&w->rcu);
+			dlb_rcu_poll(&w->rcu);
+		}
+		if (n == 0 || woken || !dlb_worker_quiet(w))
+			return;
+	}
+}
+
 static void
 tcp_accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 {
@@ -471,4 +539,6 @@ dlb_listener_start(struct dlb_listener *l)
 	ev_io_start(l->w->loop, &l->udp_io);
 	ev_io_init(&l->tcp_io, tcp_accept_cb, l->tcp_fd, EV_READ);
 	ev_io_start(l->w->loop, &l->tcp_io);
+	if (l->w->cfg->blocking_receive)
+		set_accept_signal(l->tcp_fd);
 }

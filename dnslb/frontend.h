@@ -49,6 +49,15 @@ void dlb_frontend_send_reply(struct dlb_worker *w, const struct dlb_client *c, c
 void dlb_frontend_flush(struct dlb_worker *w);
 
 /**
+ * Worker @w is quiet (dlb_worker_quiet) and about to block in epoll_wait:
+ * wait in recvmmsg on @l's UDP socket instead, and handle each batch as its
+ * read callback would, as long as the worker stays quiet, up to 64 batches;
+ * then (or on a wake signal, or after the socket's 1 s receive timeout)
+ * return to the loop. Thread: the worker, outside an epoch section.
+ */
+void dlb_frontend_park(struct dlb_worker *w, struct dlb_listener *l);
+
+/**
  * The worker's room for one receive batch of queries in flight between
  * dlb_query_prepare and dlb_query_finish (w->upend). @return 0, or -1 (no
  * memory). Thread: the worker's creator; free with dlb_frontend_worker_free.

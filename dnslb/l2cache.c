@@ -572,6 +572,14 @@ dlb_l2_store(struct dlb_worker *w, struct dlb_cache *c, const struct dlb_cache_k
 		STAT_INC(st->store_drops);
 }
 
+bool
+dlb_l2_worker_quiet(const struct dlb_worker *w)
+{
+	const struct dlb_l2_worker *lw = w->l2;
+
+	return lw == NULL || (lw->parked == 0 && !ev_is_active(&lw->flush));
+}
+
 void
 dlb_l2_worker_free(struct dlb_worker *w)
 {

@@ -127,6 +127,8 @@ void dlb_l2_store(struct dlb_worker *w, struct dlb_cache *c, const struct dlb_ca
  * the worker's loop has stopped.
  */
 void dlb_l2_worker_free(struct dlb_worker *w);
+/** No query of @w waits on Redis and no write waits for its flush. Thread: the worker. */
+bool dlb_l2_worker_quiet(const struct dlb_worker *w);
 
 /** Counters, summed over the workers (metrics.c, docs/counters.md). */
 struct dlb_l2_stats {

@@ -231,6 +231,8 @@ static const struct help counter_help[] = {
 	{ "tcp-downstream-failures", "TCP connections to backends that failed" },
 	{ "dyn-blocked", "Number of queries dropped because of a dynamic block" },
 	{ "dyn-block-drops", "Queries dropped (Drop action) by a dynamic block" },
+	{ "blocking-receives", "Times a worker with nothing in flight waited in recvmmsg on its UDP socket instead of epoll" },
+	{ "blocking-receive-wakeups", "Of those waits, the ones a wake signal ended: a TCP connection, a reload, a new server, shutdown" },
 };
 
 static const char *

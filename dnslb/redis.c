@@ -377,6 +377,13 @@ dlb_redis_is_up(const struct dlb_redis *r)
 	return r != NULL && r->up;
 }
 
+bool
+dlb_redis_quiet(const struct dlb_redis *r)
+{
+	return r->up && r->st.in_flight == 0 && r->nchans == 0 && !ev_is_active(&r->retry) &&
+	       !ev_is_active(&r->connect_timer);
+}
+
 int
 dlb_redis_subscribe(struct dlb_redis *r, const char *channel, dlb_redis_message_fn *fn, void *ud)
 {

@@ -77,6 +77,11 @@ void dlb_redis_on_up(struct dlb_redis *r, dlb_redis_up_fn *fn, void *ud);
 
 /** Connected and authenticated. */
 bool dlb_redis_is_up(const struct dlb_redis *r);
+/**
+ * Nothing may arrive on @r unasked: no command in flight, no subscription,
+ * no connection or reconnection under way (dlb_worker_quiet). Thread: its loop's.
+ */
+bool dlb_redis_quiet(const struct dlb_redis *r);
 
 /**
  * Send a command (binary-safe arguments). @timeout: seconds until @fn gets

@@ -57,7 +57,9 @@
 	X("tcp-overloaded-connections", tcp_overloaded_connections)	\
 	X("client-outstanding-exceeded", client_outstanding_exceeded)	\
 	X("dyn-blocked", dyn_blocked)					\
-	X("dyn-block-drops", dyn_block_drops)
+	X("dyn-block-drops", dyn_block_drops)				\
+	X("blocking-receives", blocking_receives)			\
+	X("blocking-receive-wakeups", blocking_receive_wakeups)
 
 struct dlb_stats {
 #define DLB_STATS_FIELD(name, field) uint64_t field;

@@ -722,6 +722,7 @@ up_unlink(struct dlb_tcp_up *u)
 		if (*pp == u) {
 			*pp = u->next;
 			bl->tcp_count--;
+			u->w->tcp_up--;
 			return;
 		}
 	}
@@ -1062,6 +1063,7 @@ up_get(struct dlb_worker *w, const struct dlb_backend *be)
 	u->next = bl->tcp_conns;
 	bl->tcp_conns = u;
 	bl->tcp_count++;
+	w->tcp_up++;
 	if (up_connect(u) != 0) {
 		w->stats.tcp_downstream_failures++;
 		up_free(u);

@@ -4,7 +4,9 @@
  */
 #include "dnslb/worker.h"
 
+#include <limits.h>
 #include <sched.h>
+#include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -15,6 +17,7 @@
 #include "dnslb/frontend.h"
 #include "dnslb/l2cache.h"
 #include "dnslb/log.h"
+#include "dnslb/redis.h"
 #include "dnslb/rings.h"
 #include "dnslb/tcp.h"
 #include "lua/worker.h"
@@ -58,7 +61,142 @@ dlb_worker_recv_batch(struct dlb_worker *w, int fd, unsigned batch)
 static void
 stop_cb(struct ev_loop *loop, ev_async *a, int revents)
 {
+	struct dlb_worker *w = ev_userdata(loop);
+
+	w->stopping = true;
 	ev_break(loop, EVBREAK_ALL);
+}
+
+/* ---- blocking receive (setWorkerBlockingReceive) ------------------------ */
+
+/*
+ * A worker with nothing in flight waits for its next query in recvmmsg on
+ * its UDP socket (blocking, with a receive timeout as a safety net) instead
+ * of epoll_wait then recvmmsg: one system call per wake-up instead of two,
+ * the reflector floor's own pattern. Anything else that may need the worker
+ * while it waits sends it DLB_WAKE_SIGNAL: the main thread after an
+ * ev_async_send (dlb_worker_wake), the kernel for a connection on one of its
+ * TCP listeners (O_ASYNC, F_SETOWN_EX to the worker's thread; frontend.c).
+ *
+ * The handler has no SA_RESTART, so the signal ends the wait with EINTR. To
+ * close the window between "no wake pending" and entering the call, the
+ * handler jumps out of the whole wait while park_armed is set; entries the
+ * kernel filled before that keep their msg_len (each is set to PARK_UNFILLED
+ * first), so no datagram it had received is lost. SA_NODEFER leaves the
+ * signal unblocked after the jump (sigsetjmp saves no mask: no system call).
+ */
+#define PARK_UNFILLED UINT_MAX
+
+static __thread volatile sig_atomic_t park_wake;	/* a wake signal came */
+static __thread volatile sig_atomic_t park_armed;	/* park_jmp may be jumped to */
+static __thread sigjmp_buf park_jmp;
+
+static void
+wake_handler(int sig)
+{
+	(void)sig;
+	park_wake = 1;
+	if (park_armed) {
+		park_armed = 0;
+		siglongjmp(park_jmp, 1);
+	}
+}
+
+static pthread_once_t wake_once = PTHREAD_ONCE_INIT;
+
+static void
+wake_install(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = wake_handler;
+	sa.sa_flags = SA_NODEFER;	/* no SA_RESTART: the wait must end */
+	sigemptyset(&sa.sa_mask);
+	sigaction(DLB_WAKE_SIGNAL, &sa, NULL);
+}
+
+bool
+dlb_worker_quiet(const struct dlb_worker *w)
+{
+	return w->slots.used == 0 && w->ndelayed == 0 && w->nconns == w->nfree_conns &&
+	       w->tcp_up == 0 && (w->redis == NULL || dlb_redis_quiet(w->redis)) &&
+	       dlb_l2_worker_quiet(w);
+}
+
+int
+dlb_worker_park_recv(struct dlb_worker *w, int fd, unsigned batch, bool *woken)
+{
+	volatile unsigned max = batch;	/* read after a jump */
+	int n;
+
+	dlb_worker_prepare_recv(w);
+	for (unsigned i = 0; i < batch; i++)
+		w->rmsgs[i].msg_len = PARK_UNFILLED;
+	*woken = false;
+	if (sigsetjmp(park_jmp, 0) != 0) {
+		/* jumped out of the wait: keep the datagrams the kernel had filled */
+		for (n = 0; n < (int)max && w->rmsgs[n].msg_len != PARK_UNFILLED; n++)
+			;
+		goto woken;
+	}
+	park_armed = 1;
+	if (park_wake) {
+		park_armed = 0;
+		n = 0;
+		goto woken;
+	}
+	w->stats.blocking_receives++;
+	n = dlb_recvmmsg(fd, w->rmsgs, batch, MSG_WAITFORONE);
+	park_armed = 0;
+	if (n == -1) {
+		if (errno == EINTR) {	/* another signal: treat it as a wake-up */
+			*woken = true;
+		} else if (errno != EAGAIN) {
+			dlb_log_ratelimited(DLB_LOG_WARN, "recvmmsg: %s", strerror(errno));
+			*woken = true;
+		}
+		return 0;	/* EAGAIN: the receive timeout */
+	}
+	w->rdirty = (unsigned)n;
+	return n;
+woken:
+	park_wake = 0;
+	w->stats.blocking_receive_wakeups++;
+	w->rdirty = (unsigned)n;
+	*woken = true;
+	return n;
+}
+
+void
+dlb_worker_wake(struct dlb_worker *w)
+{
+	if (w->started && w->cfg->blocking_receive)
+		pthread_kill(w->thread, DLB_WAKE_SIGNAL);
+}
+
+/*
+ * The listener a worker can wait on: the only one with a UDP socket, if it
+ * is active (a paused one keeps its UDP socket for a grace period: then
+ * there are two, or the only one is not read any more).
+ */
+static void
+park_choose(struct dlb_worker *w)
+{
+	struct dlb_listener *one = NULL;
+
+	w->park = NULL;
+	if (!w->cfg->blocking_receive)
+		return;
+	for (int i = 0; i < w->nlisteners; i++) {
+		if (w->listeners[i].udp_fd < 0)
+			continue;
+		if (one != NULL)
+			return;
+		one = &w->listeners[i];
+	}
+	if (one != NULL && one->active)
+		w->park = one;
 }
 
 /*
@@ -76,6 +214,9 @@ invoke_in_section(struct ev_loop *loop)
 	ev_invoke_pending(loop);
 	dlb_rcu_exit(&w->rcu);
 	dlb_rcu_poll(&w->rcu);
+	/* about to block in epoll_wait: wait in the UDP socket instead if it may */
+	if (w->park != NULL && !w->stopping && dlb_worker_quiet(w))
+		dlb_frontend_park(w, w->park);
 }
 
 static void
@@ -229,6 +370,7 @@ fe_grace_cb(struct ev_loop *loop, ev_timer *t, int revents)
 		ev_timer_set(t, next - now, 0.);
 		ev_timer_start(loop, t);
 	}
+	park_choose(w);
 }
 
 /*
@@ -289,6 +431,7 @@ fe_sync_cb(struct ev_loop *loop, ev_async *a, int revents)
 		ev_timer_set(&w->fe_grace, LISTENER_GRACE_S, 0.);
 		ev_timer_start(loop, &w->fe_grace);
 	}
+	park_choose(w);
 	__atomic_store_n(&w->fe_gen, gen, __ATOMIC_RELEASE);
 }
 
@@ -296,6 +439,7 @@ void
 dlb_worker_sync_listeners(struct dlb_worker *w)
 {
 	ev_async_send(w->loop, &w->fe_sync);
+	dlb_worker_wake(w);
 }
 
 /*
@@ -324,6 +468,7 @@ void
 dlb_worker_open_new_backends(struct dlb_worker *w)
 {
 	ev_async_send(w->loop, &w->be_add);
+	dlb_worker_wake(w);
 }
 
 struct dlb_worker *
@@ -421,6 +566,7 @@ worker_main(void *arg)
 		dlb_err("worker %d: out of memory", w->id);
 		return NULL;
 	}
+	park_choose(w);
 	ev_run(w->loop, 0);
 	/* (outside any section now) close connections, then free what we retired */
 	dlb_tcp_worker_close_all(w);
@@ -433,8 +579,10 @@ dlb_worker_start(struct dlb_worker *w)
 {
 	char name[16];
 
+	pthread_once(&wake_once, wake_install);
 	if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
 		return -1;
+	w->started = true;
 	snprintf(name, sizeof(name), "dnslb/w%d", w->id);
 	pthread_setname_np(w->thread, name);
 	return 0;
@@ -444,6 +592,7 @@ void
 dlb_worker_stop_join(struct dlb_worker *w)
 {
 	ev_async_send(w->loop, &w->stop);
+	dlb_worker_wake(w);
 	pthread_join(w->thread, NULL);
 }
 

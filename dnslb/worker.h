@@ -12,6 +12,8 @@
 
 #include <ev.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -174,6 +176,12 @@ struct dlb_worker {
 	struct dlb_delayed *delayed_head, *delayed_tail;
 	uint32_t ndelayed;
 	ev_timer delay_timer;
+
+	/* blocking receive (setWorkerBlockingReceive; worker.c) */
+	struct dlb_listener *park;	/* its only UDP socket, when it has one; else NULL */
+	uint32_t tcp_up;		/* TCP connections to backends, open or opening */
+	bool started;			/* the thread exists (main: signals may be sent) */
+	bool stopping;			/* the stop async ran: the loop is ending */
 };
 
 /**
@@ -229,6 +237,36 @@ void dlb_worker_sync_listeners(struct dlb_worker *w);
  * yet. Thread: main (ev_async). Completion shows in @w->nbe.
  */
 void dlb_worker_open_new_backends(struct dlb_worker *w);
+
+/**
+ * Whether worker @w has nothing in flight and nothing timed: no query at a
+ * backend, no TCP connection (client or backend), no delayed answer, no
+ * Redis command or reconnection pending. Only then may it wait in its UDP
+ * socket's recvmmsg instead of epoll (dlb_frontend_park): nothing but a
+ * datagram or a wake signal can then need it. Thread: the worker.
+ */
+bool dlb_worker_quiet(const struct dlb_worker *w);
+
+/**
+ * Wait in a blocking recvmmsg on @fd (setWorkerBlockingReceive) for up to
+ * @batch datagrams, into the worker's receive vector. A wake signal
+ * (dlb_worker_wake, or the kernel's for a TCP connection on one of its
+ * listeners) ends the wait at any point without losing a datagram already
+ * received; so does the socket's receive timeout (a safety net: nothing
+ * timed is pending when a worker waits). @return the datagrams received (0:
+ * none), and in *@woken whether a wake signal came: the caller then goes
+ * back to its event loop. Thread: the worker, outside an epoch section.
+ */
+int dlb_worker_park_recv(struct dlb_worker *w, int fd, unsigned batch, bool *woken);
+
+/**
+ * Interrupt worker @w if it waits in dlb_worker_park_recv, after an
+ * ev_async_send to it, so that its loop runs the async. Thread: any.
+ */
+void dlb_worker_wake(struct dlb_worker *w);
+
+/** The signal that wakes a waiting worker (also set with F_SETSIG on its TCP listeners). */
+#define DLB_WAKE_SIGNAL SIGURG
 
 /** Start the thread. */
 int dlb_worker_start(struct dlb_worker *w);

@@ -2404,6 +2404,14 @@ l_set_udp_multiple_messages_vector_size(lua_State *L)
 }
 
 static int
+l_set_worker_blocking_receive(lua_State *L)
+{
+	config_time_only(L, "setWorkerBlockingReceive");
+	conf_get(L)->cfg->blocking_receive = dlb_lua_arg_bool(L, 1, "setWorkerBlockingReceive");
+	return 0;
+}
+
+static int
 l_set_udp_socket_buffer_sizes(lua_State *L)
 {
 	struct dlb_config *cfg = conf_get(L)->cfg;
@@ -2763,6 +2771,7 @@ static const luaL_Reg conf_funcs[] = {
 	{ "setMaxTCPConnectionDuration", l_set_max_tcp_connection_duration },
 	{ "setMaxTCPClientThreads", l_set_max_tcp_client_threads },
 	{ "setUDPMultipleMessagesVectorSize", l_set_udp_multiple_messages_vector_size },
+	{ "setWorkerBlockingReceive", l_set_worker_blocking_receive },
 	{ "setUDPSocketBufferSizes", l_set_udp_socket_buffer_sizes },
 	{ "setVerbose", l_set_verbose },
 	{ "getVerbose", l_get_verbose },

@@ -141,6 +141,7 @@ test_defaults(void **state)
 	assert_int_equal(cfg->tcp_recv_timeout, 2);
 	assert_int_equal(cfg->tcp_send_timeout, 2);
 	assert_int_equal(cfg->udp_vector_size, 64);
+	assert_true(cfg->blocking_receive);
 	assert_false(cfg->servfail_when_no_server);
 	assert_non_null(dlb_config_find_pool(cfg, ""));
 
@@ -703,6 +704,7 @@ test_settings(void **state)
 	       "setUDPSocketBufferSizes(1048576, 2097152)\n"
 	       "setVerboseHealthChecks(true)\n"
 	       "setWorkerThreads(4)\n"
+	       "setWorkerBlockingReceive(false)\n"
 	       "setSecurityPollSuffix('')\n"
 	       "setSecurityPollInterval(3600)\n"
 	       "setSyslogFacility(3)\n"
@@ -729,6 +731,7 @@ test_settings(void **state)
 	assert_int_equal(cfg->udp_sndbuf, 2097152);
 	assert_true(cfg->verbose_health_checks);
 	assert_int_equal(cfg->workers, 4);
+	assert_false(cfg->blocking_receive);
 	assert_false(cfg->verbose);
 
 	/* fractional seconds, string numbers and booleans, payload clamping */
@@ -972,7 +975,7 @@ test_runtime_phase(void **state)
 		"setMaxTCPConnectionDuration(1)", "setMaxTCPClientThreads(1)",
 		"setUDPMultipleMessagesVectorSize(1)", "setUDPSocketBufferSizes(1, 1)",
 		"includeDirectory('/tmp')", "setSecurityPollSuffix('')", "setSyslogFacility(1)",
-		"setWorkerThreads(1)",
+		"setWorkerThreads(1)", "setWorkerBlockingReceive(false)",
 	};
 	struct fixture *f = *state;
 

@@ -1,0 +1,195 @@
+"""Blocking receive (setWorkerBlockingReceive, dnslb/worker.c): a worker
+with nothing in flight waits in recvmmsg on its UDP socket instead of
+epoll_wait; a wake signal ends that wait for anything else (a TCP
+connection, a console command that needs the worker, shutdown) and loses
+no datagram the kernel had already handed over."""
+
+import ctypes
+import os
+import platform
+import signal
+import threading
+import time
+
+import dns.rcode
+import pytest
+
+from dnslbtest import (Header, UdpClient, a_addrs, build_query, console, console_head,
+                       lua_server, tcp_query, udp_query, wait_until)
+
+# the system call a blocked thread is in (/proc/PID/task/TID/syscall)
+SYSCALLS = {"x86_64": {"recvmmsg": 299, "epoll_wait": 232, "tgkill": 234},
+            "aarch64": {"recvmmsg": 243, "epoll_pwait": 22, "tgkill": 131}}
+NR = SYSCALLS.get(platform.machine())
+WAKE = signal.SIGURG            # DLB_WAKE_SIGNAL
+
+
+def worker_tid(d):
+    for tid in os.listdir("/proc/%d/task" % d.proc.pid):
+        with open("/proc/%d/task/%s/comm" % (d.proc.pid, tid)) as f:
+            if f.read().strip() == "dnslb/w0":
+                return int(tid)
+    raise AssertionError("no dnslb/w0 thread")
+
+
+def blocked_in(d, tid):
+    """Number of the system call thread @tid is blocked in, or None (running)."""
+    try:
+        with open("/proc/%d/task/%d/syscall" % (d.proc.pid, tid)) as f:
+            first = f.read().split()[0]
+    except (OSError, IndexError):
+        return None
+    return int(first) if first.lstrip("-").isdigit() else None
+
+
+def conf(responder, extra=""):
+    return (console_head() + lua_server(responder) + "setWorkerThreads(1)\n"
+            + 'pc = newPacketCache(1000)\ngetPool(""):setCache(pc)\n' + extra)
+
+
+def parked(d, tid):
+    """Ask once (a cache hit) and wait until the worker waits in recvmmsg."""
+    r = udp_query(d.port, "park.example.test.")
+    assert r is not None and a_addrs(r) == ["192.0.2.1"]
+    return wait_until(lambda: blocked_in(d, tid) == NR["recvmmsg"], timeout=0.5, interval=0.002)
+
+
+def park_or_skip(d):
+    if NR is None:
+        pytest.skip("no system call table for %s" % platform.machine())
+    tid = worker_tid(d)
+    if blocked_in(d, tid) is None and not os.access("/proc/%d/task/%d/syscall"
+                                                     % (d.proc.pid, tid), os.R_OK):
+        pytest.skip("/proc/PID/task/TID/syscall is not readable here")
+    # the first wait may end at once (a wake signal from startup): try a few times
+    for _ in range(20):
+        if parked(d, tid):
+            return tid
+    raise AssertionError("the idle worker never waited in recvmmsg (it is in system call %s)"
+                         % blocked_in(d, tid))
+
+
+def test_idle_worker_waits_in_its_udp_socket(dnslb, responder):
+    d = dnslb(conf(responder))
+    park_or_skip(d)
+    for i in range(20):
+        r = udp_query(d.port, "park.example.test.")
+        assert r is not None and a_addrs(r) == ["192.0.2.1"]
+    st = d.stats()
+    # every answered query went through a blocking receive (one per batch)
+    assert st["blocking-receives"] >= 20
+    assert st["cache-hits"] >= 20
+
+
+def test_tcp_connection_wakes_a_waiting_worker(dnslb, responder):
+    """The TCP listener signals its worker (O_ASYNC): the connection is
+    served at once, not after the wait's 1 s safety timeout, and the wait
+    is counted as ended by a wake signal."""
+    d = dnslb(conf(responder))
+    tid = park_or_skip(d)
+    before = d.stats()["blocking-receive-wakeups"]
+    assert parked(d, tid)
+    r = tcp_query(d.port, "tcp.example.test.")
+    assert r is not None and r.rcode() == dns.rcode.NOERROR and a_addrs(r) == ["192.0.2.1"]
+    assert [q.transport for q in responder.queries_for("tcp.example.test.")] == ["tcp"]
+    st = d.stats()
+    assert st["blocking-receive-wakeups"] >= before + 1
+
+
+def test_console_new_server_wakes_a_waiting_worker(dnslb, responder, make_responder):
+    """newServer at runtime needs every worker to open sockets (an ev_async):
+    the waiting worker is woken for it, and uses the server at once."""
+    d = dnslb(conf(responder))
+    tid = park_or_skip(d)
+    other = make_responder()
+    before = d.stats()["blocking-receive-wakeups"]
+    assert parked(d, tid)
+    out = console(d, 'newServer({address="%s", name="late", pool="late"})\n'
+                     'addAction("late.example.test.", PoolAction("late"))' % other.address)
+    assert "rror" not in out
+    st = d.stats()
+    assert st["blocking-receive-wakeups"] >= before + 1
+    r = udp_query(d.port, "late.example.test.")
+    assert r is not None and a_addrs(r) == ["192.0.2.1"]
+    assert len(other.queries_for("late.example.test.")) == 1
+
+
+def test_wake_signals_lose_no_datagram(dnslb, responder):
+    """Wake signals aimed at the worker while bursts of queries arrive end
+    its waits at every point (before the call, inside it, after it received
+    some datagrams): every query is still answered exactly once."""
+    d = dnslb(conf(responder))
+    tid = park_or_skip(d)
+    libc = ctypes.CDLL(None, use_errno=True)
+    names = ["w%d.example.test." % i for i in range(16)]
+    for n in names:                     # cached: answers do not wait on the backend
+        assert udp_query(d.port, n) is not None
+    stop = threading.Event()
+    sent = [0]
+
+    def pelt():
+        while not stop.is_set():
+            libc.syscall(NR["tgkill"], d.proc.pid, tid, int(WAKE))
+            sent[0] += 1
+            time.sleep(0.0002)
+    t = threading.Thread(target=pelt)
+    before = d.stats()
+    t.start()
+    answered = {}
+    try:
+        with UdpClient(d.port) as c:
+            qid = 0
+            for burst in range(60):
+                for j in range(16):
+                    qid += 1
+                    c.send(build_query(names[j], qid=qid))
+                for wire in c.collect(0.05):
+                    h = Header(wire)
+                    assert h.id not in answered, "two answers for ID %d" % h.id
+                    answered[h.id] = wire
+            for wire in c.collect(1.0):
+                h = Header(wire)
+                assert h.id not in answered, "two answers for ID %d" % h.id
+                answered[h.id] = wire
+    finally:
+        stop.set()
+        t.join()
+    assert sent[0] > 100
+    missing = sorted(set(range(1, qid + 1)) - set(answered))
+    assert not missing, "%d queries not answered, e.g. %s" % (len(missing), missing[:5])
+    for q, wire in answered.items():
+        assert a_addrs(wire) == ["192.0.2.1"]
+    st = d.stats()
+    assert st["cache-hits"] - before["cache-hits"] == qid
+    assert st["queries"] - before["queries"] == qid
+    assert st["blocking-receive-wakeups"] > before["blocking-receive-wakeups"]
+    assert d.alive()
+
+
+def test_off_waits_in_epoll(dnslb, responder):
+    d = dnslb(conf(responder, "setWorkerBlockingReceive(false)\n"))
+    if NR is None:
+        pytest.skip("no system call table for %s" % platform.machine())
+    tid = worker_tid(d)
+    for i in range(5):
+        r = udp_query(d.port, "off.example.test.")
+        assert r is not None and a_addrs(r) == ["192.0.2.1"]
+    r = tcp_query(d.port, "off.example.test.")
+    assert r is not None and a_addrs(r) == ["192.0.2.1"]
+    want = NR.get("epoll_wait", NR.get("epoll_pwait"))
+    got = wait_until(lambda: blocked_in(d, tid) == want, timeout=2.0, interval=0.01)
+    assert got, "idle worker is in system call %s" % blocked_in(d, tid)
+    st = d.stats()
+    assert st["blocking-receives"] == 0 and st["blocking-receive-wakeups"] == 0
+
+
+def test_two_listeners_wait_in_epoll(dnslb, responder):
+    """A worker with two UDP sockets cannot wait in one of them."""
+    from dnslbtest import free_port
+    p2 = free_port()
+    d = dnslb(conf(responder, 'addLocal("127.0.0.1:%d")\n' % p2))
+    for port in (d.port, p2):
+        r = udp_query(port, "two.example.test.")
+        assert r is not None and a_addrs(r) == ["192.0.2.1"]
+    st = d.stats()
+    assert st["blocking-receives"] == 0
