@@ -4,7 +4,6 @@
  */
 #include "dnslb/worker.h"
 
-#include <limits.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdlib.h>
@@ -38,6 +37,7 @@ init_recv(struct dlb_worker *w)
 		mh->msg_control = w->rcmsg[i];
 		mh->msg_controllen = sizeof(w->rcmsg[i]);
 		mh->msg_flags = 0;
+		w->rmsgs[i].msg_len = DLB_RECV_UNFILLED;
 	}
 	w->rdirty = 0;
 }
@@ -80,12 +80,12 @@ stop_cb(struct ev_loop *loop, ev_async *a, int revents)
  *
  * The handler has no SA_RESTART, so the signal ends the wait with EINTR. To
  * close the window between "no wake pending" and entering the call, the
- * handler jumps out of the whole wait while park_armed is set; entries the
- * kernel filled before that keep their msg_len (each is set to PARK_UNFILLED
- * first), so no datagram it had received is lost. SA_NODEFER leaves the
- * signal unblocked after the jump (sigsetjmp saves no mask: no system call).
+ * handler jumps out of the whole wait while park_armed is set; the entries the
+ * kernel filled before that are those whose msg_len is no longer
+ * DLB_RECV_UNFILLED (dlb_worker_prepare_recv), so no datagram it had
+ * received is lost. SA_NODEFER leaves the signal unblocked after the jump
+ * (sigsetjmp saves no mask: no system call).
  */
-#define PARK_UNFILLED UINT_MAX
 
 static __thread volatile sig_atomic_t park_wake;	/* a wake signal came */
 static __thread volatile sig_atomic_t park_armed;	/* park_jmp may be jumped to */
@@ -131,12 +131,10 @@ dlb_worker_park_recv(struct dlb_worker *w, int fd, unsigned batch, bool *woken)
 	int n;
 
 	dlb_worker_prepare_recv(w);
-	for (unsigned i = 0; i < batch; i++)
-		w->rmsgs[i].msg_len = PARK_UNFILLED;
 	*woken = false;
 	if (sigsetjmp(park_jmp, 0) != 0) {
 		/* jumped out of the wait: keep the datagrams the kernel had filled */
-		for (n = 0; n < (int)max && w->rmsgs[n].msg_len != PARK_UNFILLED; n++)
+		for (n = 0; n < (int)max && w->rmsgs[n].msg_len != DLB_RECV_UNFILLED; n++)
 			;
 		goto woken;
 	}

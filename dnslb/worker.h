@@ -11,6 +11,7 @@
 #define DNSLB_WORKER_H
 
 #include <ev.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -274,10 +275,16 @@ int dlb_worker_start(struct dlb_worker *w);
 void dlb_worker_stop_join(struct dlb_worker *w);
 void dlb_worker_free(struct dlb_worker *w);
 
+/* msg_len of a receive entry the kernel has not filled since it was made ready */
+#define DLB_RECV_UNFILLED UINT_MAX
+
 /**
  * Make the receive vector ready for recvmmsg() again: only the entries the
- * kernel filled last time (@w->rdirty) need their lengths reset. The caller
- * stores the number it received in @w->rdirty.
+ * kernel filled last time (@w->rdirty) need their lengths reset, and their
+ * msg_len set back to DLB_RECV_UNFILLED (every other entry still has it), so
+ * that a wait interrupted by a jump can tell what was received
+ * (dlb_worker_park_recv). The caller stores the number it received in
+ * @w->rdirty.
  */
 static inline void
 dlb_worker_prepare_recv(struct dlb_worker *w)
@@ -285,6 +292,7 @@ dlb_worker_prepare_recv(struct dlb_worker *w)
 	for (unsigned i = 0; i < w->rdirty; i++) {
 		w->rmsgs[i].msg_hdr.msg_namelen = sizeof(w->raddr[i]);
 		w->rmsgs[i].msg_hdr.msg_controllen = sizeof(w->rcmsg[i]);
+		w->rmsgs[i].msg_len = DLB_RECV_UNFILLED;
 	}
 	w->rdirty = 0;
 }
