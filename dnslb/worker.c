@@ -78,13 +78,16 @@ stop_cb(struct ev_loop *loop, ev_async *a, int revents)
  * ev_async_send (dlb_worker_wake), the kernel for a connection on one of its
  * TCP listeners (O_ASYNC, F_SETOWN_EX to the worker's thread; frontend.c).
  *
- * The handler has no SA_RESTART, so the signal ends the wait with EINTR. To
- * close the window between "no wake pending" and entering the call, the
- * handler jumps out of the whole wait while park_armed is set; the entries the
+ * While park_armed is set (from just before the "no wake pending" check
+ * until the call returns) the handler jumps out of the whole wait: a signal
+ * in the window before the call is not lost, and one during the call ends
+ * it (it is not restarted: the handler does not return). The entries the
  * kernel filled before that are those whose msg_len is no longer
  * DLB_RECV_UNFILLED (dlb_worker_prepare_recv), so no datagram it had
  * received is lost. SA_NODEFER leaves the signal unblocked after the jump
- * (sigsetjmp saves no mask: no system call).
+ * (sigsetjmp saves no mask: no system call). Anywhere else the handler only
+ * sets park_wake, and SA_RESTART makes the worker's other blocking calls
+ * (a log write to a full pipe) carry on as if no signal had come.
  */
 
 static __thread volatile sig_atomic_t park_wake;	/* a wake signal came */
@@ -111,7 +114,7 @@ wake_install(void)
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = wake_handler;
-	sa.sa_flags = SA_NODEFER;	/* no SA_RESTART: the wait must end */
+	sa.sa_flags = SA_NODEFER | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
 	sigaction(DLB_WAKE_SIGNAL, &sa, NULL);
 }
