@@ -193,3 +193,28 @@ def test_two_listeners_wait_in_epoll(dnslb, responder):
         assert r is not None and a_addrs(r) == ["192.0.2.1"]
     st = d.stats()
     assert st["blocking-receives"] == 0
+
+
+def test_reload_adding_a_listener_moves_the_wait_to_epoll(dnslb, responder):
+    """A reload that adds a second listener wakes the waiting worker (its
+    listeners change), which then waits in epoll_wait for both sockets."""
+    from dnslbtest import free_port
+    d = dnslb(conf(responder))
+    tid = park_or_skip(d)
+    before = d.stats()["blocking-receive-wakeups"]
+    p2 = free_port()
+    assert parked(d, tid)
+    d.body += 'addLocal("127.0.0.1:%d")\n' % p2
+    with open(d.conf_path, "w") as f:
+        f.write(d.render_conf())
+    start = len(d.lines)
+    d.send_signal(signal.SIGHUP)
+    assert d.wait_line(r"Reloaded '", start=start, timeout=10) is not None, d.output()
+    for port in (d.port, p2):
+        r = udp_query(port, "reload.example.test.")
+        assert r is not None and a_addrs(r) == ["192.0.2.1"]
+    want = NR.get("epoll_wait", NR.get("epoll_pwait"))
+    got = wait_until(lambda: blocked_in(d, tid) == want, timeout=2.0, interval=0.01)
+    assert got, "idle worker with two listeners is in system call %s" % blocked_in(d, tid)
+    st = d.stats()
+    assert st["blocking-receive-wakeups"] >= before + 1
