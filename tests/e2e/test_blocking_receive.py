@@ -42,6 +42,12 @@ def blocked_in(d, tid):
     return int(first) if first.lstrip("-").isdigit() else None
 
 
+def idle_in_epoll(d, tid):
+    """Wait until the worker waits in its event loop (epoll) instead."""
+    want = NR.get("epoll_wait", NR.get("epoll_pwait"))
+    return wait_until(lambda: blocked_in(d, tid) == want, timeout=2.0, interval=0.01)
+
+
 def conf(responder, extra=""):
     return (console_head() + lua_server(responder) + "setWorkerThreads(1)\n"
             + 'pc = newPacketCache(1000)\ngetPool(""):setCache(pc)\n' + extra)
@@ -176,9 +182,7 @@ def test_off_waits_in_epoll(dnslb, responder):
         assert r is not None and a_addrs(r) == ["192.0.2.1"]
     r = tcp_query(d.port, "off.example.test.")
     assert r is not None and a_addrs(r) == ["192.0.2.1"]
-    want = NR.get("epoll_wait", NR.get("epoll_pwait"))
-    got = wait_until(lambda: blocked_in(d, tid) == want, timeout=2.0, interval=0.01)
-    assert got, "idle worker is in system call %s" % blocked_in(d, tid)
+    assert idle_in_epoll(d, tid), "idle worker is in system call %s" % blocked_in(d, tid)
     st = d.stats()
     assert st["blocking-receives"] == 0 and st["blocking-receive-wakeups"] == 0
 
@@ -213,8 +217,6 @@ def test_reload_adding_a_listener_moves_the_wait_to_epoll(dnslb, responder):
     for port in (d.port, p2):
         r = udp_query(port, "reload.example.test.")
         assert r is not None and a_addrs(r) == ["192.0.2.1"]
-    want = NR.get("epoll_wait", NR.get("epoll_pwait"))
-    got = wait_until(lambda: blocked_in(d, tid) == want, timeout=2.0, interval=0.01)
-    assert got, "idle worker with two listeners is in system call %s" % blocked_in(d, tid)
+    assert idle_in_epoll(d, tid), "idle worker is in system call %s" % blocked_in(d, tid)
     st = d.stats()
     assert st["blocking-receive-wakeups"] >= before + 1
