@@ -23,6 +23,8 @@ SYSCALLS = {"x86_64": {"recvmmsg": 299, "epoll_wait": 232, "tgkill": 234},
 NR = SYSCALLS.get(platform.machine())
 WAKE = signal.SIGURG            # DLB_WAKE_SIGNAL
 
+pytestmark = pytest.mark.dnslb_only("a dnslb feature (dnsdist always waits in epoll)")
+
 
 def worker_tid(d):
     for tid in os.listdir("/proc/%d/task" % d.proc.pid):
