@@ -242,7 +242,8 @@ void dlb_worker_open_new_backends(struct dlb_worker *w);
 /**
  * Whether worker @w has nothing in flight and nothing timed: no query at a
  * backend, no TCP connection (client or backend), no delayed answer, no
- * Redis command or reconnection pending. Only then may it wait in its UDP
+ * Redis command, subscription or reconnection pending, no query waiting on
+ * the second-level cache. Only then may it wait in its UDP
  * socket's recvmmsg instead of epoll (dlb_frontend_park): nothing but a
  * datagram or a wake signal can then need it. Thread: the worker.
  */
