@@ -473,24 +473,38 @@ handle_udp_batch(struct dlb_worker *w, struct dlb_listener *l, unsigned n)
 		udp_verdict(w, &p[fin[j]], dlb_query_finish(w, &p[fin[j]].q));
 }
 
+/* Datagrams one recvmmsg takes (setUDPMultipleMessagesVectorSize). */
+static unsigned
+recv_batch_size(const struct dlb_worker *w)
+{
+	unsigned batch = (unsigned)w->cfg->udp_vector_size;
+
+	return batch == 0 || batch > DLB_UDP_BATCH ? DLB_UDP_BATCH : batch;
+}
+
+/* Handle a received batch of @n, then send what it queued (one sendmmsg per socket). */
+static void
+udp_batch_and_flush(struct dlb_worker *w, struct dlb_listener *l, unsigned n)
+{
+	handle_udp_batch(w, l, n);
+	dlb_backend_flush(w);
+	dlb_frontend_flush(w);
+}
+
 static void
 udp_read_cb(struct ev_loop *loop, ev_io *io, int revents)
 {
 	struct dlb_listener *l = container_of(io, struct dlb_listener, udp_io);
 	struct dlb_worker *w = l->w;
-	unsigned batch = (unsigned)w->cfg->udp_vector_size;
+	unsigned batch = recv_batch_size(w);
 
-	if (batch == 0 || batch > DLB_UDP_BATCH)
-		batch = DLB_UDP_BATCH;
 	/* a few batches per wakeup, then give the other sockets a turn */
 	for (int round = 0; round < 4; round++) {
 		int n = dlb_worker_recv_batch(w, l->udp_fd, batch);
 
 		if (n == 0)
 			break;
-		handle_udp_batch(w, l, (unsigned)n);
-		dlb_backend_flush(w);
-		dlb_frontend_flush(w);
+		udp_batch_and_flush(w, l, (unsigned)n);
 		if ((unsigned)n < batch)
 			break;
 	}
@@ -502,10 +516,8 @@ udp_read_cb(struct ev_loop *loop, ev_io *io, int revents)
 void
 dlb_frontend_park(struct dlb_worker *w, struct dlb_listener *l)
 {
-	unsigned batch = (unsigned)w->cfg->udp_vector_size;
+	unsigned batch = recv_batch_size(w);
 
-	if (batch == 0 || batch > DLB_UDP_BATCH)
-		batch = DLB_UDP_BATCH;
 	for (int k = 0; k < PARK_BATCHES; k++) {
 		bool woken;
 		int n = dlb_worker_park_recv(w, l->udp_fd, batch, &woken);
@@ -513,9 +525,7 @@ dlb_frontend_park(struct dlb_worker *w, struct dlb_listener *l)
 		if (n > 0) {
 			ev_now_update(w->loop);
 			dlb_rcu_enter(&w->rcu);
-			handle_udp_batch(w, l, (unsigned)n);
-			dlb_backend_flush(w);
-			dlb_frontend_flush(w);
+			udp_batch_and_flush(w, l, (unsigned)n);
 			dlb_rcu_exit(&w->rcu);
 			dlb_rcu_poll(&w->rcu);
 		}
