@@ -14,7 +14,7 @@ import time
 import dns.rcode
 import pytest
 
-from dnslbtest import (Header, UdpClient, a_addrs, build_query, console, console_head,
+from dnslbtest import (Header, UdpClient, a_addrs, build_query, console, console_head, free_port,
                        lua_server, tcp_query, udp_query, wait_until)
 
 # the system call a blocked thread is in (/proc/PID/task/TID/syscall)
@@ -197,7 +197,6 @@ def test_off_waits_in_epoll(dnslb, responder):
 
 def test_two_listeners_wait_in_epoll(dnslb, responder):
     """A worker with two UDP sockets cannot wait in one of them."""
-    from dnslbtest import free_port
     p2 = free_port()
     d = dnslb(conf(responder, 'addLocal("127.0.0.1:%d")\n' % p2))
     for port in (d.port, p2):
@@ -210,7 +209,6 @@ def test_two_listeners_wait_in_epoll(dnslb, responder):
 def test_reload_adding_a_listener_moves_the_wait_to_epoll(dnslb, responder):
     """A reload that adds a second listener wakes the waiting worker (its
     listeners change), which then waits in epoll_wait for both sockets."""
-    from dnslbtest import free_port
     d = dnslb(conf(responder))
     tid = park_or_skip(d)
     before = d.stats()["blocking-receive-wakeups"]
