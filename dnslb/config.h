@@ -59,6 +59,7 @@ enum dlb_policy {
 };
 
 #define DLB_MAX_LUA_POLICIES 32
+#define DLB_RECV_COALESCE_MAX_US 1000	/* setWorkerReceiveCoalescing's bound */
 
 /** A Lua policy: its function's number in every Lua state (lua/worker.h). */
 struct dlb_lua_policy {
@@ -243,6 +244,7 @@ struct dlb_config {
 
 	int udp_vector_size;			/* recvmmsg batch, default DLB_UDP_BATCH */
 	bool blocking_receive;			/* setWorkerBlockingReceive, default true */
+	int recv_coalesce_us;			/* setWorkerReceiveCoalescing, 0 = off */
 	int udp_rcvbuf, udp_sndbuf;		/* setUDPSocketBufferSizes, 0 = kernel default */
 
 	bool verbose;

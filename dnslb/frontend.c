@@ -513,15 +513,28 @@ udp_read_cb(struct ev_loop *loop, ev_io *io, int revents)
 /* Batches a worker handles in one wait before its loop runs again. */
 #define PARK_BATCHES 64
 
+/*
+ * setWorkerReceiveCoalescing: a worker sleeps before its next receive only
+ * while that pays, i.e. while each wake-up finds at least this many
+ * datagrams (a sleep costs what a wake-up by a datagram does; with fewer,
+ * it would only add latency). A smaller batch, a wake signal or going back
+ * to the loop ends it; the next batch that large starts it again. A full
+ * batch is not followed by a sleep: more may be queued already.
+ */
+#define COALESCE_MIN_BATCH 2
+
 void
 dlb_frontend_park(struct dlb_worker *w, struct dlb_listener *l)
 {
 	unsigned batch = recv_batch_size(w);
+	bool coalesce = false;
 
 	for (int k = 0; k < PARK_BATCHES; k++) {
 		bool woken;
-		int n = dlb_worker_park_recv(w, l->udp_fd, batch, &woken);
+		int n = dlb_worker_park_recv(w, l->udp_fd, batch, coalesce, &woken);
 
+		coalesce = w->cfg->recv_coalesce_us > 0 && n >= COALESCE_MIN_BATCH &&
+			   (unsigned)n < batch;
 		if (n > 0) {
 			ev_now_update(w->loop);
 			dlb_rcu_enter(&w->rcu);

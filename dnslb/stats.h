@@ -59,7 +59,8 @@
 	X("dyn-blocked", dyn_blocked)					\
 	X("dyn-block-drops", dyn_block_drops)				\
 	X("blocking-receives", blocking_receives)			\
-	X("blocking-receive-wakeups", blocking_receive_wakeups)
+	X("blocking-receive-wakeups", blocking_receive_wakeups)		\
+	X("coalesced-receives", coalesced_receives)
 
 struct dlb_stats {
 #define DLB_STATS_FIELD(name, field) uint64_t field;

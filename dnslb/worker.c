@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <time.h>
 
 #include "dnslb/abuse.h"
 #include "dnslb/backend.h"
@@ -90,6 +92,7 @@ stop_cb(struct ev_loop *loop, ev_async *a, int revents)
  * (a log write to a full pipe) carry on as if no signal had come.
  */
 
+static __thread bool precise_sleep;	/* this thread's timer slack is set */
 static __thread volatile sig_atomic_t park_wake;	/* a wake signal came */
 static __thread volatile sig_atomic_t park_armed;	/* park_jmp may be jumped to */
 static __thread sigjmp_buf park_jmp;
@@ -128,7 +131,7 @@ dlb_worker_quiet(const struct dlb_worker *w)
 }
 
 int
-dlb_worker_park_recv(struct dlb_worker *w, int fd, unsigned batch, bool *woken)
+dlb_worker_park_recv(struct dlb_worker *w, int fd, unsigned batch, bool coalesce, bool *woken)
 {
 	volatile unsigned max = batch;	/* read after a jump */
 	int n;
@@ -147,8 +150,25 @@ dlb_worker_park_recv(struct dlb_worker *w, int fd, unsigned batch, bool *woken)
 		n = 0;
 		goto woken;
 	}
+	if (coalesce) {
+		/* a timer, not the next datagram, wakes the worker: the ones that
+		 * arrive meanwhile make one batch (a wake signal jumps out of it) */
+		struct timespec ts = { 0, (long)w->cfg->recv_coalesce_us * 1000 };
+
+		if (!precise_sleep) {
+			/* the default slack (50 us) would add up to that much latency */
+			prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+			precise_sleep = true;
+		}
+		w->stats.coalesced_receives++;
+		nanosleep(&ts, NULL);
+		n = dlb_recvmmsg(fd, w->rmsgs, batch, MSG_DONTWAIT);
+		if (n > 0 || errno != EAGAIN)
+			goto got;
+	}
 	w->stats.blocking_receives++;
 	n = dlb_recvmmsg(fd, w->rmsgs, batch, MSG_WAITFORONE);
+got:
 	park_armed = 0;
 	if (n == -1) {
 		if (errno == EINTR) {	/* another signal: treat it as a wake-up */

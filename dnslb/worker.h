@@ -255,11 +255,14 @@ bool dlb_worker_quiet(const struct dlb_worker *w);
  * (dlb_worker_wake, or the kernel's for a TCP connection on one of its
  * listeners) ends the wait at any point without losing a datagram already
  * received; so does the socket's receive timeout (a safety net: nothing
- * timed is pending when a worker waits). @return the datagrams received (0:
+ * timed is pending when a worker waits). With @coalesce, it first sleeps
+ * for setWorkerReceiveCoalescing's interval, then takes what has queued
+ * meanwhile, and blocks only if nothing has (dlb_frontend_park says when).
+ * @return the datagrams received (0:
  * none), and in *@woken whether a wake signal came: the caller then goes
  * back to its event loop. Thread: the worker, outside an epoch section.
  */
-int dlb_worker_park_recv(struct dlb_worker *w, int fd, unsigned batch, bool *woken);
+int dlb_worker_park_recv(struct dlb_worker *w, int fd, unsigned batch, bool coalesce, bool *woken);
 
 /**
  * Interrupt worker @w if it waits in dlb_worker_park_recv, after an

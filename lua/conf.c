@@ -2412,6 +2412,15 @@ l_set_worker_blocking_receive(lua_State *L)
 }
 
 static int
+l_set_worker_receive_coalescing(lua_State *L)
+{
+	config_time_only(L, "setWorkerReceiveCoalescing");
+	conf_get(L)->cfg->recv_coalesce_us =
+		(int)dlb_lua_arg_int(L, 1, "setWorkerReceiveCoalescing", 0, DLB_RECV_COALESCE_MAX_US);
+	return 0;
+}
+
+static int
 l_set_udp_socket_buffer_sizes(lua_State *L)
 {
 	struct dlb_config *cfg = conf_get(L)->cfg;
@@ -2772,6 +2781,7 @@ static const luaL_Reg conf_funcs[] = {
 	{ "setMaxTCPClientThreads", l_set_max_tcp_client_threads },
 	{ "setUDPMultipleMessagesVectorSize", l_set_udp_multiple_messages_vector_size },
 	{ "setWorkerBlockingReceive", l_set_worker_blocking_receive },
+	{ "setWorkerReceiveCoalescing", l_set_worker_receive_coalescing },
 	{ "setUDPSocketBufferSizes", l_set_udp_socket_buffer_sizes },
 	{ "setVerbose", l_set_verbose },
 	{ "getVerbose", l_get_verbose },

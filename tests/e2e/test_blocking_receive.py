@@ -2,7 +2,9 @@
 with nothing in flight waits in recvmmsg on its UDP socket instead of
 epoll_wait; a wake signal ends that wait for anything else (a TCP
 connection, a console command that needs the worker, shutdown) and loses
-no datagram the kernel had already handed over."""
+no datagram the kernel had already handed over. With
+setWorkerReceiveCoalescing, a worker whose wake-ups find several datagrams
+sleeps before each receive instead, and a wake signal ends that sleep too."""
 
 import ctypes
 import os
@@ -95,6 +97,7 @@ def test_idle_worker_waits_in_its_udp_socket(dnslb, responder):
     # every answered query went through a blocking receive (one per batch)
     assert st["blocking-receives"] >= 20
     assert st["cache-hits"] >= 20
+    assert st["coalesced-receives"] == 0       # off by default
 
 
 def test_tcp_connection_wakes_a_waiting_worker(dnslb, responder):
@@ -130,11 +133,58 @@ def test_console_new_server_wakes_a_waiting_worker(dnslb, responder, make_respon
     assert len(other.queries_for("late.example.test.")) == 1
 
 
-def test_wake_signals_lose_no_datagram(dnslb, responder):
+def stopped_burst(d, c, wires):
+    """Send @wires while dnslb is stopped (SIGSTOP): its worker then takes
+    them all in one receive, and a batch that large starts coalescing."""
+    d.send_signal(signal.SIGSTOP)
+    try:
+        for w in wires:
+            c.send(w)
+    finally:
+        d.send_signal(signal.SIGCONT)
+
+
+def test_coalescing_batches_a_steady_stream(dnslb, responder):
+    """setWorkerReceiveCoalescing: after a wake-up that found two or more
+    datagrams the worker sleeps before its next receive and takes what
+    arrived meanwhile; every query is answered exactly once."""
+    d = dnslb(conf(responder, "setWorkerReceiveCoalescing(1000)\n"))
+    names = ["c%d.example.test." % i for i in range(16)]
+    for n in names:                     # cached: answers do not wait on the backend
+        assert udp_query(d.port, n) is not None
+    before = d.stats()
+    answered = {}
+
+    def take(wires):
+        for wire in wires:
+            h = Header(wire)
+            assert h.id not in answered, "two answers for ID %d" % h.id
+            assert a_addrs(wire) == ["192.0.2.1"]
+            answered[h.id] = wire
+    with UdpClient(d.port) as c:
+        stopped_burst(d, c, [build_query(names[j], qid=j + 1) for j in range(16)])
+        qid = 16
+        for k in range(100):            # then a steady stream, 4 every ~0.5 ms
+            for j in range(4):
+                qid += 1
+                c.send(build_query(names[qid % 16], qid=qid))
+            take(c.collect(0.0005))     # (reading as it goes: the socket buffer is small)
+        take(c.collect(1.0))
+    missing = sorted(set(range(1, qid + 1)) - set(answered))
+    assert not missing, "%d queries not answered, e.g. %s" % (len(missing), missing[:5])
+    st = d.stats()
+    assert st["cache-hits"] - before["cache-hits"] == qid
+    assert st["coalesced-receives"] > before["coalesced-receives"]
+    assert d.alive()
+
+
+@pytest.mark.parametrize("coalescing", [False, True], ids=["blocking", "coalescing"])
+def test_wake_signals_lose_no_datagram(dnslb, responder, coalescing):
     """Wake signals aimed at the worker while bursts of queries arrive end
     its waits at every point (before the call, inside it, after it received
-    some datagrams): every query is still answered exactly once."""
-    d = dnslb(conf(responder))
+    some datagrams; with coalescing, in its sleep before a receive too):
+    every query is still answered exactly once."""
+    d = dnslb(conf(responder, "setWorkerReceiveCoalescing(200)\n" if coalescing else ""))
     tid = park_or_skip(d)
     libc = ctypes.CDLL(None, use_errno=True)
     names = ["w%d.example.test." % i for i in range(16)]
@@ -156,9 +206,13 @@ def test_wake_signals_lose_no_datagram(dnslb, responder):
         with UdpClient(d.port) as c:
             qid = 0
             for burst in range(60):
-                for j in range(16):
-                    qid += 1
-                    c.send(build_query(names[j], qid=qid))
+                wires = [build_query(names[j], qid=qid + 1 + j) for j in range(16)]
+                qid += 16
+                if coalescing:
+                    stopped_burst(d, c, wires)
+                else:
+                    for w in wires:
+                        c.send(w)
                 for wire in c.collect(0.05):
                     h = Header(wire)
                     assert h.id not in answered, "two answers for ID %d" % h.id
@@ -179,11 +233,14 @@ def test_wake_signals_lose_no_datagram(dnslb, responder):
     assert st["cache-hits"] - before["cache-hits"] == qid
     assert st["queries"] - before["queries"] == qid
     assert st["blocking-receive-wakeups"] > before["blocking-receive-wakeups"]
+    if coalescing:
+        assert st["coalesced-receives"] > before["coalesced-receives"]
     assert d.alive()
 
 
 def test_off_waits_in_epoll(dnslb, responder):
-    d = dnslb(conf(responder, "setWorkerBlockingReceive(false)\n"))
+    # coalescing only changes how a blocking receive waits: nothing to do here
+    d = dnslb(conf(responder, "setWorkerBlockingReceive(false)\nsetWorkerReceiveCoalescing(100)\n"))
     tid = watch_or_skip(d)
     for i in range(5):
         r = udp_query(d.port, "off.example.test.")
@@ -193,6 +250,7 @@ def test_off_waits_in_epoll(dnslb, responder):
     assert idle_in_epoll(d, tid), "idle worker is in system call %s" % blocked_in(d, tid)
     st = d.stats()
     assert st["blocking-receives"] == 0 and st["blocking-receive-wakeups"] == 0
+    assert st["coalesced-receives"] == 0
 
 
 def test_two_listeners_wait_in_epoll(dnslb, responder):

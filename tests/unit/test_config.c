@@ -142,6 +142,7 @@ test_defaults(void **state)
 	assert_int_equal(cfg->tcp_send_timeout, 2);
 	assert_int_equal(cfg->udp_vector_size, 64);
 	assert_true(cfg->blocking_receive);
+	assert_int_equal(cfg->recv_coalesce_us, 0);
 	assert_false(cfg->servfail_when_no_server);
 	assert_non_null(dlb_config_find_pool(cfg, ""));
 
@@ -705,6 +706,7 @@ test_settings(void **state)
 	       "setVerboseHealthChecks(true)\n"
 	       "setWorkerThreads(4)\n"
 	       "setWorkerBlockingReceive(false)\n"
+	       "setWorkerReceiveCoalescing(150)\n"
 	       "setSecurityPollSuffix('')\n"
 	       "setSecurityPollInterval(3600)\n"
 	       "setSyslogFacility(3)\n"
@@ -732,6 +734,7 @@ test_settings(void **state)
 	assert_true(cfg->verbose_health_checks);
 	assert_int_equal(cfg->workers, 4);
 	assert_false(cfg->blocking_receive);
+	assert_int_equal(cfg->recv_coalesce_us, 150);
 	assert_false(cfg->verbose);
 
 	/* fractional seconds, string numbers and booleans, payload clamping */
@@ -750,6 +753,10 @@ test_settings(void **state)
 	run_fail(f, "setUDPMultipleMessagesVectorSize(65)", "out of range");
 	run_fail(f, "setUDPMultipleMessagesVectorSize(0)", "out of range");
 	run_fail(f, "setWorkerThreads(65)", "out of range");
+	run_fail(f, "setWorkerReceiveCoalescing(1001)",
+		 "test:1: setWorkerReceiveCoalescing: 1001 is out of range (0..1000)");
+	run_fail(f, "setWorkerReceiveCoalescing(-1)", "out of range");
+	run_fail(f, "setWorkerReceiveCoalescing('x')", "argument #1 must be an integer");
 	run_fail(f, "setUDPTimeout(0)", "setUDPTimeout");
 	run_fail(f, "setUDPTimeout('x')", "setUDPTimeout");
 	run_fail(f, "setServFailWhenNoServer(1)", "must be a boolean");
@@ -976,6 +983,7 @@ test_runtime_phase(void **state)
 		"setUDPMultipleMessagesVectorSize(1)", "setUDPSocketBufferSizes(1, 1)",
 		"includeDirectory('/tmp')", "setSecurityPollSuffix('')", "setSyslogFacility(1)",
 		"setWorkerThreads(1)", "setWorkerBlockingReceive(false)",
+		"setWorkerReceiveCoalescing(100)",
 	};
 	struct fixture *f = *state;
 
