@@ -10,6 +10,7 @@ Environment:
 """
 
 import base64
+import fcntl
 import os
 import re
 import select
@@ -17,6 +18,7 @@ import signal
 import socket
 import struct
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -52,22 +54,75 @@ SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
 # ports
 
 
+# Ports handed out by free_port come from below the kernel's ephemeral range
+# (ip_local_port_range), so no outgoing connection made meanwhile (dnslb's to
+# Redis, a health check, the test's own) can take a port between the test
+# choosing it and the daemon binding it, as it could a port from bind(0). Each
+# test process (ctest runs two at once) holds one of PORT_SLOTS slots, an
+# flock()ed file, and hands out the ports of its own slice in turn.
+PORT_BASE = 10000
+PORT_SLOTS = 16
+_port_slot = None           # (lock file, first port, slice size), once claimed
+_port_next = 0
+
+
+def _ephemeral_low():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _claim_port_slot():
+    global _port_slot
+    size = (_ephemeral_low() - PORT_BASE) // PORT_SLOTS
+    if size < 64:
+        return None         # no room below the ephemeral range: bind(0) it is
+    for k in range(PORT_SLOTS):
+        path = os.path.join(tempfile.gettempdir(), "dnslb-e2e-port-slot-%d.lock" % k)
+        f = open(path, "a")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.close()
+            continue
+        _port_slot = (f, PORT_BASE + k * size, size)   # held until the process exits
+        return _port_slot
+    return None
+
+
+def _bindable(fam, host, port):
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+        s = socket.socket(fam, kind)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        finally:
+            s.close()
+    return True
+
+
 def free_port(host="127.0.0.1"):
-    """A port that is free for both UDP and TCP on @host right now."""
+    """A port that is free for both UDP and TCP on @host right now (see above)."""
+    global _port_next
     fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    slot = _port_slot or _claim_port_slot()
+    if slot is not None:
+        _, first, size = slot
+        for _ in range(size):
+            port = first + _port_next % size
+            _port_next += 1
+            if _bindable(fam, host, port):
+                return port
     for _ in range(100):
         t = socket.socket(fam, socket.SOCK_STREAM)
         t.bind((host, 0))
         port = t.getsockname()[1]
-        u = socket.socket(fam, socket.SOCK_DGRAM)
-        try:
-            u.bind((host, port))
-        except OSError:
-            continue
-        finally:
-            u.close()
-            t.close()
-        return port
+        t.close()
+        if _bindable(fam, host, port):
+            return port
     raise RuntimeError("no free port")
 
 
