@@ -232,7 +232,7 @@ static const struct help counter_help[] = {
 	{ "dyn-blocked", "Number of queries dropped because of a dynamic block" },
 	{ "dyn-block-drops", "Queries dropped (Drop action) by a dynamic block" },
 	{ "blocking-receives", "Times a worker with nothing in flight waited in recvmmsg on its UDP socket instead of epoll" },
-	{ "blocking-receive-wakeups", "Of those waits, the ones a wake signal ended: a TCP connection, a reload, a new server, shutdown" },
+	{ "blocking-receive-wakeups", "Of those waits and of the coalescing sleeps, the ones a wake signal ended: a TCP connection, a reload, a new server, shutdown" },
 	{ "coalesced-receives", "Times a worker slept setWorkerReceiveCoalescing's interval before receiving, instead of being woken by the next datagram" },
 };
 
