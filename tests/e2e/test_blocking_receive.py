@@ -191,10 +191,14 @@ def test_wake_signals_lose_no_datagram(dnslb, responder, coalescing):
     for n in names:                     # cached: answers do not wait on the backend
         assert udp_query(d.port, n) is not None
     stop = threading.Event()
+    quiet = threading.Event()
     sent = [0]
 
     def pelt():
         while not stop.is_set():
+            if quiet.is_set():
+                time.sleep(0.0002)
+                continue
             libc.syscall(NR["tgkill"], d.proc.pid, tid, int(WAKE))
             sent[0] += 1
             time.sleep(0.0002)
@@ -205,11 +209,23 @@ def test_wake_signals_lose_no_datagram(dnslb, responder, coalescing):
     try:
         with UdpClient(d.port) as c:
             qid = 0
-            for burst in range(60):
+            burst = 0
+            # with coalescing, more bursts (at most 300 in all, the count read
+            # every 20) until one has coalesced
+            while burst < 60 or (coalescing and burst < 300 and (
+                    burst % 20 != 0 or
+                    d.stats()["coalesced-receives"] == before["coalesced-receives"])):
+                burst += 1
                 wires = [build_query(names[j], qid=qid + 1 + j) for j in range(16)]
                 qid += 16
                 if coalescing:
+                    # no wake signal pending while stopped: the first receive
+                    # after SIGCONT takes the whole burst; the signals resume at
+                    # once and land in the coalescing sleep and receives after it
+                    quiet.set()
+                    time.sleep(0.001)
                     stopped_burst(d, c, wires)
+                    quiet.clear()
                 else:
                     for w in wires:
                         c.send(w)
