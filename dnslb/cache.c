@@ -22,10 +22,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+/* XXH3 inlined: per query it hashes a name and a few key bytes, where the
+ * library call's dispatch costs as much as the hash */
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include "dnslb/rcu.h"
@@ -123,9 +125,6 @@ slot_store(cache_slot *slot, cache_slot v)
 	__atomic_store_n(slot, v, __ATOMIC_RELEASE);
 }
 
-static uint64_t cache_seed;
-static int cache_seed_set;
-
 static inline const uint8_t *
 entry_qname(const struct cache_entry *e)
 {
@@ -190,15 +189,6 @@ dlb_cache_new(const struct dlb_cache_opts *o)
 
 	if (o->max_entries == 0)
 		return NULL;
-	if (!__atomic_load_n(&cache_seed_set, __ATOMIC_ACQUIRE)) {
-		uint64_t seed;
-
-		if (sodium_init() < 0)
-			return NULL;
-		randombytes_buf(&seed, sizeof(seed));
-		cache_seed = seed;
-		__atomic_store_n(&cache_seed_set, 1, __ATOMIC_RELEASE);
-	}
 	c = aligned_alloc(64, sizeof(*c));
 	if (c == NULL)
 		return NULL;
@@ -280,7 +270,8 @@ skip_option(const struct dlb_cache_opts *o, uint16_t code)
 	return false;
 }
 
-/* The name, then the other fields seeded with the name's hash. */
+/* The other fields, seeded with the name's hash (the parser's, keyed per
+ * process: dlb_wire_name_hash). */
 static void
 key_hash(struct dlb_cache_key *k)
 {
@@ -291,8 +282,7 @@ key_hash(struct dlb_cache_key *k)
 	tail[4] = k->flags;
 	dlb_wr16(tail + 5, k->payload_class);
 	memcpy(tail + 7, k->opts, k->opts_len);
-	k->hash = XXH3_64bits_withSeed(tail, 7u + k->opts_len,
-				       XXH3_64bits_withSeed(k->qname_lc, k->qname_len, cache_seed));
+	k->hash = XXH3_64bits_withSeed(tail, 7u + k->opts_len, k->name_hash);
 }
 
 int
@@ -306,6 +296,7 @@ dlb_cache_key_make(const struct dlb_cache *c, const uint8_t *pkt, const struct d
 	k->qtype = m->qtype;
 	k->qclass = m->qclass;
 	k->qname_len = m->qname_len;
+	k->name_hash = m->qname_hash;
 	memcpy(k->qname_lc, m->qname_lc, m->qname_len);
 	k->flags = (uint8_t)(((m->flags & DLB_F_RD) ? DLB_CK_RD : 0) |
 			     ((m->flags & DLB_F_CD) ? DLB_CK_CD : 0) | (tcp ? DLB_CK_TCP : 0));
@@ -364,7 +355,7 @@ key_equal(const struct cache_entry *e, const struct dlb_cache_key *k)
 	       e->payload_class == k->payload_class && e->qname_len == k->qname_len &&
 	       e->opts_len == k->opts_len &&
 	       memcmp(entry_qname(e), k->qname_lc, k->qname_len) == 0 &&
-	       memcmp(entry_opts(e), k->opts, k->opts_len) == 0;
+	       (k->opts_len == 0 || memcmp(entry_opts(e), k->opts, k->opts_len) == 0);
 }
 
 static inline struct cache_shard *

@@ -77,6 +77,7 @@ void dlb_cache_opts_default(struct dlb_cache_opts *o);
  */
 struct dlb_cache_key {
 	uint64_t hash;			/* keyed per process */
+	uint64_t name_hash;		/* the query's qname_hash (dlb_wire_name_hash) */
 	uint16_t qtype, qclass;
 	uint16_t qname_len;
 	uint16_t payload_class;		/* rank (with payloadRanks) or the exact EDNS size; 0 = no EDNS */
@@ -100,6 +101,7 @@ static inline void
 dlb_cache_key_copy(struct dlb_cache_key *dst, const struct dlb_cache_key *src)
 {
 	dst->hash = src->hash;
+	dst->name_hash = src->name_hash;
 	dst->qtype = src->qtype;
 	dst->qclass = src->qclass;
 	dst->qname_len = src->qname_len;

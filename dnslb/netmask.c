@@ -106,17 +106,24 @@ dlb_netmask_format(const struct dlb_netmask *nm, char *out, size_t outsz)
 	snprintf(out, outsz, "%s/%u", a, nm->bits);
 }
 
-/* Does @addr (the family's width) lie inside @nm? */
+/* Does @addr (the family's width) lie inside @nm? 32 bits a step, so an
+ * IPv4 check is one compare (the ACL is checked for every query); reads
+ * only the bytes the prefix covers, rounded up to 4 (bits <= the width). */
 static bool
 prefix_match(const struct dlb_netmask *nm, const uint8_t *addr)
 {
-	unsigned full = nm->bits / 8, rest = nm->bits % 8;
+	unsigned bits = nm->bits;
 
-	if (memcmp(nm->addr, addr, full) != 0)
-		return false;
-	if (rest == 0)
-		return true;
-	return ((addr[full] ^ nm->addr[full]) & (uint8_t)(0xff << (8 - rest))) == 0;
+	for (size_t i = 0; bits > 0; i += 4) {
+		uint32_t a, n, mask = bits >= 32 ? UINT32_MAX : ~(UINT32_MAX >> bits);
+
+		memcpy(&a, addr + i, 4);
+		memcpy(&n, nm->addr + i, 4);
+		if ((ntohl(a ^ n) & mask) != 0)
+			return false;
+		bits = bits >= 32 ? bits - 32 : 0;
+	}
+	return true;
 }
 
 /*
@@ -276,10 +283,17 @@ dlb_nmg_remove(struct dlb_nmg *g, const struct dlb_netmask *nm)
 bool
 dlb_nmg_match(const struct dlb_nmg *g, const struct sockaddr *sa)
 {
-	for (size_t i = 0; i < g->n; i++) {
-		const uint8_t *addr;
+	const uint8_t *a4 = NULL, *a6 = NULL;
 
-		if (sockaddr_bytes(sa, g->v[i].family, &addr) && prefix_match(&g->v[i], addr))
+	/* the address as each family's netmasks see it, found once */
+	if (!sockaddr_bytes(sa, AF_INET, &a4))
+		a4 = NULL;
+	if (!sockaddr_bytes(sa, AF_INET6, &a6))
+		a6 = NULL;
+	for (size_t i = 0; i < g->n; i++) {
+		const uint8_t *addr = g->v[i].family == AF_INET ? a4 : a6;
+
+		if (addr != NULL && prefix_match(&g->v[i], addr))
 			return true;
 	}
 	return false;

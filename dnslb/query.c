@@ -420,14 +420,17 @@ process_head(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 		if (v != DLB_V_FORWARD)
 			return v;
 	}
-	q->key.qtype = q->m.qtype;
-	q->key.qclass = q->m.qclass;
-	q->key.qname_len = q->m.qname_len;
-	memcpy(q->key.qname_lc, q->m.qname_lc, q->m.qname_len);
-	q->key.opts_len = 0;
 	q->cache = q->pool != NULL && !q->skip_cache ? q->pool->cache : NULL;
 	if (q->cache != NULL && dlb_cache_key_make(q->cache, q->pkt, &q->m, q->tcp, &q->key) != 0)
 		q->cache = NULL;	/* not cacheable (AXFR, qdcount != 1, options too long, ...) */
+	if (q->cache == NULL) {
+		/* no key: the in-flight slot still keeps the question from it */
+		q->key.qtype = q->m.qtype;
+		q->key.qclass = q->m.qclass;
+		q->key.qname_len = q->m.qname_len;
+		memcpy(q->key.qname_lc, q->m.qname_lc, q->m.qname_len);
+		q->key.opts_len = 0;
+	}
 	return DLB_V_FORWARD;
 }
 

@@ -130,6 +130,10 @@ dlb_ring_read(const struct dlb_ring *ring, size_t slot, struct dlb_ring_rec *out
 		w0b = atomic_load_explicit(&s->w[0], memory_order_relaxed);
 		if (w0b == w0) {
 			memcpy(out, w, sizeof(*out));
+			/* the slot's bytes past the name are an older record's */
+			if (out->namelen < DLB_RING_NAME_MAX)
+				memset(out->name + out->namelen, 0,
+				       DLB_RING_NAME_MAX - out->namelen);
 			return true;
 		}
 	}
@@ -171,6 +175,25 @@ dlb_rings_visit_all(bool resp, dlb_ring_visit_fn *fn, void *ud)
 
 /* ---- recording ---------------------------------------------------------------- */
 
+/*
+ * A record being built: its words are what the push stores. rec_begin
+ * zeroes the fixed fields (the words before the name's) and the word where
+ * the name starts; rec_name zeroes the words the name ends in and says how
+ * many words to store, so a short name costs a few stores, not a whole
+ * 128-byte record.
+ */
+union ring_build {
+	struct dlb_ring_rec r;
+	uint64_t w[DLB_RING_WORDS];
+};
+
+static inline void
+rec_begin(union ring_build *b)
+{
+	for (size_t i = 0; i <= DLB_RING_NAME_WORD; i++)
+		b->w[i] = 0;
+}
+
 static inline void
 rec_client(struct dlb_ring_rec *r, const struct sockaddr *sa)
 {
@@ -190,21 +213,35 @@ rec_client(struct dlb_ring_rec *r, const struct sockaddr *sa)
 	}
 }
 
-/* The name, or its last labels that fit (a name is at most 255 bytes). */
-static inline void
-rec_name(struct dlb_ring_rec *r, const uint8_t *name, size_t len)
+/* The name, or its last labels that fit (a name is at most 255 bytes).
+ * @return the words of @b to store: through the one holding the name's
+ * last byte, at least DLB_RING_MIN_WORDS. */
+static inline size_t
+rec_name(union ring_build *b, const uint8_t *name, size_t len)
 {
-	size_t off = 0;
+	struct dlb_ring_rec *r = &b->r;
+	size_t off = 0, nw;
 
 	if (len > DLB_RING_NAME_MAX) {
 		while (off < len && len - off > DLB_RING_NAME_MAX)
 			off += 1 + (size_t)name[off];
 		if (off >= len)
-			return;		/* not a wire name: keep none of it */
-		r->pflags |= DLB_RING_TRUNC_NAME;
+			len = off = 0;	/* not a wire name: keep none of it */
+		else
+			r->pflags |= DLB_RING_TRUNC_NAME;
 	}
 	r->namelen = (uint8_t)(len - off);
+	nw = (offsetof(struct dlb_ring_rec, name) + r->namelen + sizeof(uint64_t) - 1) /
+	     sizeof(uint64_t);
+	if (nw < DLB_RING_MIN_WORDS)
+		nw = DLB_RING_MIN_WORDS;
+#pragma GCC unroll 2
+	for (size_t i = DLB_RING_NAME_WORD + 1; i < DLB_RING_MIN_WORDS; i++)
+		b->w[i] = 0;
+	for (size_t i = DLB_RING_MIN_WORDS; i < nw; i++)
+		b->w[i] = 0;
 	memcpy(r->name, name + off, len - off);
+	return nw;
 }
 
 static inline uint16_t
@@ -219,28 +256,43 @@ now_us(struct dlb_worker *w)
 	return (int64_t)(dlb_worker_now(w) * 1e6);
 }
 
+/* What a query's record and its local answer's share: time, client, name,
+ * type, class, transport. @return the words to store (rec_name). */
+static inline size_t
+rec_query(union ring_build *b, struct dlb_worker *w, const struct dlb_query *q)
+{
+	struct dlb_ring_rec *r = &b->r;
+	size_t nw;
+
+	rec_begin(b);
+	r->when_us = now_us(w);
+	rec_client(r, q->client);
+	nw = rec_name(b, q->m.qname_lc, q->m.qname_len);
+	r->qtype = q->m.qtype;
+	r->qclass = q->m.qclass;
+	if (q->tcp)
+		r->pflags |= DLB_RING_TCP;
+	return nw;
+}
+
 void
 dlb_rings_query(struct dlb_worker *w, const struct dlb_query *q, int rc)
 {
 	struct dlb_rings *rs = w->rings;
-	struct dlb_ring_rec r = { 0 };
+	union ring_build b;
+	struct dlb_ring_rec *r = &b.r;
+	size_t nw;
 
 	if (rs == NULL)
 		return;
 	rs->cur = 0;
 	if (rc != DLB_OK || rs->query.cap == 0)
 		return;
-	r.when_us = now_us(w);
-	rec_client(&r, q->client);
-	rec_name(&r, q->m.qname_lc, q->m.qname_len);
-	r.qtype = q->m.qtype;
-	r.qclass = q->m.qclass;
-	r.size = clamp16(q->len);
-	r.id = q->m.id;
-	r.hflags = q->m.flags;
-	if (q->tcp)
-		r.pflags |= DLB_RING_TCP;
-	dlb_ring_push(&rs->query, &r);
+	nw = rec_query(&b, w, q);
+	r->size = clamp16(q->len);
+	r->id = q->m.id;
+	r->hflags = q->m.flags;
+	dlb_ring_push_words(&rs->query, b.w, nw);
 	rs->cur = RINGS_CUR_NOTED;
 }
 
@@ -256,23 +308,19 @@ dlb_rings_local_answer(struct dlb_worker *w, const struct dlb_query *q, const ui
 		       size_t len)
 {
 	struct dlb_rings *rs = w->rings;
-	struct dlb_ring_rec r = { 0 };
+	union ring_build b;
+	struct dlb_ring_rec *r = &b.r;
+	size_t nw;
 
 	if (rs == NULL || !(rs->cur & RINGS_CUR_NOTED) || len < DLB_DNS_HDR)
 		return;
-	r.when_us = now_us(w);
-	rec_client(&r, q->client);
-	rec_name(&r, q->m.qname_lc, q->m.qname_len);
-	r.qtype = q->m.qtype;
-	r.qclass = q->m.qclass;
-	r.size = clamp16(len);
-	r.id = dlb_rd16(pkt);
-	r.hflags = dlb_rd16(pkt + 2);
-	r.ancount = dlb_rd16(pkt + 6);
-	r.backend = (rs->cur & RINGS_CUR_HIT) ? DLB_RING_BE_CACHE : DLB_RING_BE_SELF;
-	if (q->tcp)
-		r.pflags |= DLB_RING_TCP;
-	dlb_ring_push(&rs->resp, &r);
+	nw = rec_query(&b, w, q);
+	r->size = clamp16(len);
+	r->id = dlb_rd16(pkt);
+	r->hflags = dlb_rd16(pkt + 2);
+	r->ancount = dlb_rd16(pkt + 6);
+	r->backend = (rs->cur & RINGS_CUR_HIT) ? DLB_RING_BE_CACHE : DLB_RING_BE_SELF;
+	dlb_ring_push_words(&rs->resp, b.w, nw);
 	rs->cur = 0;
 }
 
@@ -281,33 +329,36 @@ dlb_rings_slot(struct dlb_worker *w, const struct dlb_slot *s, const uint8_t *pk
 	       int backend)
 {
 	struct dlb_rings *rs = w->rings;
-	struct dlb_ring_rec r = { 0 };
+	union ring_build b;
+	struct dlb_ring_rec *r = &b.r;
+	size_t nw;
 
 	if (rs == NULL || rs->resp.cap == 0 || s->client.proto == DLB_CLIENT_INTERNAL)
 		return;
-	r.when_us = now_us(w);
-	rec_client(&r, &s->client.peer.sa);
-	rec_name(&r, s->key.qname_lc, s->key.qname_len);
-	r.qtype = s->key.qtype;
-	r.qclass = s->key.qclass;
-	r.backend = (uint16_t)backend;
+	rec_begin(&b);
+	r->when_us = now_us(w);
+	rec_client(r, &s->client.peer.sa);
+	nw = rec_name(&b, s->key.qname_lc, s->key.qname_len);
+	r->qtype = s->key.qtype;
+	r->qclass = s->key.qclass;
+	r->backend = (uint16_t)backend;
 	if (s->client.proto == DLB_CLIENT_TCP)
-		r.pflags |= DLB_RING_TCP;
+		r->pflags |= DLB_RING_TCP;
 	if (pkt == NULL || len < DLB_DNS_HDR) {
 		/* a timeout: dnsdist's zeroed header but the ID */
-		r.usec = DLB_RING_TIMEOUT;
-		r.id = s->client.orig_id;
+		r->usec = DLB_RING_TIMEOUT;
+		r->id = s->client.orig_id;
 	} else {
 		double usec = (dlb_worker_now(w) - s->client.t_start) * 1e6;
 
-		r.usec = usec <= 0 ? 0 : usec >= (double)(UINT32_MAX - 1) ? UINT32_MAX - 1
-									 : (uint32_t)usec;
-		r.size = clamp16(len);
-		r.id = dlb_rd16(pkt);
-		r.hflags = dlb_rd16(pkt + 2);
-		r.ancount = dlb_rd16(pkt + 6);
+		r->usec = usec <= 0 ? 0 : usec >= (double)(UINT32_MAX - 1) ? UINT32_MAX - 1
+									  : (uint32_t)usec;
+		r->size = clamp16(len);
+		r->id = dlb_rd16(pkt);
+		r->hflags = dlb_rd16(pkt + 2);
+		r->ancount = dlb_rd16(pkt + 6);
 	}
-	dlb_ring_push(&rs->resp, &r);
+	dlb_ring_push_words(&rs->resp, b.w, nw);
 }
 
 /* ---- text ---------------------------------------------------------------------- */

@@ -110,22 +110,35 @@ struct dlb_rings *dlb_rings_new_cap(size_t cap);
 /** Free rings from dlb_rings_new (NULL is fine). */
 void dlb_rings_free(struct dlb_rings *r);
 
+/* Word of struct dlb_ring_rec where pflags, namelen and the name begin. */
+#define DLB_RING_NAME_WORD (offsetof(struct dlb_ring_rec, pflags) / sizeof(uint64_t))
+
+_Static_assert(offsetof(struct dlb_ring_rec, pflags) % sizeof(uint64_t) == 0,
+	       "pflags starts a word");
+
+/* Words every push stores at least: the fixed fields and a name of up to 22
+ * bytes (www.example.com is 17), stored without a loop. */
+#define DLB_RING_MIN_WORDS 9
+
 /**
- * Append @rec to @ring. Thread: the ring's owner only. @rec->seq is ignored.
- * Cost: 17 plain stores into the next slot; no lock, no syscall.
+ * Append the record whose first @nw words are @w (DLB_RING_MIN_WORDS <= @nw
+ * <= DLB_RING_WORDS) to @ring. The slot's later words keep an older record's
+ * bytes: a writer passes only the words that hold its name (readers use
+ * namelen bytes of it; dlb_ring_read zeroes the rest of the copy). Thread:
+ * the ring's owner only. Word 0's low half (seq) is ignored. Cost: @nw + 1
+ * plain stores into the next slot; no lock, no syscall.
  */
 static inline void
-dlb_ring_push(struct dlb_ring *ring, const struct dlb_ring_rec *rec)
+dlb_ring_push_words(struct dlb_ring *ring, const uint64_t *w, size_t nw)
 {
-	uint64_t pos, w[DLB_RING_WORDS];
 	struct dlb_ring_slot *s;
+	uint64_t pos;
 	uint32_t seq;
 
 	if (ring->cap == 0)
 		return;
 	pos = atomic_load_explicit(&ring->pos, memory_order_relaxed);
 	s = &ring->slots[ring->widx];
-	__builtin_memcpy(w, rec, sizeof(w));
 	/* the slot's seq without reading it: each lap wrote it once (+2), so
 	 * the push only stores into the slot and never waits for its line */
 	seq = ring->wlap * 2;
@@ -134,7 +147,10 @@ dlb_ring_push(struct dlb_ring *ring, const struct dlb_ring_rec *rec)
 	 * then the next even seq with release */
 	atomic_store_explicit(&s->w[0], (uint64_t)(uint32_t)(seq + 1), memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
-	for (size_t i = 1; i < DLB_RING_WORDS; i++)
+#pragma GCC unroll 8
+	for (size_t i = 1; i < DLB_RING_MIN_WORDS; i++)
+		atomic_store_explicit(&s->w[i], w[i], memory_order_relaxed);
+	for (size_t i = DLB_RING_MIN_WORDS; i < nw; i++)
 		atomic_store_explicit(&s->w[i], w[i], memory_order_relaxed);
 	atomic_store_explicit(&s->w[0], (w[0] & ~(uint64_t)UINT32_MAX) | (uint32_t)(seq + 2),
 			      memory_order_release);
@@ -143,6 +159,16 @@ dlb_ring_push(struct dlb_ring *ring, const struct dlb_ring_rec *rec)
 		ring->widx = 0;
 		ring->wlap++;
 	}
+}
+
+/** Append @rec to @ring (all its words). Thread: the ring's owner only. @rec->seq is ignored. */
+static inline void
+dlb_ring_push(struct dlb_ring *ring, const struct dlb_ring_rec *rec)
+{
+	uint64_t w[DLB_RING_WORDS];
+
+	__builtin_memcpy(w, rec, sizeof(w));
+	dlb_ring_push_words(ring, w, DLB_RING_WORDS);
 }
 
 /**

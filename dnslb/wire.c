@@ -20,6 +20,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+/* XXH3 inlined: per query it hashes a name and a few key bytes, where the
+ * library call's dispatch costs as much as the hash */
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #define WIRE_MAX_MSG	65535	/* a DNS message never exceeds a TCP length prefix */
@@ -71,18 +74,6 @@ wire_u16(struct dlb_wire *w)
 	return v;
 }
 
-static uint32_t
-wire_u32(struct dlb_wire *w)
-{
-	uint32_t v;
-
-	if (!wire_need(w, 4))
-		return 0;
-	v = dlb_rd32(w->pkt + w->pos);
-	w->pos += 4;
-	return v;
-}
-
 static void
 wire_skip(struct dlb_wire *w, size_t n)
 {
@@ -106,13 +97,10 @@ work_spend(unsigned *work)
 	return true;
 }
 
-/*
- * Shared body of dlb_wire_decode_name() and the question-name reader.
- * Without @allow_ptr a compression pointer is malformed.
- */
+/* The body of dlb_wire_decode_name() (the question's name: qname_decode). */
 static int
 name_decode(const uint8_t *pkt, size_t len, size_t off, uint8_t *out, size_t *next,
-	    unsigned *work, bool allow_ptr)
+	    unsigned *work)
 {
 	size_t pos = off, seg = off, n = 0, after = 0;
 	unsigned hops = 0;
@@ -129,8 +117,6 @@ name_decode(const uint8_t *pkt, size_t len, size_t off, uint8_t *out, size_t *ne
 		if ((c & WIRE_LABEL_MASK) == WIRE_PTR) {
 			size_t target;
 
-			if (!allow_ptr)
-				return DLB_EMALF;
 			if (len - pos < 2)
 				return DLB_ETRUNC;
 			target = (size_t)((c & 0x3f) << 8 | pkt[pos + 1]);
@@ -166,13 +152,86 @@ name_decode(const uint8_t *pkt, size_t len, size_t off, uint8_t *out, size_t *ne
 	return (int)n;
 }
 
+/* 'A'..'Z' (and only those) of 8 bytes at once get 0x20: SWAR, no carry
+ * between bytes (each sum stays below 0x100). */
+static inline uint64_t
+lower8(uint64_t x)
+{
+	const uint64_t ones = 0x0101010101010101ULL, high = ones * 0x80;
+	uint64_t c = x & ~high;
+	uint64_t ge_a = c + ones * (0x80 - 'A');
+	uint64_t gt_z = c + ones * (0x80 - 'Z' - 1);
+
+	return x | (((ge_a ^ gt_z) & ~x & high) >> 2);
+}
+
+/* @dst[0..n) = @src[0..n) ASCII lowercased, 8 bytes a step (the last step
+ * overlaps the one before: it reads and writes only inside [0, n)). */
+static inline void
+lower_copy(uint8_t *dst, const uint8_t *src, size_t n)
+{
+	uint64_t x;
+	size_t i;
+
+	if (n < 8) {
+		for (i = 0; i < n; i++)
+			dst[i] = ascii_lower(src[i]);
+		return;
+	}
+	for (i = 0; i + 8 <= n; i += 8) {
+		memcpy(&x, src + i, 8);
+		x = lower8(x);
+		memcpy(dst + i, &x, 8);
+	}
+	if (i < n) {
+		memcpy(&x, src + n - 8, 8);
+		x = lower8(x);
+		memcpy(dst + n - 8, &x, 8);
+	}
+}
+
+/*
+ * The question name: name_decode without compression pointers (malformed
+ * there), in two passes: the label walk checks everything (the same checks
+ * in the same order, so the same error), then one lowercased copy of the
+ * whole name, length octets included (they are below 'A').
+ */
+static int
+qname_decode(const uint8_t *pkt, size_t len, size_t off, uint8_t *out, size_t *next)
+{
+	size_t pos = off, n;
+
+	if (len > WIRE_MAX_MSG)
+		return DLB_EMALF;
+	for (;;) {
+		uint8_t c;
+
+		if (pos >= len)
+			return DLB_ETRUNC;
+		c = pkt[pos];
+		if (c & WIRE_LABEL_MASK)
+			return DLB_EMALF;	/* a pointer, or label type 01/10 */
+		if (c == 0)
+			break;
+		if (pos - off + 1 + c + 1 > DLB_MAX_NAME)
+			return DLB_EMALF;
+		if (len - pos - 1 < c)
+			return DLB_ETRUNC;
+		pos += 1 + (size_t)c;
+	}
+	n = pos + 1 - off;
+	lower_copy(out, pkt + off, n);
+	*next = pos + 1;
+	return (int)n;
+}
+
 int
 dlb_wire_decode_name(const uint8_t *pkt, size_t len, size_t off, uint8_t *out,
 		     size_t *next, unsigned *work)
 {
 	unsigned local = 0;
 
-	return name_decode(pkt, len, off, out, next, work != NULL ? work : &local, true);
+	return name_decode(pkt, len, off, out, next, work != NULL ? work : &local);
 }
 
 int
@@ -215,25 +274,30 @@ dlb_wire_skip_name(const uint8_t *pkt, size_t len, size_t off)
 static void
 parse_header(struct dlb_wire *w, struct dlb_dnsmsg *m)
 {
-	m->id = wire_u16(w);
-	m->flags = wire_u16(w);
-	m->qdcount = wire_u16(w);
-	m->ancount = wire_u16(w);
-	m->nscount = wire_u16(w);
-	m->arcount = wire_u16(w);
+	const uint8_t *p;
+
+	if (!wire_need(w, DLB_DNS_HDR))
+		return;
+	p = w->pkt + w->pos;
+	m->id = dlb_rd16(p);
+	m->flags = dlb_rd16(p + 2);
+	m->qdcount = dlb_rd16(p + 4);
+	m->ancount = dlb_rd16(p + 6);
+	m->nscount = dlb_rd16(p + 8);
+	m->arcount = dlb_rd16(p + 10);
+	w->pos += DLB_DNS_HDR;
 }
 
 /* The first question: an uncompressed name, recorded lowercased and hashed. */
 static void
 parse_first_question(struct dlb_wire *w, struct dlb_dnsmsg *m)
 {
-	unsigned work = 0;
 	size_t next;
 	int n;
 
 	if (w->error != DLB_OK)
 		return;
-	n = name_decode(w->pkt, w->len, w->pos, m->qname_lc, &next, &work, false);
+	n = qname_decode(w->pkt, w->len, w->pos, m->qname_lc, &next);
 	if (n < 0) {
 		wire_fail(w, n);
 		return;
@@ -327,13 +391,19 @@ parse_records(struct dlb_wire *w, struct dlb_dnsmsg *m, unsigned count, bool add
 	for (unsigned i = 0; i < count && w->error == DLB_OK; i++) {
 		size_t owner = w->pos, rdata;
 		uint16_t type, class, rdlen;
+		const uint8_t *p;
 		uint32_t ttl;
 
 		wire_skip_name(w);
-		type = wire_u16(w);
-		class = wire_u16(w);
-		ttl = wire_u32(w);
-		rdlen = wire_u16(w);
+		/* type, class, TTL, RDLENGTH: one bounds check for the 10 octets */
+		if (!wire_need(w, 10))
+			break;
+		p = w->pkt + w->pos;
+		type = dlb_rd16(p);
+		class = dlb_rd16(p + 2);
+		ttl = dlb_rd32(p + 4);
+		rdlen = dlb_rd16(p + 8);
+		w->pos += 10;
 		rdata = w->pos;
 		wire_skip(w, rdlen);
 		if (w->error != DLB_OK || type != DLB_TYPE_OPT)
@@ -345,6 +415,16 @@ parse_records(struct dlb_wire *w, struct dlb_dnsmsg *m, unsigned count, bool add
 	}
 }
 
+/* Zero every field but qname_lc, whose bytes past qname_len mean nothing
+ * (255 bytes not cleared per query). */
+static inline void
+dnsmsg_clear(struct dlb_dnsmsg *m)
+{
+	memset(m, 0, offsetof(struct dlb_dnsmsg, qname_lc));
+	memset((uint8_t *)m + offsetof(struct dlb_dnsmsg, qname_lc) + sizeof(m->qname_lc), 0,
+	       sizeof(*m) - offsetof(struct dlb_dnsmsg, qname_lc) - sizeof(m->qname_lc));
+}
+
 int
 dlb_wire_parse_query(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m)
 {
@@ -352,7 +432,7 @@ dlb_wire_parse_query(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m)
 	size_t min_body;
 	bool notquery;
 
-	memset(m, 0, sizeof(*m));
+	dnsmsg_clear(m);
 	if (len > WIRE_MAX_MSG)
 		return DLB_EMALF;
 	parse_header(&w, m);
@@ -373,9 +453,13 @@ dlb_wire_parse_query(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m)
 		wire_skip_name(&w);
 		wire_skip(&w, 4);
 	}
-	parse_records(&w, m, m->ancount, false);
-	parse_records(&w, m, m->nscount, false);
-	parse_records(&w, m, m->arcount, true);
+	/* a query usually has only an OPT: no call for an empty section */
+	if (m->ancount > 0)
+		parse_records(&w, m, m->ancount, false);
+	if (m->nscount > 0)
+		parse_records(&w, m, m->nscount, false);
+	if (m->arcount > 0)
+		parse_records(&w, m, m->arcount, true);
 
 	if (w.error == DLB_OK) {
 		m->parsed_end = (uint16_t)w.pos;
@@ -393,7 +477,7 @@ dlb_wire_parse_response_question(const uint8_t *pkt, size_t len, struct dlb_dnsm
 {
 	struct dlb_wire w = { .pkt = pkt, .len = len };
 
-	memset(m, 0, sizeof(*m));
+	dnsmsg_clear(m);
 	if (len > WIRE_MAX_MSG)
 		return DLB_EMALF;
 	parse_header(&w, m);
@@ -422,10 +506,10 @@ dlb_wire_hash_init(void)
 	name_hash_seed = seed;
 }
 
-uint32_t
+uint64_t
 dlb_wire_name_hash(const uint8_t *lc, size_t len)
 {
-	return (uint32_t)XXH3_64bits_withSeed(lc, len, name_hash_seed);
+	return XXH3_64bits_withSeed(lc, len, name_hash_seed);
 }
 
 bool

@@ -64,8 +64,9 @@ struct dlb_dnsmsg {
 	/* first question, present when qdcount >= 1 */
 	uint16_t qname_off;		/* offset of the qname's first length octet */
 	uint16_t qname_len;		/* wire length of the (uncompressed) qname, incl. root */
-	uint8_t qname_lc[DLB_MAX_NAME];	/* the qname in wire form, ASCII lowercased */
-	uint32_t qname_hash;		/* dlb_wire_name_hash(qname_lc, qname_len) */
+	uint8_t qname_lc[DLB_MAX_NAME];	/* the qname in wire form, ASCII lowercased (qname_len
+					 * bytes; the parser leaves the rest as it was) */
+	uint64_t qname_hash;		/* dlb_wire_name_hash(qname_lc, qname_len) */
 	uint16_t qtype;
 	uint16_t qclass;
 	uint16_t question_end;		/* offset just past the first question's qclass */
@@ -130,7 +131,7 @@ int dlb_wire_decode_name(const uint8_t *pkt, size_t len, size_t off, uint8_t *ou
 			 size_t *next, unsigned *work);
 
 /** Hash of a lowercased wire name (keyed per process, see dlb_wire_hash_init). */
-uint32_t dlb_wire_name_hash(const uint8_t *lc, size_t len);
+uint64_t dlb_wire_name_hash(const uint8_t *lc, size_t len);
 /**
  * Seed the keyed hash from a random source; call once at startup.
  * Thread: main, before any other thread runs or any hash is stored.

@@ -92,6 +92,50 @@ test_wraps_oldest_first(void **state)
 	dlb_rings_free(rs);
 }
 
+/*
+ * A writer stores only the words up to the end of its name: a short name
+ * pushed into a slot that held a long one leaves the older bytes there, and
+ * the reader's copy has zeros past namelen instead.
+ */
+static void
+test_short_name_after_long(void **state)
+{
+	struct dlb_rings *rs = dlb_rings_new_cap(1);
+	struct dlb_ring_rec r, got;
+	union {
+		struct dlb_ring_rec r;
+		uint64_t w[DLB_RING_WORDS];
+	} b;
+	size_t nw;
+
+	(void)state;
+	assert_non_null(rs);
+	memset(&r, 0, sizeof(r));
+	r.namelen = DLB_RING_NAME_MAX;
+	memset(r.name, 'x', sizeof(r.name));
+	r.size = 1;
+	dlb_ring_push(&rs->query, &r);
+
+	memset(&b, 0, sizeof(b));
+	b.r.size = 2;
+	b.r.qtype = 28;
+	b.r.namelen = 3;
+	memcpy(b.r.name, "\2ab", 3);
+	nw = (offsetof(struct dlb_ring_rec, name) + 3 + 7) / 8;
+	if (nw < DLB_RING_MIN_WORDS)
+		nw = DLB_RING_MIN_WORDS;
+	assert_true(nw < DLB_RING_WORDS);	/* words nw.. keep the long name's 'x' */
+	dlb_ring_push_words(&rs->query, b.w, nw);	/* the same slot (capacity 1) */
+	assert_true(dlb_ring_read(&rs->query, 0, &got));
+	assert_int_equal(got.size, 2);
+	assert_int_equal(got.qtype, 28);
+	assert_int_equal(got.namelen, 3);
+	assert_memory_equal(got.name, "\2ab", 3);
+	for (size_t i = 3; i < DLB_RING_NAME_MAX; i++)
+		assert_int_equal(got.name[i], 0);
+	dlb_rings_free(rs);
+}
+
 static void
 test_sizing(void **state)
 {
@@ -344,7 +388,7 @@ race_rec(uint64_t k)
 	memset(r.addr, (int)(k & 0xff), sizeof(r.addr));
 	r.size = (uint16_t)k;
 	r.id = (uint16_t)(k >> 16);
-	r.namelen = 10;
+	r.namelen = DLB_RING_NAME_MAX;	/* every byte of the record is checked */
 	memset(r.name, (int)((k >> 8) & 0xff), sizeof(r.name));
 	return r;
 }
@@ -412,6 +456,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_wraps_oldest_first),
+		cmocka_unit_test(test_short_name_after_long),
 		cmocka_unit_test(test_sizing),
 		cmocka_unit_test(test_recording),
 		cmocka_unit_test(test_top),
