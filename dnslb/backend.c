@@ -405,6 +405,9 @@ be_sock_flush(struct dlb_worker *w, struct dlb_be_sock *s)
 void
 dlb_backend_flush(struct dlb_worker *w)
 {
+	if (w->be_queued == 0)
+		return;		/* every batch of cache hits */
+	w->be_queued = 0;
 	for (int i = 0; i < w->nshared; i++)
 		if (w->shared[i]->out.n > 0)
 			be_sock_flush(w, w->shared[i]);
@@ -541,6 +544,7 @@ dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_
 	s->tags[s->out.n] = idx;
 	mh->msg_flags = 0;
 	s->out.n++;
+	w->be_queued++;
 }
 
 void

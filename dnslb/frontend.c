@@ -431,11 +431,17 @@ udp_prepare(struct dlb_worker *w, struct dlb_listener *l, unsigned i, struct dlb
 	c->proto = DLB_CLIENT_UDP;
 	c->listener = (uint16_t)l->index;
 	c->peer = w->raddr[i];
-	if (l->wildcard)
+	if (l->wildcard) {
 		get_pktinfo(mh, c);
-	else
+		q->local = dlb_query_client_local(w, c, &p->local);
+	} else {
+		/* the listener's own address, in the config: the query lives
+		 * within this batch, and the config outlives the batch */
 		c->has_dst = 0;
-	q->local = dlb_query_client_local(w, c, &p->local);
+		q->local = c->listener < w->cfg->nfrontends
+				   ? (const struct sockaddr *)&w->cfg->frontends[c->listener].addr
+				   : NULL;
+	}
 	if (dlb_query_prepare(w, q, &v))
 		return true;
 	udp_verdict(w, p, v);

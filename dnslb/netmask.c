@@ -284,13 +284,29 @@ bool
 dlb_nmg_match(const struct dlb_nmg *g, const struct sockaddr *sa)
 {
 	const uint8_t *a4 = NULL, *a6 = NULL;
+	size_t i = 0;
 
 	/* the address as each family's netmasks see it, found once */
 	if (!sockaddr_bytes(sa, AF_INET, &a4))
 		a4 = NULL;
 	if (!sockaddr_bytes(sa, AF_INET6, &a6))
 		a6 = NULL;
-	for (size_t i = 0; i < g->n; i++) {
+	if (a4 != NULL) {
+		/* IPv4 netmasks come first (netmask_cmp): one masked compare each */
+		uint32_t a;
+
+		memcpy(&a, a4, 4);
+		a = ntohl(a);
+		for (; i < g->n && g->v[i].family == AF_INET; i++) {
+			unsigned bits = g->v[i].bits;
+			uint32_t n;
+
+			memcpy(&n, g->v[i].addr, 4);
+			if (bits == 0 || ((ntohl(n) ^ a) >> (32 - bits)) == 0)
+				return true;
+		}
+	}
+	for (; i < g->n; i++) {
 		const uint8_t *addr = g->v[i].family == AF_INET ? a4 : a6;
 
 		if (addr != NULL && prefix_match(&g->v[i], addr))

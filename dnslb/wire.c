@@ -199,10 +199,20 @@ lower_copy(uint8_t *dst, const uint8_t *src, size_t n)
 static int
 qname_decode(const uint8_t *pkt, size_t len, size_t off, uint8_t *out, size_t *next)
 {
-	size_t pos = off, n;
+	size_t pos = off, n, lim;
 
 	if (len > WIRE_MAX_MSG)
 		return DLB_EMALF;
+	/* the usual labels: 1..63 octets, ending well inside the packet and
+	 * the 255-octet bound; anything else is left to the careful walk */
+	lim = len < off + DLB_MAX_NAME - 1 ? len : off + DLB_MAX_NAME - 1;
+	while (pos < lim) {
+		uint8_t c = pkt[pos];
+
+		if ((uint8_t)(c - 1) >= 63 || pos + 1 + c >= lim)
+			break;
+		pos += 1 + (size_t)c;
+	}
 	for (;;) {
 		uint8_t c;
 
@@ -306,8 +316,14 @@ parse_first_question(struct dlb_wire *w, struct dlb_dnsmsg *m)
 	m->qname_len = (uint16_t)n;
 	m->qname_hash = dlb_wire_name_hash(m->qname_lc, (size_t)n);
 	w->pos = next;
-	m->qtype = wire_u16(w);
-	m->qclass = wire_u16(w);
+	if (w->len - w->pos >= 4) {
+		m->qtype = dlb_rd16(w->pkt + w->pos);
+		m->qclass = dlb_rd16(w->pkt + w->pos + 2);
+		w->pos += 4;
+	} else {
+		m->qtype = wire_u16(w);		/* what there is, then ETRUNC */
+		m->qclass = wire_u16(w);
+	}
 	if (w->error == DLB_OK)
 		m->question_end = (uint16_t)w->pos;
 }

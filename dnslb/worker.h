@@ -131,6 +131,8 @@ struct dlb_worker {
 	struct dlb_be_local *be;	/* [DLB_MAX_BACKENDS]: the first nbe are open */
 	struct dlb_be_sock *shared[DLB_MAX_SHARED_SOCKS];	/* unconnected backend sockets */
 	int nshared;
+	unsigned be_queued;		/* datagrams queued to backend sockets since the last
+					 * dlb_backend_flush (0: it has nothing to look at) */
 	int nbe;			/* backends opened (atomic: the worker stores it,
 					 * main waits for it after a runtime newServer) */
 	int nbe_failed;			/* atomic: backends it could not open at runtime */
