@@ -181,7 +181,7 @@ cache_answer(struct dlb_worker *w, struct dlb_query *q)
 	q->cap = cap;
 	q->len = n;
 	w->stats.cache_hits++;
-	dlb_rings_cache_hit(w);
+	dlb_rings_cache_hit(q);
 	return answer_rules(w, q, DLB_CHAIN_CACHE_HIT);
 }
 

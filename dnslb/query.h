@@ -57,6 +57,9 @@ struct dlb_query {
 	struct dlb_dq dq;		/* their view (ECS choices, tags) */
 	uint8_t ecs[32];		/* the ECS option to add when q->be uses ECS */
 	uint8_t ecslen;			/* 0: none */
+	uint8_t ring_flags;		/* dnslb/rings.c: in the query ring, answered from the
+					 * cache (the query's own: a receive batch prepares
+					 * every query before it answers any) */
 };
 
 /**

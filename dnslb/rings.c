@@ -23,7 +23,7 @@
 #include "dnslb/wire.h"
 #include "dnslb/worker.h"
 
-/* struct dlb_rings.cur: the query being processed */
+/* struct dlb_query.ring_flags */
 #define RINGS_CUR_NOTED 0x01		/* it is in the query ring: its answer goes in too */
 #define RINGS_CUR_HIT 0x02		/* answered from the cache */
 
@@ -276,35 +276,32 @@ rec_query(union ring_build *b, struct dlb_worker *w, const struct dlb_query *q)
 }
 
 void
-dlb_rings_query(struct dlb_worker *w, const struct dlb_query *q, int rc)
+dlb_rings_query(struct dlb_worker *w, struct dlb_query *q, int rc)
 {
 	struct dlb_rings *rs = w->rings;
 	union ring_build b;
 	struct dlb_ring_rec *r = &b.r;
 	size_t nw;
 
-	if (rs == NULL)
-		return;
-	rs->cur = 0;
-	if (rc != DLB_OK || rs->query.cap == 0)
+	q->ring_flags = 0;
+	if (rs == NULL || rc != DLB_OK || rs->query.cap == 0)
 		return;
 	nw = rec_query(&b, w, q);
 	r->size = clamp16(q->len);
 	r->id = q->m.id;
 	r->hflags = q->m.flags;
 	dlb_ring_push_words(&rs->query, b.w, nw);
-	rs->cur = RINGS_CUR_NOTED;
+	q->ring_flags = RINGS_CUR_NOTED;
 }
 
 void
-dlb_rings_cache_hit(struct dlb_worker *w)
+dlb_rings_cache_hit(struct dlb_query *q)
 {
-	if (w->rings != NULL)
-		w->rings->cur |= RINGS_CUR_HIT;
+	q->ring_flags |= RINGS_CUR_HIT;
 }
 
 void
-dlb_rings_local_answer(struct dlb_worker *w, const struct dlb_query *q, const uint8_t *pkt,
+dlb_rings_local_answer(struct dlb_worker *w, struct dlb_query *q, const uint8_t *pkt,
 		       size_t len)
 {
 	struct dlb_rings *rs = w->rings;
@@ -312,16 +309,16 @@ dlb_rings_local_answer(struct dlb_worker *w, const struct dlb_query *q, const ui
 	struct dlb_ring_rec *r = &b.r;
 	size_t nw;
 
-	if (rs == NULL || !(rs->cur & RINGS_CUR_NOTED) || len < DLB_DNS_HDR)
+	if (rs == NULL || !(q->ring_flags & RINGS_CUR_NOTED) || len < DLB_DNS_HDR)
 		return;
 	nw = rec_query(&b, w, q);
 	r->size = clamp16(len);
 	r->id = dlb_rd16(pkt);
 	r->hflags = dlb_rd16(pkt + 2);
 	r->ancount = dlb_rd16(pkt + 6);
-	r->backend = (rs->cur & RINGS_CUR_HIT) ? DLB_RING_BE_CACHE : DLB_RING_BE_SELF;
+	r->backend = (q->ring_flags & RINGS_CUR_HIT) ? DLB_RING_BE_CACHE : DLB_RING_BE_SELF;
 	dlb_ring_push_words(&rs->resp, b.w, nw);
-	rs->cur = 0;
+	q->ring_flags = 0;
 }
 
 void

@@ -87,7 +87,6 @@ struct dlb_ring {
 struct dlb_rings {
 	struct dlb_ring query;
 	struct dlb_ring resp;
-	uint8_t cur;				/* the query being processed: RINGS_CUR_* (rings.c) */
 };
 
 /**
@@ -201,15 +200,15 @@ struct dlb_slot;
  * the query ring when it parsed (DLB_OK). Starts the bookkeeping of the
  * query's local answer (dlb_rings_local_answer).
  */
-void dlb_rings_query(struct dlb_worker *w, const struct dlb_query *q, int rc);
-/** The query being processed was answered from the cache (cache_answer). */
-void dlb_rings_cache_hit(struct dlb_worker *w);
+void dlb_rings_query(struct dlb_worker *w, struct dlb_query *q, int rc);
+/** @q was answered from the cache (cache_answer). */
+void dlb_rings_cache_hit(struct dlb_query *q);
 /**
  * @q is answered locally with @pkt (@len bytes): a cache hit if
  * dlb_rings_cache_hit was called for it, else self-answered. Recorded once
  * per query, only if the query itself was recorded.
  */
-void dlb_rings_local_answer(struct dlb_worker *w, const struct dlb_query *q, const uint8_t *pkt,
+void dlb_rings_local_answer(struct dlb_worker *w, struct dlb_query *q, const uint8_t *pkt,
 			    size_t len);
 /**
  * The client of in-flight query @s gets @pkt (@len bytes, ID and flags as the

@@ -22,8 +22,8 @@ import dns.rcode
 import dns.rdatatype
 import pytest
 
-from dnslbtest import (DNSDIST, IMPL, Header, UdpClient, a_addrs, build_query, encode_name,
-                       lua_server,
+from dnslbtest import (DNSDIST, IMPL, Header, UdpClient, a_addrs, build_query, console,
+                       console_head, encode_name, lua_server,
                        lua_value, make_query, parse, question_bytes, tcp_query, udp_query,
                        udp_raw)
 
@@ -569,10 +569,12 @@ def test_receive_batch_every_verdict(dnslb, responder):
     """Queries that queue up while the worker is busy come back in one
     receive batch, which runs each query up to its cache lookup, prefetches,
     then finishes them (dnslb/frontend.c): hits, misses, rule answers, drops
-    and malformed datagrams in one batch each get what they would alone."""
+    and malformed datagrams in one batch each get what they would alone,
+    and each answer is in the response ring (the ring's bookkeeping of the
+    query being answered is the query's own, not the worker's)."""
     stall = ('function(dq) local x = 0 for i = 1, 20000000 do x = x + i end '
              'return DNSAction.None end')
-    d = dnslb(cache_conf(responder, extra=(
+    d = dnslb(console_head() + cache_conf(responder, extra=(
         "setWorkerThreads(1)\nsetLuaInstructionLimit(0)\n"
         'addAction("stall.batch.test.", LuaAction(%s))\n' % stall +
         'addAction("spoof.batch.test.", SpoofAction("192.0.2.77"))\n'
@@ -629,3 +631,18 @@ def test_receive_batch_every_verdict(dnslb, responder):
     s = counters(d, hits=8, misses=8 + 8 + 1)   # the stalled query was a miss too
     assert s["noncompliant-queries"] == malformed == 3
     assert s["rule-drop"] == 4
+    # one response ring entry per answer: the warm-up's 8, then the burst's
+    out = console(d, 'for _, e in ipairs(getResponseRing()) do print(e.name .. " " .. e.rcode) end')
+    seen = {}
+    for line in out.split("\n"):
+        if line.strip():
+            name, rcode = line.rsplit(" ", 1)
+            k = (name.rstrip(".") + ".", int(rcode))
+            seen[k] = seen.get(k, 0) + 1
+    want = {("stall.batch.test.", 0): 1, ("spoof.batch.test.", 0): 4,
+            ("refused.batch.test.", dns.rcode.REFUSED): 4}
+    for n in hits:
+        want[(n, 0)] = 2
+    for i in range(8):
+        want[("miss%d.batch.test." % i, 0)] = 1
+    assert seen == want, "response ring: %s" % sorted(seen.items())

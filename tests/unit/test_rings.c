@@ -215,7 +215,7 @@ test_recording(void **state)
 	make_query(&q, buf, "WWW.Example.COM.", 0x1234);
 	q.client = (struct sockaddr *)&sa;
 	dlb_rings_query(w, &q, DLB_OK);
-	dlb_rings_cache_hit(w);
+	dlb_rings_cache_hit(&q);
 	memcpy(ans, buf, q.len);
 	dlb_wr16(ans + 2, DLB_F_QR | DLB_F_RD | DLB_RCODE_NXDOMAIN);
 	dlb_rings_local_answer(w, &q, ans, q.len);
