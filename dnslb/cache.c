@@ -281,7 +281,8 @@ key_hash(struct dlb_cache_key *k)
 	dlb_wr16(tail + 2, k->qclass);
 	tail[4] = k->flags;
 	dlb_wr16(tail + 5, k->payload_class);
-	memcpy(tail + 7, k->opts, k->opts_len);
+	if (k->opts_len > 0)
+		memcpy(tail + 7, k->opts, k->opts_len);
 	k->hash = XXH3_64bits_withSeed(tail, 7u + k->opts_len, k->name_hash);
 }
 
@@ -469,10 +470,20 @@ dlb_cache_copy_out(const struct dlb_cache *c, const struct dlb_cache_entry *ce,
 
 	if (outsz < e->len)
 		return 0;
-	memcpy(qn, qname, e->qname_len);	/* @qname may live in @out */
-	memcpy(out, entry_answer(e), e->len);
+	if (qname == out + DLB_DNS_HDR && e->len >= DLB_DNS_HDR + e->qname_len) {
+		/* the query's own buffer: its name (the client's case) stays,
+		 * the answer is copied around it */
+		const uint8_t *a = entry_answer(e);
+		size_t after = DLB_DNS_HDR + e->qname_len;
+
+		memcpy(out, a, DLB_DNS_HDR);
+		memcpy(out + after, a + after, e->len - after);
+	} else {
+		memcpy(qn, qname, e->qname_len);	/* @qname may live elsewhere in @out */
+		memcpy(out, entry_answer(e), e->len);
+		memcpy(out + DLB_DNS_HDR, qn, e->qname_len);
+	}
 	dlb_wr16(out, id);
-	memcpy(out + DLB_DNS_HDR, qn, e->qname_len);
 	if (res == DLB_CACHE_STALE) {
 		for (uint16_t i = 0; i < e->nttl; i++)
 			dlb_wr32(out + ttls[i], c->o.stale_ttl);

@@ -86,27 +86,26 @@ struct dlb_be_stats {
 static inline void
 dlb_stats_latency(struct dlb_stats *s, double usec)
 {
-	double ms = usec / 1000.0;
-
-	if (ms < 1)
+	/* per answer: no division but the one for latency-sum */
+	if (usec < 1e3)
 		s->latency0_1++;
-	else if (ms < 10)
+	else if (usec < 10e3)
 		s->latency1_10++;
-	else if (ms < 50)
+	else if (usec < 50e3)
 		s->latency10_50++;
-	else if (ms < 100)
+	else if (usec < 100e3)
 		s->latency50_100++;
-	else if (ms < 1000)
+	else if (usec < 1000e3)
 		s->latency100_1000++;
 	else
 		s->latency_slow++;
 	s->latency_count++;
 	s->latency_sum_us += usec;
 	/* dnsdist's moving averages: avg = (w - 1) / w * avg + x / w */
-	s->latency_avg[0] = 0.99 * s->latency_avg[0] + usec / 100.0;
-	s->latency_avg[1] = 0.999 * s->latency_avg[1] + usec / 1000.0;
-	s->latency_avg[2] = 0.9999 * s->latency_avg[2] + usec / 10000.0;
-	s->latency_avg[3] = 0.999999 * s->latency_avg[3] + usec / 1000000.0;
+	s->latency_avg[0] = 0.99 * s->latency_avg[0] + usec * 1e-2;
+	s->latency_avg[1] = 0.999 * s->latency_avg[1] + usec * 1e-3;
+	s->latency_avg[2] = 0.9999 * s->latency_avg[2] + usec * 1e-4;
+	s->latency_avg[3] = 0.999999 * s->latency_avg[3] + usec * 1e-6;
 	s->latency_sum = (uint64_t)(s->latency_sum_us / 1000.0);
 }
 

@@ -410,7 +410,10 @@ parse_records(struct dlb_wire *w, struct dlb_dnsmsg *m, unsigned count, bool add
 		const uint8_t *p;
 		uint32_t ttl;
 
-		wire_skip_name(w);
+		if (w->error == DLB_OK && w->pos < w->len && w->pkt[w->pos] == 0)
+			w->pos++;	/* the root (an OPT's owner): no call */
+		else
+			wire_skip_name(w);
 		/* type, class, TTL, RDLENGTH: one bounds check for the 10 octets */
 		if (!wire_need(w, 10))
 			break;
