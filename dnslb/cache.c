@@ -270,20 +270,42 @@ skip_option(const struct dlb_cache_opts *o, uint16_t code)
 	return false;
 }
 
-/* The other fields, seeded with the name's hash (the parser's, keyed per
- * process: dlb_wire_name_hash). */
-static void
+/* A bijective 64-bit mixer: Pelle Evensen's rrmxmx (XXH3 uses it for its
+ * 4-8 byte inputs). */
+static inline uint64_t
+mix64(uint64_t h)
+{
+	h ^= ((h << 49) | (h >> 15)) ^ ((h << 24) | (h >> 40));
+	h *= 0x9FB21C651E98DF25ULL;
+	h ^= (h >> 35) + 8;
+	h *= 0x9FB21C651E98DF25ULL;
+	return h ^ (h >> 28);
+}
+
+/* A key with EDNS options: XXH3 of the fields' word @f and the options,
+ * seeded with the name's hash. */
+static __attribute__((noinline)) uint64_t
+key_hash_opts(const struct dlb_cache_key *k, uint64_t f)
+{
+	uint8_t tail[8 + DLB_CACHE_MAX_OPTS];
+
+	memcpy(tail, &f, 8);
+	memcpy(tail + 8, k->opts, k->opts_len);
+	return XXH3_64bits_withSeed(tail, 8u + k->opts_len, k->name_hash);
+}
+
+/*
+ * The key's hash: the name's (the parser's, keyed per process:
+ * dlb_wire_name_hash) with the other fields. Without EDNS options (nearly
+ * every key) they fit one word, mixed into the name's hash.
+ */
+static inline void
 key_hash(struct dlb_cache_key *k)
 {
-	uint8_t tail[7 + DLB_CACHE_MAX_OPTS];
+	uint64_t f = (uint64_t)k->qtype | (uint64_t)k->qclass << 16 | (uint64_t)k->flags << 32 |
+		     (uint64_t)k->payload_class << 40;
 
-	dlb_wr16(tail, k->qtype);
-	dlb_wr16(tail + 2, k->qclass);
-	tail[4] = k->flags;
-	dlb_wr16(tail + 5, k->payload_class);
-	if (k->opts_len > 0)
-		memcpy(tail + 7, k->opts, k->opts_len);
-	k->hash = XXH3_64bits_withSeed(tail, 7u + k->opts_len, k->name_hash);
+	k->hash = k->opts_len == 0 ? mix64(k->name_hash ^ f) : key_hash_opts(k, f);
 }
 
 int
@@ -298,7 +320,7 @@ dlb_cache_key_make(const struct dlb_cache *c, const uint8_t *pkt, const struct d
 	k->qclass = m->qclass;
 	k->qname_len = m->qname_len;
 	k->name_hash = m->qname_hash;
-	memcpy(k->qname_lc, m->qname_lc, m->qname_len);
+	dlb_copy_short(k->qname_lc, m->qname_lc, m->qname_len);
 	k->flags = (uint8_t)(((m->flags & DLB_F_RD) ? DLB_CK_RD : 0) |
 			     ((m->flags & DLB_F_CD) ? DLB_CK_CD : 0) | (tcp ? DLB_CK_TCP : 0));
 	k->opts_len = 0;
@@ -458,6 +480,17 @@ dlb_cache_lookup(struct dlb_cache *c, const struct dlb_cache_key *k, double now,
 	return NULL;
 }
 
+/* The answer into @out, then the client's name (@qname, anywhere, even in @out). */
+static __attribute__((noinline)) void
+copy_answer_name(const struct cache_entry *e, const uint8_t *qname, uint8_t *out)
+{
+	uint8_t qn[DLB_MAX_NAME];
+
+	memcpy(qn, qname, e->qname_len);
+	memcpy(out, entry_answer(e), e->len);
+	memcpy(out + DLB_DNS_HDR, qn, e->qname_len);
+}
+
 size_t
 dlb_cache_copy_out(const struct dlb_cache *c, const struct dlb_cache_entry *ce,
 		   enum dlb_cache_result res, uint16_t id, const uint8_t *qname, double now,
@@ -465,7 +498,6 @@ dlb_cache_copy_out(const struct dlb_cache *c, const struct dlb_cache_entry *ce,
 {
 	const struct cache_entry *e = (const struct cache_entry *)ce;
 	const uint16_t *ttls = entry_ttls(e);
-	uint8_t qn[DLB_MAX_NAME];
 	uint32_t age = 0;
 
 	if (outsz < e->len)
@@ -477,11 +509,9 @@ dlb_cache_copy_out(const struct dlb_cache *c, const struct dlb_cache_entry *ce,
 		size_t after = DLB_DNS_HDR + e->qname_len;
 
 		memcpy(out, a, DLB_DNS_HDR);
-		memcpy(out + after, a + after, e->len - after);
+		dlb_copy_short(out + after, a + after, e->len - after);
 	} else {
-		memcpy(qn, qname, e->qname_len);	/* @qname may live elsewhere in @out */
-		memcpy(out, entry_answer(e), e->len);
-		memcpy(out + DLB_DNS_HDR, qn, e->qname_len);
+		copy_answer_name(e, qname, out);
 	}
 	dlb_wr16(out, id);
 	if (res == DLB_CACHE_STALE) {

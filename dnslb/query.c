@@ -104,16 +104,14 @@ dr_from_query(struct dlb_worker *w, const struct dlb_query *q, struct dlb_dq *dr
  * now), or DLB_V_DROP.
  */
 static enum dlb_verdict
-answer_rules(struct dlb_worker *w, struct dlb_query *q, enum dlb_chain_kind kind)
+answer_rules_run(struct dlb_worker *w, struct dlb_query *q, enum dlb_chain_kind kind,
+		 const struct dlb_chain *c)
 {
-	const struct dlb_chain *c = q->rs->c[kind];
 	struct dlb_dnsmsg rm;
 	struct dlb_dq dr;
 	enum dlb_verdict_r v;
 	int n;
 
-	if (c->n == 0)
-		return DLB_V_ANSWER;
 	if (!parse_answer(q->pkt, q->len, &rm))
 		return DLB_V_ANSWER;
 	dr_from_query(w, q, &dr, &rm);
@@ -136,6 +134,15 @@ answer_rules(struct dlb_worker *w, struct dlb_query *q, enum dlb_chain_kind kind
 		q->len = (size_t)n;
 	}
 	return DLB_V_ANSWER;
+}
+
+/* An empty chain (the usual case) costs no call. */
+static inline enum dlb_verdict
+answer_rules(struct dlb_worker *w, struct dlb_query *q, enum dlb_chain_kind kind)
+{
+	const struct dlb_chain *c = q->rs->c[kind];
+
+	return c->n == 0 ? DLB_V_ANSWER : answer_rules_run(w, q, kind, c);
 }
 
 /*

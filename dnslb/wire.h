@@ -266,6 +266,28 @@ dlb_wr32(uint8_t *p, uint32_t v)
 	p[3] = (uint8_t)v;
 }
 
+/**
+ * memcpy(@d, @s, @n) for the short copies of the hit path (names, small
+ * answers): 8 to 64 bytes as two overlapping fixed-size copies (inline moves,
+ * no call), anything else through memcpy. @d and @s must not overlap.
+ */
+static inline void
+dlb_copy_short(uint8_t *d, const uint8_t *s, size_t n)
+{
+	if (n >= 8 && n <= 16) {
+		__builtin_memcpy(d, s, 8);
+		__builtin_memcpy(d + n - 8, s + n - 8, 8);
+	} else if (n > 16 && n <= 32) {
+		__builtin_memcpy(d, s, 16);
+		__builtin_memcpy(d + n - 16, s + n - 16, 16);
+	} else if (n > 32 && n <= 64) {
+		__builtin_memcpy(d, s, 32);
+		__builtin_memcpy(d + n - 32, s + n - 32, 32);
+	} else {
+		__builtin_memcpy(d, s, n);
+	}
+}
+
 /* ---- names of DNS types ---------------------------------------------------- */
 
 /** A mnemonic and its number; tables end with { NULL, 0 }. */
