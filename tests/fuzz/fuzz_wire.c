@@ -94,6 +94,16 @@ check_query(const uint8_t *data, size_t size)
 		CHECK(m.question_end <= m.parsed_end);
 		CHECK(m.qname_hash == dlb_wire_name_hash(m.qname_lc, m.qname_len));
 		check_name(m.qname_lc, m.qname_len);
+		{
+			/* the question reader (a label walk, then a SWAR lowercase
+			 * copy) against the general name decoder */
+			uint8_t lc[DLB_MAX_NAME];
+			size_t next = 0;
+			int n = dlb_wire_decode_name(data, size, DLB_DNS_HDR, lc, &next, NULL);
+
+			CHECK(n == m.qname_len && memcmp(lc, m.qname_lc, (size_t)n) == 0);
+			CHECK(next == (size_t)m.qname_off + m.qname_len);
+		}
 	} else {
 		CHECK(m.qdcount == 0 && m.qname_len == 0);
 	}
