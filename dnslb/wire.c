@@ -410,7 +410,7 @@ parse_records(struct dlb_wire *w, struct dlb_dnsmsg *m, unsigned count, bool add
 		const uint8_t *p;
 		uint32_t ttl;
 
-		if (w->error == DLB_OK && w->pos < w->len && w->pkt[w->pos] == 0)
+		if (w->pos < w->len && w->pkt[w->pos] == 0)
 			w->pos++;	/* the root (an OPT's owner): no call */
 		else
 			wire_skip_name(w);
