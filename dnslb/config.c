@@ -295,6 +295,8 @@ pool_insert_member(struct dlb_pool *p, struct dlb_backend *be)
 	for (pos = p->n; pos > 0 && member_before(be, p->members[pos - 1]); pos--)
 		p->members[pos] = p->members[pos - 1];
 	p->members[pos] = be;
+	if (be->use_ecs)
+		__atomic_store_n(&p->necs, p->necs + 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&p->n, p->n + 1, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -306,6 +308,8 @@ pool_remove_member(struct dlb_pool *p, const struct dlb_backend *be)
 
 	if (pos < 0)
 		return;
+	if (be->use_ecs)
+		__atomic_store_n(&p->necs, p->necs - 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&p->n, p->n - 1, __ATOMIC_RELEASE);
 	for (int i = pos; i < p->n; i++)
 		p->members[i] = p->members[i + 1];

@@ -169,6 +169,7 @@ struct dlb_pool {
 	struct dlb_backend **members;		/* sorted by (order, index) */
 	int n;
 	int policy;				/* -1 = use the global policy */
+	int necs;				/* atomic: members with useClientSubnet */
 	struct dlb_cache *cache;		/* setCache(); NULL = none. Owned by cfg->caches */
 	struct dlb_ch_ring *ring;		/* chashed (atomic): NULL = no points */
 };

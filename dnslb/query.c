@@ -145,19 +145,23 @@ answer_rules(struct dlb_worker *w, struct dlb_query *q, enum dlb_chain_kind kind
 	return c->n == 0 ? DLB_V_ANSWER : answer_rules_run(w, q, kind, c);
 }
 
+static void select_server(struct dlb_worker *w, struct dlb_query *q);
+
 /*
  * Answer @q from its pool's cache if it can: a fresh entry, or an expired one
  * within setStaleCacheEntriesTTL when no backend is available (dnsdist). A
  * hit late in an entry's life also sends the query to the backend in the
- * background (prefetch), before the query bytes are overwritten.
+ * background (prefetch), before the query bytes are overwritten. Unless
+ * @selected (the server is chosen, q->be), only a fresh entry answers, and a
+ * prefetch chooses the server first.
  * @return DLB_V_FORWARD on a miss, else DLB_V_ANSWER or DLB_V_DROP (a
  * cache-hit rule dropped it).
  */
 static enum dlb_verdict
-cache_answer(struct dlb_worker *w, struct dlb_query *q)
+cache_answer(struct dlb_worker *w, struct dlb_query *q, bool selected)
 {
 	double now = dlb_worker_now(w);
-	uint32_t stale = q->be == NULL ? w->cfg->stale_cache_ttl : 0;
+	uint32_t stale = selected && q->be == NULL ? w->cfg->stale_cache_ttl : 0;
 	enum dlb_cache_result res;
 	const struct dlb_cache_entry *e;
 	uint8_t *out = q->pkt;
@@ -169,6 +173,8 @@ cache_answer(struct dlb_worker *w, struct dlb_query *q)
 	e = dlb_cache_lookup(q->cache, &q->key, now, stale, &res, &prefetch, w->id);
 	if (e == NULL)
 		return DLB_V_FORWARD;
+	if (prefetch && !selected)
+		select_server(w, q);
 	if (prefetch && q->be != NULL)
 		dlb_backend_prefetch(w, q);
 	if (q->tcp) {
@@ -441,35 +447,86 @@ process_head(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 	return DLB_V_FORWARD;
 }
 
+/* Choose @q's server (q->be; NULL when none is available). */
+static void
+select_server(struct dlb_worker *w, struct dlb_query *q)
+{
+	if (q->pool != NULL && pool_policy(w, q->pool) >= DLB_POLICY_LUA && !q->has_dq)
+		dq_init(w, q, &q->dq);	/* a Lua policy gets the dq */
+	q->be = q->pool != NULL ? dlb_pool_select(w, q->pool, &q->m, q->has_dq ? &q->dq : NULL)
+				: NULL;
+}
+
 /*
- * The rest of dlb_query_process after process_head: the server (before the
- * cache, as dnsdist: its useClientSubnet puts the client's subnet in the
- * key), then the cache. Selection stays here, not in process_head, so that
- * a query of a batch is forwarded before the next one is placed (the
- * outstanding counts of leastOutstanding and the balancing factors).
+ * May @q look in the cache before its server is chosen? dnsdist chooses first
+ * (the server's useClientSubnet puts the client's subnet in the key, and
+ * stale entries are served only when no server is up). A hit then costs a
+ * policy run it does not need, so dnslb looks first wherever the choice
+ * cannot change the lookup and leaves nothing a hit would skip: no stale
+ * serving, no server of the pool adding ECS and no rule asking for it, and a
+ * policy whose choice has no side effect (leastOutstanding, wrandom, whashed,
+ * chashed; not roundrobin's rotation, firstAvailable's QPS accounting or a
+ * Lua policy). A miss then chooses as before.
+ */
+static bool
+lookup_first(const struct dlb_worker *w, const struct dlb_query *q)
+{
+	int policy;
+
+	if (__atomic_load_n(&q->pool->necs, __ATOMIC_RELAXED) > 0 ||
+	    w->cfg->stale_cache_ttl > 0)
+		return false;
+	if (q->has_dq && (q->dq.use_ecs > 0 || q->dq.ecs_fixed.ss_family != 0))
+		return false;
+	policy = pool_policy(w, q->pool);
+	return policy == DLB_POLICY_LEAST_OUTSTANDING || policy == DLB_POLICY_WRANDOM ||
+	       policy == DLB_POLICY_WHASHED || policy == DLB_POLICY_CHASHED;
+}
+
+static enum dlb_verdict
+cache_hit(struct dlb_query *q, enum dlb_verdict v)
+{
+	if (v == DLB_V_ANSWER)
+		cap_ttls(q->pkt, q->len, q->max_returned_ttl);
+	return v;
+}
+
+/*
+ * The rest of dlb_query_process after process_head: the cache and the
+ * server (see lookup_first for their order). Selection stays here, not in
+ * process_head, so that a query of a batch is forwarded before the next one
+ * is placed (the outstanding counts of leastOutstanding and the balancing
+ * factors).
  */
 static enum dlb_verdict
 process_tail(struct dlb_worker *w, struct dlb_query *q)
 {
 	const struct dlb_config *cfg = w->cfg;
+	bool looked = false;
 
-	if (q->pool != NULL && pool_policy(w, q->pool) >= DLB_POLICY_LUA && !q->has_dq)
-		dq_init(w, q, &q->dq);	/* a Lua policy gets the dq */
-	q->be = q->pool != NULL ? dlb_pool_select(w, q->pool, &q->m, q->has_dq ? &q->dq : NULL)
-				: NULL;
+	q->be = NULL;
 	q->ecslen = 0;
+	if (q->cache != NULL && lookup_first(w, q)) {
+		enum dlb_verdict v = cache_answer(w, q, false);
+
+		if (v != DLB_V_FORWARD)
+			return cache_hit(q, v);
+		looked = true;
+	}
+	select_server(w, q);
 	if (q->be != NULL && q->client != NULL && want_ecs(cfg, q))
 		q->ecslen = (uint8_t)ecs_option(cfg, q);
 	if (q->cache != NULL && q->ecslen > 0 &&
 	    dlb_cache_key_add_option(q->cache, &q->key, q->ecs, q->ecslen) != 0)
 		q->cache = NULL;	/* no room for the subnet in the key */
 	if (q->cache != NULL) {
-		enum dlb_verdict v = cache_answer(w, q);
+		/* looked already: only a server that has just joined the pool
+		 * with useClientSubnet changes the key */
+		if (!looked || q->ecslen > 0) {
+			enum dlb_verdict v = cache_answer(w, q, true);
 
-		if (v != DLB_V_FORWARD) {
-			if (v == DLB_V_ANSWER)
-				cap_ttls(q->pkt, q->len, q->max_returned_ttl);
-			return v;
+			if (v != DLB_V_FORWARD)
+				return cache_hit(q, v);
 		}
 		w->stats.cache_misses++;
 	}

@@ -20,7 +20,7 @@ import dns.edns
 import dns.message
 import pytest
 
-from dnslbtest import (DNSDIST, IMPL, a_addrs, build_query, lua_server,
+from dnslbtest import (DNSDIST, IMPL, a_addrs, build_query, console, console_head, lua_server,
                        lua_value, make_query, parse, tcp_query, udp_query, udp_raw,
                        wait_until)
 
@@ -354,6 +354,34 @@ def test_ecs_cache_client_ecs_hit(dnslb, responder):
     time.sleep(0.2)
     assert len(responder.queries_for("cecs.")) == 1
     assert msg_options(r1) == msg_options(r2)
+
+
+@pytest.mark.dnslb_only("runtime newServer through dnslb's console client")
+def test_ecs_cache_server_joins_at_runtime(dnslb, make_responder):
+    """A hit does not wait for server selection when no server of the pool
+    adds ECS (docs/cache.md, "Lookup before selection"). A useClientSubnet
+    server that joins the pool at runtime and is chosen puts the subnet in the
+    key again (a miss, sent to it with ECS, as dnsdist); once it is removed,
+    the entry without ECS answers again."""
+    a, b = make_responder(), make_responder()
+    d = dnslb(console_head() + lua_server(a, name="a", order=2, healthCheckMode="up") + FAST
+              + 'pc = newPacketCache(1000)\ngetPool(""):setCache(pc)\n')
+    for _ in range(2):
+        assert a_addrs(ask_from(d, "127.0.0.1", "join.ecs.test.")) == ["192.0.2.1"]
+    assert one_query(a, "join.").opt is None       # no ECS added
+
+    console(d, 'newServer({address="%s", name="b", order=1, useClientSubnet=true, '
+               'healthCheckMode="up"})' % b.address)
+    for _ in range(2):
+        assert a_addrs(ask_from(d, "127.0.0.1", "join.ecs.test.")) == ["192.0.2.1"]
+    assert backend_ecs(one_query(b, "join.")) == [(1, 24, 0, bytes([127, 0, 0]))]
+
+    console(d, "rmServer(1)")
+    for _ in range(2):
+        assert a_addrs(ask_from(d, "127.0.0.1", "join.ecs.test.")) == ["192.0.2.1"]
+    time.sleep(0.2)
+    assert len(a.queries_for("join.")) == 1
+    assert len(b.queries_for("join.")) == 1
 
 
 @pytest.mark.skipif(IMPL != "dnslb", reason="compares dnslb with dnsdist")
