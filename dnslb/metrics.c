@@ -326,7 +326,7 @@ dlb_metrics_global(struct dlb_metric *out, size_t cap)
 
 	sum_workers(&s, avg);
 	sum_caches(&cs);
-#define DLB_METRIC_PUT(name, field) \
+#define DLB_METRIC_PUT(name, field, heat) \
 	put(out, cap, &n, name, help_of(name), DLB_METRIC_COUNTER, false, true, (double)s.field);
 	DLB_STATS_COUNTERS(DLB_METRIC_PUT)
 #undef DLB_METRIC_PUT

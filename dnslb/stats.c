@@ -4,14 +4,18 @@
 #include "dnslb/stats.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <string.h>
+
+/* what a cache hit counts is one cache line (stats.h) */
+_Static_assert(offsetof(struct dlb_stats, latency_avg) == 64, "hot counters fill one line");
 
 void
 dlb_stats_sum(const struct dlb_stats *const *v, int n, struct dlb_stats *out)
 {
 	memset(out, 0, sizeof(*out));
 	for (int i = 0; i < n; i++) {
-#define DLB_STATS_ADD(name, field) \
+#define DLB_STATS_ADD(name, field, heat) \
 		out->field += __atomic_load_n(&v[i]->field, __ATOMIC_RELAXED);
 		DLB_STATS_COUNTERS(DLB_STATS_ADD)
 #undef DLB_STATS_ADD
@@ -21,7 +25,7 @@ dlb_stats_sum(const struct dlb_stats *const *v, int n, struct dlb_stats *out)
 void
 dlb_stats_print(const struct dlb_stats *s, FILE *f)
 {
-#define DLB_STATS_PRINT(name, field) fprintf(f, "stat %s %" PRIu64 "\n", name, s->field);
+#define DLB_STATS_PRINT(name, field, heat) fprintf(f, "stat %s %" PRIu64 "\n", name, s->field);
 	DLB_STATS_COUNTERS(DLB_STATS_PRINT)
 #undef DLB_STATS_PRINT
 	fflush(f);

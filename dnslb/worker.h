@@ -151,16 +151,11 @@ struct dlb_worker {
 	uint32_t nfree_conns;
 	uint32_t tcp_gen;
 
-	/* receive buffers for one recvmmsg batch */
-	struct mmsghdr rmsgs[DLB_UDP_BATCH];
-	struct iovec riov[DLB_UDP_BATCH];
-	union dlb_sockaddr raddr[DLB_UDP_BATCH];
-	char rcmsg[DLB_UDP_BATCH][CMSG_SPACE(sizeof(struct in6_pktinfo)) + 64];
+	/* one recvmmsg batch (the arrays are at the end of the struct) */
 	uint8_t (*rbuf)[DLB_RBUF_SIZE];	/* [DLB_UDP_BATCH], pages touched on use only */
 	unsigned rdirty;		/* receive entries the kernel filled last time */
 	struct dlb_udp_pending *upend;	/* [DLB_UDP_BATCH]: the batch's queries (frontend.c) */
 
-	struct dlb_stats stats;
 	struct dlb_be_stats *be_stats;	/* [DLB_MAX_BACKENDS] */
 	struct dlb_rings *rings;	/* query and response rings (dnslb/rings.h) */
 	struct dlb_dyn_worker *dyn;	/* atomic: dynamic-block rate tracking (dnslb/dynblock.h),
@@ -185,6 +180,15 @@ struct dlb_worker {
 	uint32_t tcp_up;		/* TCP connections to backends, open or opening */
 	bool started;			/* the thread exists (main: signals may be sent) */
 	bool stopping;			/* the stop async ran: the loop is ending */
+
+	/* Last, after every field a query reads (a few lines in a row): the
+	 * counters, then the receive arrays (several KiB, one entry per
+	 * datagram). */
+	struct dlb_stats stats;
+	struct mmsghdr rmsgs[DLB_UDP_BATCH];
+	struct iovec riov[DLB_UDP_BATCH];
+	union dlb_sockaddr raddr[DLB_UDP_BATCH];
+	char rcmsg[DLB_UDP_BATCH][CMSG_SPACE(sizeof(struct in6_pktinfo)) + 64];
 };
 
 /**
