@@ -173,6 +173,24 @@ dlb_nmg_init(struct dlb_nmg *g)
 	g->v = NULL;
 	g->n = 0;
 	g->cap = 0;
+	g->n4 = 0;
+}
+
+/* Repeat the first IPv4 netmasks of @g in fast4 (after every change). */
+static void
+nmg_index(struct dlb_nmg *g)
+{
+	uint32_t k = 0;
+
+	for (; k < g->n && k < DLB_NMG_FAST4 && g->v[k].family == AF_INET; k++) {
+		unsigned bits = g->v[k].bits;
+		uint32_t n;
+
+		memcpy(&n, g->v[k].addr, 4);
+		g->fast4[k][0] = ntohl(n);
+		g->fast4[k][1] = bits == 0 ? 0 : 0xffffffffu << (32 - bits);
+	}
+	g->n4 = k;
 }
 
 void
@@ -186,6 +204,7 @@ void
 dlb_nmg_clear(struct dlb_nmg *g)
 {
 	g->n = 0;
+	g->n4 = 0;
 }
 
 /* Group order: family, address, prefix length. */
@@ -260,6 +279,7 @@ dlb_nmg_add(struct dlb_nmg *g, const struct dlb_netmask *nm)
 	memmove(&g->v[pos + 1], &g->v[pos], (g->n - pos) * sizeof(*g->v));
 	g->v[pos] = clean;
 	g->n++;
+	nmg_index(g);
 	return 0;
 }
 
@@ -277,6 +297,7 @@ dlb_nmg_remove(struct dlb_nmg *g, const struct dlb_netmask *nm)
 		return false;
 	memmove(&g->v[pos], &g->v[pos + 1], (g->n - pos - 1) * sizeof(*g->v));
 	g->n--;
+	nmg_index(g);
 	return true;
 }
 
@@ -292,11 +313,15 @@ dlb_nmg_match(const struct dlb_nmg *g, const struct sockaddr *sa)
 	if (!sockaddr_bytes(sa, AF_INET6, &a6))
 		a6 = NULL;
 	if (a4 != NULL) {
-		/* IPv4 netmasks come first (netmask_cmp): one masked compare each */
+		/* IPv4 netmasks come first (netmask_cmp): one masked compare each,
+		 * the first ones from fast4 */
 		uint32_t a;
 
 		memcpy(&a, a4, 4);
 		a = ntohl(a);
+		for (; i < g->n4; i++)
+			if ((a & g->fast4[i][1]) == g->fast4[i][0])
+				return true;
 		for (; i < g->n && g->v[i].family == AF_INET; i++) {
 			unsigned bits = g->v[i].bits;
 			uint32_t n;
@@ -330,6 +355,7 @@ dlb_nmg_copy(struct dlb_nmg *dst, const struct dlb_nmg *src)
 	dst->v = nv;
 	dst->n = src->n;
 	dst->cap = src->n;
+	nmg_index(dst);
 	return 0;
 }
 

@@ -18,8 +18,18 @@ struct dlb_netmask {
 	uint8_t addr[16];	/* network address, host bits zeroed */
 };
 
-/* A group is a sorted array searched per family; sizes are small (ACLs). */
+/* IPv4 netmasks a group also keeps as (network, mask) pairs: dnsdist's
+ * default ACL has 6, and they fill one cache line with n4. */
+#define DLB_NMG_FAST4 7
+
+/*
+ * A group is a sorted array searched per family (IPv4 first); sizes are
+ * small (ACLs). Its first IPv4 netmasks are repeated in fast4, so an IPv4
+ * client that one of them matches costs one line of reads.
+ */
 struct dlb_nmg {
+	uint32_t n4;				/* netmasks in fast4: v[0..n4) */
+	uint32_t fast4[DLB_NMG_FAST4][2];	/* network, mask (host order) */
 	struct dlb_netmask *v;
 	size_t n, cap;
 };

@@ -218,6 +218,76 @@ test_group(void **state)
 	dlb_nmg_deinit(&copy);	/* idempotent */
 }
 
+static bool
+nmg_has(const struct dlb_nmg *g, const char *addr)
+{
+	struct sockaddr_storage a = sa_of(addr);
+
+	return dlb_nmg_match(g, (struct sockaddr *)&a);
+}
+
+/* The IPv4 netmasks repeated in fast4 follow every change of the group. */
+static void
+test_group_fast4(void **state)
+{
+	struct dlb_nmg g, copy;
+	struct dlb_netmask nm;
+	char buf[64];
+
+	(void)state;
+	dlb_nmg_init(&g);
+	dlb_nmg_init(&copy);
+	/* more IPv4 netmasks than fast4 holds, and an IPv6 one */
+	for (int i = 0; i < DLB_NMG_FAST4 + 3; i++) {
+		snprintf(buf, sizeof(buf), "10.%d.0.0/16", i);
+		assert_int_equal(dlb_netmask_parse(buf, &nm), 0);
+		assert_int_equal(dlb_nmg_add(&g, &nm), 0);
+	}
+	assert_int_equal(dlb_netmask_parse("2001:db8::/32", &nm), 0);
+	assert_int_equal(dlb_nmg_add(&g, &nm), 0);
+	assert_int_equal(g.n4, DLB_NMG_FAST4);
+	for (int i = 0; i < DLB_NMG_FAST4 + 3; i++) {
+		snprintf(buf, sizeof(buf), "10.%d.200.1", i);
+		assert_true(nmg_has(&g, buf));
+	}
+	assert_false(nmg_has(&g, "10.200.0.1"));
+	assert_false(nmg_has(&g, "11.0.0.1"));
+	assert_true(nmg_has(&g, "2001:db8::5"));
+
+	/* removing one of fast4's: it stops matching, the next one moves in */
+	assert_int_equal(dlb_netmask_parse("10.0.0.0/16", &nm), 0);
+	assert_true(dlb_nmg_remove(&g, &nm));
+	assert_false(nmg_has(&g, "10.0.0.1"));
+	assert_true(nmg_has(&g, "10.1.0.1"));
+	assert_true(nmg_has(&g, "10.9.0.1"));
+	assert_int_equal(g.n4, DLB_NMG_FAST4);
+
+	/* a copy has its own index */
+	assert_int_equal(dlb_nmg_copy(&copy, &g), 0);
+	assert_int_equal(copy.n4, DLB_NMG_FAST4);
+	assert_true(nmg_has(&copy, "10.1.0.1"));
+	assert_false(nmg_has(&copy, "10.0.0.1"));
+
+	/* /0 matches every IPv4 address; a cleared group nothing */
+	assert_int_equal(dlb_netmask_parse("0.0.0.0/0", &nm), 0);
+	assert_int_equal(dlb_nmg_add(&g, &nm), 0);
+	assert_true(nmg_has(&g, "203.0.113.9"));
+	assert_false(nmg_has(&g, "2001:db9::1"));
+	dlb_nmg_clear(&g);
+	assert_int_equal(g.n4, 0);
+	assert_false(nmg_has(&g, "203.0.113.9"));
+	assert_true(nmg_has(&copy, "10.8.0.1"));
+
+	/* only IPv6 netmasks: fast4 stays empty */
+	assert_int_equal(dlb_netmask_parse("::1", &nm), 0);
+	assert_int_equal(dlb_nmg_add(&g, &nm), 0);
+	assert_int_equal(g.n4, 0);
+	assert_false(nmg_has(&g, "127.0.0.1"));
+	assert_true(nmg_has(&g, "::1"));
+	dlb_nmg_deinit(&g);
+	dlb_nmg_deinit(&copy);
+}
+
 static void
 roundtrip(const char *in, uint16_t defport, const char *expect)
 {
@@ -306,6 +376,7 @@ main(void)
 		cmocka_unit_test(test_host_bits_zeroed),
 		cmocka_unit_test(test_match),
 		cmocka_unit_test(test_group),
+		cmocka_unit_test(test_group_fast4),
 		cmocka_unit_test(test_sockaddr_parse),
 		cmocka_unit_test(test_sockaddr_invalid),
 		cmocka_unit_test(test_sockaddr_equal),
