@@ -738,7 +738,7 @@ dlb_query_account_answer(struct dlb_worker *w, const uint8_t *pkt, size_t len, d
 		w->stats.frontend_nxdomain++;
 	else if (rcode == DLB_RCODE_SERVFAIL)
 		w->stats.frontend_servfail++;
-	dlb_stats_latency(&w->stats, (dlb_worker_now(w) - t_start) * 1e6);
+	dlb_stats_latency(&w->stats, dlb_worker_now(w) - t_start);
 }
 
 /* The response view of backend answer @pkt for slot @s. */

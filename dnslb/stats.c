@@ -7,6 +7,13 @@
 #include <stddef.h>
 #include <string.h>
 
+/* dlb_stats_latency's constants (stats.h): s to us, bucket bounds (us), the
+ * moving averages' weights; an answer under 50 ms reads the first line only */
+const double dlb_stats_k[16] __attribute__((aligned(64))) = {
+	1e6, 1e3, 10e3, 50e3, 1e-2, 1e-3, 1e-4, 1e-6,
+	100e3, 1000e3,
+};
+
 /* what a cache hit counts is one cache line (stats.h) */
 _Static_assert(offsetof(struct dlb_stats, latency_avg) == 64, "hot counters fill one line");
 
