@@ -75,15 +75,17 @@ struct cache_wstats {
 } __attribute__((aligned(64)));
 
 struct dlb_cache {
-	struct dlb_cache_opts o;
+	/* what a hit reads, in one line: these, then the head of o */
 	uint32_t nshards;		/* power of 2 */
 	uint32_t set_mask;		/* sets per shard - 1 (the same for every shard) */
-	struct cache_shard *shards;
 	/* every shard's sets, shard after shard (shard i's slots point into it):
 	 * a lookup finds its set from the hash alone, without reading the shard */
 	cache_slot *slots;
+	struct dlb_cache_opts o;
+	struct cache_shard *shards;
 	struct cache_wstats ws[DLB_MAX_WORKERS + 1];
 };
+_Static_assert(offsetof(struct dlb_cache, o.stale_ttl) + 4 <= 64, "a hit reads one line");
 
 /*
  * Counters with one writer (a worker's own slot, or a shard's counters under

@@ -42,24 +42,26 @@ struct dlb_rcu_thread;
 
 /** newPacketCache() options; dlb_cache_opts_default() gives dnsdist 1.7's defaults. */
 struct dlb_cache_opts {
+	/* first, what a hit reads (after the cache's set array: one line) */
+	int nranks;			/* entries in payload_ranks */
+	int nskip;			/* entries in skip_options */
+	bool cookie_hashing;		/* cookieHashing: the COOKIE option's content is part of the key */
+	bool dont_age;			/* dontAge */
+	double prefetch;		/* dnslb: refresh an entry hit in this last fraction of its life; 0 = off */
+	uint32_t stale_ttl;		/* staleTTL, default 60: TTL written into stale answers */
+
 	uint32_t max_entries;		/* maxEntries (mandatory) */
 	uint64_t max_bytes;		/* maxMemory (dnslb): bytes of entries, 0 = no bound */
 	uint32_t max_ttl;		/* maxTTL, default 86400 */
 	uint32_t min_ttl;		/* minTTL, default 0: lower answers are not cached */
 	uint32_t temp_failure_ttl;	/* temporaryFailureTTL, default 60 (0: SERVFAIL/REFUSED not cached) */
 	uint32_t max_negative_ttl;	/* maxNegativeTTL, default 3600 */
-	uint32_t stale_ttl;		/* staleTTL, default 60: TTL written into stale answers */
-	bool dont_age;			/* dontAge */
 	uint32_t shards;		/* numberOfShards, default 20 (rounded up to a power of 2) */
 	bool keep_stale_data;		/* keepStaleData */
 	bool parse_ecs;			/* parseECS: the ECS option is compared on hits (it always is: it is in the key) */
-	bool cookie_hashing;		/* cookieHashing: the COOKIE option's content is part of the key */
 	uint16_t skip_options[DLB_CACHE_MAX_SKIP];	/* skipOptions: option codes left out of the key */
-	int nskip;
 	uint32_t maximum_entry_size;	/* maximumEntrySize, default 4096 */
 	uint16_t payload_ranks[DLB_CACHE_MAX_RANKS];	/* payloadRanks, ascending; empty = exact size */
-	int nranks;
-	double prefetch;		/* dnslb: refresh an entry hit in this last fraction of its life; 0 = off */
 	bool deferrable_insert_lock;	/* accepted; inserts always wait for the (short) shard lock */
 	/* the second level in Redis (dnslb/l2cache.h, docs/fleet.md) */
 	bool l2;			/* l2: ask Redis on a miss, write answers to it */

@@ -138,18 +138,23 @@ struct dlb_worker {
 	int nbe_failed;			/* atomic: backends it could not open at runtime */
 	ev_async be_add;		/* main: cfg->nbackends grew */
 	struct dlb_slot_pool slots;
-	ev_timer timeout_timer;		/* earliest in-flight deadline */
-	ev_async stop;
-	struct dlb_rcu_thread rcu;	/* epoch record: entered around each loop iteration's
-					 * callbacks (invoke_in_section, worker.c) */
-	uint8_t *scratch;		/* DLB_RBUF_SIZE: answers built outside a receive buffer */
-
+	/* with slots.used, what dlb_worker_quiet reads (once per wake-up) */
+	uint32_t ndelayed;		/* delayed answers (delayed_head) */
+	uint32_t tcp_up;		/* TCP connections to backends, open or opening */
+	struct dlb_redis *redis;	/* setRedis: this worker's data connection (dnslb/redis.h) */
+	struct dlb_l2_worker *l2;	/* queries waiting on the second-level cache
+					 * (dnslb/l2cache.h); NULL until first used */
 	/* TCP client connections: slot table with generations */
 	struct dlb_tcp_client **conns;
 	uint32_t nconns, conns_cap;
 	uint32_t *conns_free;		/* stack of free indices */
 	uint32_t nfree_conns;
 	uint32_t tcp_gen;
+	ev_timer timeout_timer;		/* earliest in-flight deadline */
+	ev_async stop;
+	struct dlb_rcu_thread rcu;	/* epoch record: entered around each loop iteration's
+					 * callbacks (invoke_in_section, worker.c) */
+	uint8_t *scratch;		/* DLB_RBUF_SIZE: answers built outside a receive buffer */
 
 	/* one recvmmsg batch (the arrays are at the end of the struct) */
 	uint8_t (*rbuf)[DLB_RBUF_SIZE];	/* [DLB_UDP_BATCH], pages touched on use only */
@@ -163,21 +168,16 @@ struct dlb_worker {
 	struct dlb_coc *client_oc;	/* setMaxOutstandingPerClient: queries in flight per
 					 * client subnet (dnslb/abuse.h); NULL until used */
 
-	struct dlb_redis *redis;	/* setRedis: this worker's data connection (dnslb/redis.h) */
-	struct dlb_l2_worker *l2;	/* queries waiting on the second-level cache
-					 * (dnslb/l2cache.h); NULL until first used */
 	struct dlb_lua_worker *lua;	/* own Lua state for Lua rules (lua/worker.h) */
 	uint64_t lua_gen;		/* the ruleset generation it belongs to */
 	struct dlb_lua_handoff *lua_next;	/* atomic: a reload's new state, taken by the
 						 * worker when it sees that generation */
 	/* delayed answers, in deadline order (delays differ rarely: insert from the tail) */
 	struct dlb_delayed *delayed_head, *delayed_tail;
-	uint32_t ndelayed;
 	ev_timer delay_timer;
 
 	/* blocking receive (setWorkerBlockingReceive; worker.c) */
 	struct dlb_listener *park;	/* its only UDP socket, when it has one; else NULL */
-	uint32_t tcp_up;		/* TCP connections to backends, open or opening */
 	bool started;			/* the thread exists (main: signals may be sent) */
 	bool stopping;			/* the stop async ran: the loop is ending */
 
