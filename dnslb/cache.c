@@ -4,12 +4,16 @@
  * Entry layout (one allocation, immutable once published but for the
  * `prefetched` flag, which is only ever set with an atomic CAS):
  *
- *   struct cache_entry | qname_lc | opts | pad to 2 | ttl_offs[nttl] | answer
+ *   struct cache_entry | answer | pad to 2 | ttl_offs[nttl] | opts
+ *
+ * The answer's question name is stored lowercased: it is the key's name (the
+ * hit path writes the client's own case over it), so a hit reads one copy of
+ * the name (a typical A answer's entry: 116 bytes, 144 before).
  *
  * Slots: a slot holds an entry's address with the top 16 bits of its key's
  * hash in the (unused) top 16 bits of the word, so a lookup dereferences
- * only the entry whose tag matches: one entry line per hit, none (but for
- * 1 in 65,536) per miss, however full the set.
+ * only the entry whose tag matches: one entry per hit, none (but for 1 in
+ * 65,536) per miss, however full the set.
  *
  * Concurrency: slots are written only under the shard's spinlock (release
  * stores: an entry's contents before its slot) and read with acquire loads;
@@ -36,10 +40,9 @@
 
 struct cache_entry {
 	ck_epoch_entry_t epoch;
-	uint64_t hash;
 	double inserted;	/* wall clock, s */
 	uint32_t ttl;		/* lifetime, s */
-	uint32_t size;		/* bytes of this allocation */
+	uint32_t hash_lo;	/* the key hash's low 32 bits (the slot has the top 16) */
 	uint16_t len;		/* answer bytes */
 	uint16_t nttl;
 	uint16_t qtype, qclass;
@@ -51,6 +54,7 @@ struct cache_entry {
 	uint8_t rcode;
 	uint8_t data[];
 };
+_Static_assert(sizeof(struct cache_entry) == 48, "the entry header's size, as docs/cache.md says");
 
 /* A slot: entry address | tag << SLOT_TAG_SHIFT; 0 = empty. */
 typedef uintptr_t cache_slot;
@@ -128,33 +132,42 @@ slot_store(cache_slot *slot, cache_slot v)
 }
 
 static inline const uint8_t *
-entry_qname(const struct cache_entry *e)
+entry_answer(const struct cache_entry *e)
 {
 	return e->data;
 }
 
+/* The key's name, lowercased: the answer's question name. */
 static inline const uint8_t *
-entry_opts(const struct cache_entry *e)
+entry_qname(const struct cache_entry *e)
 {
-	return e->data + e->qname_len;
-}
-
-static inline size_t
-entry_ttl_pos(const struct cache_entry *e)
-{
-	return (e->qname_len + e->opts_len + 1u) & ~1u;
+	return e->data + DLB_DNS_HDR;
 }
 
 static inline const uint16_t *
 entry_ttls(const struct cache_entry *e)
 {
-	return (const uint16_t *)(const void *)(e->data + entry_ttl_pos(e));
+	return (const uint16_t *)(const void *)(e->data + ((e->len + 1u) & ~1u));
 }
 
 static inline const uint8_t *
-entry_answer(const struct cache_entry *e)
+entry_opts(const struct cache_entry *e)
 {
-	return e->data + entry_ttl_pos(e) + e->nttl * sizeof(uint16_t);
+	return (const uint8_t *)(entry_ttls(e) + e->nttl);
+}
+
+/* Bytes of an entry's allocation, from its fields (what getStats().bytes counts). */
+static inline size_t
+entry_alloc_size(size_t opts_len, size_t nttl, size_t len)
+{
+	return sizeof(struct cache_entry) + ((len + 1u) & ~(size_t)1) + nttl * sizeof(uint16_t) +
+	       opts_len;
+}
+
+static inline size_t
+entry_size(const struct cache_entry *e)
+{
+	return entry_alloc_size(e->opts_len, e->nttl, e->len);
 }
 
 void
@@ -373,7 +386,7 @@ dlb_cache_key_add_option(const struct dlb_cache *c, struct dlb_cache_key *k, con
 	return 0;
 }
 
-static bool
+static inline __attribute__((always_inline)) bool
 key_equal(const struct cache_entry *e, const struct dlb_cache_key *k)
 {
 	return e->qtype == k->qtype && e->qclass == k->qclass && e->flags == k->flags &&
@@ -425,7 +438,7 @@ dlb_cache_prefetch_entry(const struct dlb_cache *c, const struct dlb_cache_key *
 		if (slot_has_tag(v, tag)) {
 			const char *e = (const char *)slot_entry(v);
 
-			/* the header and key, then the TTL offsets and the answer */
+			/* the header and key, then the answer and its TTL offsets */
 			__builtin_prefetch(e);
 			__builtin_prefetch(e + 64);
 			__builtin_prefetch(e + 128);
@@ -451,7 +464,7 @@ dlb_cache_lookup(struct dlb_cache *c, const struct dlb_cache_key *k, double now,
 		if (!slot_has_tag(v, tag))
 			continue;
 		e = slot_entry(v);
-		if (e->hash != k->hash)
+		if (e->hash_lo != (uint32_t)k->hash)
 			continue;
 		if (!key_equal(e, k)) {
 			STAT_ADD(ws->lookup_collisions, 1);
@@ -564,7 +577,7 @@ remove_locked(struct cache_shard *s, struct dlb_rcu_thread *rt, cache_slot *slot
 
 	slot_store(slot, 0);
 	STAT_ADD(s->entries, -1);
-	STAT_ADD(s->bytes, -(uint64_t)e->size);
+	STAT_ADD(s->bytes, -(uint64_t)entry_size(e));
 	dlb_rcu_defer(rt, &e->epoch, entry_reclaim);
 }
 
@@ -695,8 +708,16 @@ dlb_cache_insert(struct dlb_cache *c, struct dlb_rcu_thread *rt, const struct dl
 		return false;
 	}
 
-	pos = (k->qname_len + k->opts_len + 1u) & ~1u;
-	size = sizeof(*e) + pos + scan.nttl * sizeof(uint16_t) + len;
+	/* the answer's question is the key's: its name is stored as the key's */
+	if (dlb_rd16(resp + 4) != 1 || len < DLB_DNS_HDR + k->qname_len + 4u ||
+	    !dlb_wire_name_equal_ci(resp + DLB_DNS_HDR, k->qname_len, k->qname_lc, k->qname_len) ||
+	    dlb_rd16(resp + DLB_DNS_HDR + k->qname_len) != k->qtype ||
+	    dlb_rd16(resp + DLB_DNS_HDR + k->qname_len + 2) != k->qclass) {
+		STAT_ADD(s->not_cacheable, 1);
+		return false;
+	}
+	pos = (len + 1u) & ~(size_t)1;
+	size = entry_alloc_size(k->opts_len, scan.nttl, len);
 	if (size > s->max_bytes) {
 		/* could never fit, whatever we evicted */
 		STAT_ADD(s->not_cacheable, 1);
@@ -711,10 +732,9 @@ dlb_cache_insert(struct dlb_cache *c, struct dlb_rcu_thread *rt, const struct dl
 		STAT_ADD(s->not_cacheable, 1);
 		return false;
 	}
-	e->hash = k->hash;
+	e->hash_lo = (uint32_t)k->hash;
 	e->inserted = now;
 	e->ttl = (uint32_t)ttl;
-	e->size = (uint32_t)size;
 	e->len = (uint16_t)len;
 	e->nttl = scan.nttl;
 	e->qtype = k->qtype;
@@ -725,10 +745,10 @@ dlb_cache_insert(struct dlb_cache *c, struct dlb_rcu_thread *rt, const struct dl
 	e->opts_len = k->opts_len;
 	e->prefetched = 0;
 	e->rcode = (uint8_t)rcode;
-	memcpy(e->data, k->qname_lc, k->qname_len);
-	memcpy(e->data + k->qname_len, k->opts, k->opts_len);
+	memcpy(e->data, resp, len);
+	memcpy(e->data + DLB_DNS_HDR, k->qname_lc, k->qname_len);
 	memcpy(e->data + pos, offs, scan.nttl * sizeof(uint16_t));
-	memcpy(e->data + pos + scan.nttl * sizeof(uint16_t), resp, len);
+	memcpy(e->data + pos + scan.nttl * sizeof(uint16_t), k->opts, k->opts_len);
 
 	ck_spinlock_lock(&s->lock);
 	set = set_of(s, k->hash);
@@ -738,7 +758,7 @@ dlb_cache_insert(struct dlb_cache *c, struct dlb_rcu_thread *rt, const struct dl
 		if (x == NULL) {
 			if (slot == NULL)
 				slot = &set[i];
-		} else if (slot_has_tag(set[i], tag) && x->hash == k->hash) {
+		} else if (slot_has_tag(set[i], tag) && x->hash_lo == (uint32_t)k->hash) {
 			if (key_equal(x, k))
 				same = &set[i];
 			else
@@ -971,7 +991,7 @@ dlb_cache_dump(struct dlb_cache *c, struct dlb_rcu_thread *rt, const char *path,
 			fprintf(f, "%s %ld %s ; rcode %u, key %u, length %u, received over UDP %d, "
 				   "added %ld\n",
 				name, (long)(left > 0 ? floor(left) : 0),
-				type_name(e->qtype, tb, sizeof(tb)), e->rcode, (unsigned)(e->hash >> 32),
+				type_name(e->qtype, tb, sizeof(tb)), e->rcode, (unsigned)e->hash_lo,
 				e->len, (e->flags & DLB_CK_TCP) ? 0 : 1, (long)e->inserted);
 			n++;
 		}

@@ -844,10 +844,20 @@ test_insert_tc_and_malformed(void **state)
 	dlb_wr16(ans->b + 4, 0);
 	assert_false(put(c, q, ans, T0));
 	assert_false(dlb_cache_insert(c, &rt, &q->k, ans->b, 11, T0, -1));
+	/* another question than the key's (the entry stores the key's name in
+	 * the answer): a name of the same length, another type, another class */
+	ans_a(ans, "www.examplx.com", 300, 1);
+	assert_false(put(c, q, ans, T0));
+	ans_a(ans, "www.example.com", 300, 1);
+	dlb_wr16(ans->b + DLB_DNS_HDR + 17, 28);
+	assert_false(put(c, q, ans, T0));
+	ans_a(ans, "www.example.com", 300, 1);
+	dlb_wr16(ans->b + DLB_DNS_HDR + 19, 3);
+	assert_false(put(c, q, ans, T0));
 
 	assert_int_equal(stats(c).entries, 0);
 	assert_int_equal(stats(c).bytes, 0);
-	assert_int_equal(stats(c).not_cacheable, 9);
+	assert_int_equal(stats(c).not_cacheable, 12);
 	/* the well-formed one is cached */
 	ans_a(ans, "www.example.com", 300, 1);
 	assert_true(put(c, q, ans, T0));
@@ -1603,7 +1613,7 @@ test_dump(void **state)
 	assert_true(put(c, q, ans, T0));
 	snprintf(want[0], sizeof(want[0]),
 		 "www.example.com. 200 A ; rcode 0, key %u, length %zu, received over UDP 1, "
-		 "added 1700000000\n", (unsigned)(q->k.hash >> 32), ans->n);
+		 "added 1700000000\n", (unsigned)(uint32_t)q->k.hash, ans->n);
 	assert_int_equal(qry_make(c, qt, &(struct qspec){ .name = "www.example.com", .qtype = 28,
 							.flags = RD, .tcp = true }), 0);
 	ans_begin(ans, "www.example.com", 28, RD, 1, 0, 0);
@@ -1611,13 +1621,13 @@ test_dump(void **state)
 	assert_true(put(c, qt, ans, T0 + 10));
 	snprintf(want[1], sizeof(want[1]),
 		 "www.example.com. 60 AAAA ; rcode 0, key %u, length %zu, received over UDP 0, "
-		 "added 1700000010\n", (unsigned)(qt->k.hash >> 32), ans->n);
+		 "added 1700000010\n", (unsigned)(uint32_t)qt->k.hash, ans->n);
 	qry_std(c, qn, "nope.example.com");
 	ans_negative(ans, DLB_RCODE_NXDOMAIN, 3600, 30);
 	assert_true(put(c, qn, ans, T0));
 	snprintf(want[2], sizeof(want[2]),
 		 "nope.example.com. 0 A ; rcode 3, key %u, length %zu, received over UDP 1, "
-		 "added 1700000000\n", (unsigned)(qn->k.hash >> 32), ans->n);
+		 "added 1700000000\n", (unsigned)(uint32_t)qn->k.hash, ans->n);
 
 	assert_int_equal(dlb_cache_dump(c, &rt, path, T0 + 100), 3);
 	f = fopen(path, "r");
