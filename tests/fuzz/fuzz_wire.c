@@ -12,15 +12,7 @@
 #include <string.h>
 
 #include "dnslb/wire.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* not assert(): must hold in release builds too */
-#define CHECK(x)			\
-	do {				\
-		if (!(x))		\
-			abort();	\
-	} while (0)
+#include "tests/fuzz/fuzz.h"
 
 static void
 check_name(const uint8_t *name, size_t len)

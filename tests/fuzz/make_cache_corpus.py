@@ -1,0 +1,99 @@
+#!/usr/bin/python3
+"""Write the seed corpus of fuzz_cache (tests/fuzz/corpus/cache/).
+
+Each file: a control byte (fuzz_cache.c), the query's length (2 bytes, big
+endian), the query, then a backend's answer to it. The seeds cover what
+answers look like: positive with compression, CNAME chains, negative with a
+SOA, temporary failures, EDNS options in the query, TC, a question that is
+not the query's, and one answer too big for a client without EDNS.
+
+    /usr/bin/python3 tests/fuzz/make_cache_corpus.py
+"""
+import os
+import struct
+
+import dns.edns
+import dns.flags
+import dns.message
+import dns.rcode
+import dns.rrset
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "corpus", "cache")
+
+
+def query(name, rdtype="A", edns=True, options=(), payload=1232, want_dnssec=False, cd=False):
+    q = dns.message.make_query(name, rdtype, use_edns=0 if edns else False, payload=payload,
+                               options=list(options), want_dnssec=want_dnssec)
+    q.id = 0x1234
+    if cd:
+        q.flags |= dns.flags.CD
+    return q
+
+
+def answer(q, records=(), rcode=dns.rcode.NOERROR, authority=(), tc=False):
+    r = dns.message.make_response(q)
+    r.id = 0xbeef  # the backend's ID (dnslb's rewritten one), not the client's
+    r.set_rcode(rcode)
+    for rr in records:
+        r.answer.append(dns.rrset.from_text(*rr))
+    for rr in authority:
+        r.authority.append(dns.rrset.from_text(*rr))
+    if tc:
+        r.flags |= dns.flags.TC
+    return r
+
+
+def seed(fname, ctl, q, a, qwire=None, awire=None):
+    qw = qwire if qwire is not None else q.to_wire()
+    aw = awire if awire is not None else a.to_wire()
+    with open(os.path.join(OUT, fname), "wb") as f:
+        f.write(bytes([ctl]) + struct.pack("!H", len(qw)) + qw + aw)
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    q = query("www.Example.com")
+    seed("a_edns.bin", 0, q, answer(q, [("www.example.com.", 300, "IN", "A", "192.0.2.1",
+                                          "192.0.2.2")]))
+    seed("a_edns_expunge.bin", 8, q, answer(q, [("www.example.com.", 300, "IN", "A",
+                                                  "192.0.2.1")]))
+    q = query("WWW.example.COM", "AAAA", edns=False)
+    seed("aaaa_noedns_tcp.bin", 1, q, answer(q, [("www.example.com.", 60, "IN", "AAAA",
+                                                   "2001:db8::1")]))
+    q = query("alias.example.net", want_dnssec=True)
+    seed("cname_chain_do.bin", 2, q, answer(q, [
+        ("alias.example.net.", 600, "IN", "CNAME", "target.example.org."),
+        ("target.example.org.", 120, "IN", "A", "198.51.100.7")]))
+    q = query("nope.example.com")
+    seed("nxdomain_soa.bin", 0, q, answer(q, rcode=dns.rcode.NXDOMAIN, authority=[
+        ("example.com.", 3600, "IN", "SOA", "ns1.example.com. host.example.com. 1 7200 900 "
+         "1209600 300")]))
+    q = query("nodata.example.com", "MX")
+    seed("nodata_soa_opts.bin", 2, q, answer(q, authority=[
+        ("example.com.", 3600, "IN", "SOA", "ns1.example.com. host.example.com. 1 7200 900 "
+         "1209600 30")]))
+    q = query("fail.example.com")
+    seed("servfail_tempttl.bin", 4, q, answer(q, rcode=dns.rcode.SERVFAIL))
+    q = query("cookie.example.com", options=[dns.edns.GenericOption(10, b"\x01" * 8)])
+    seed("cookie_opt.bin", 2, q, answer(q, [("cookie.example.com.", 300, "IN", "A",
+                                              "192.0.2.9")]))
+    q = query("ecs.example.com", options=[dns.edns.ECSOption("192.0.2.0", 24)])
+    seed("ecs_opt.bin", 2, q, answer(q, [("ecs.example.com.", 300, "IN", "A", "192.0.2.10")]))
+    q = query("tc.example.com")
+    seed("tc.bin", 0, q, answer(q, [("tc.example.com.", 300, "IN", "A", "192.0.2.11")], tc=True))
+    q = query("other.example.com")
+    o = query("otheR.example.coM")
+    seed("question_case_only.bin", 0, q, answer(o, [("other.example.com.", 300, "IN", "A",
+                                                      "192.0.2.12")]))
+    x = query("xther.example.com")
+    seed("question_not_the_query.bin", 0, q, answer(x, [("xther.example.com.", 300, "IN", "A",
+                                                          "192.0.2.13")]))
+    q = query("big.example.com", "TXT", edns=False)
+    a = answer(q, [("big.example.com.", 300, "IN", "TXT",
+                    *['"%s%d"' % ("y" * 150, i) for i in range(4)])])
+    seed("too_big_for_512.bin", 0, q, a)
+
+
+if __name__ == "__main__":
+    main()
