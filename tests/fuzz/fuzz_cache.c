@@ -140,15 +140,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bool tcp, inserted;
 	int tempfail;
 
-	if (size < 3)
+	if (!fuzz_split(data, size, &ctl, &query, &qlen, &ans, &alen))
 		return 0;
-	ctl = data[0];
-	qlen = (size_t)data[1] << 8 | data[2];
-	if (qlen > size - 3)
-		return 0;
-	query = data + 3;
-	ans = query + qlen;
-	alen = size - 3 - qlen;
 	tcp = ctl & 1;
 	tempfail = (ctl & 4) ? 30 : -1;
 	c = cache_for((ctl >> 1) & 1);

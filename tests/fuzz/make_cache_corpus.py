@@ -1,8 +1,10 @@
 #!/usr/bin/python3
-"""Write the seed corpus of fuzz_cache (tests/fuzz/corpus/cache/).
+"""Write the seed corpora of fuzz_cache and fuzz_l2 (tests/fuzz/corpus/cache/, l2/).
 
-Each file: a control byte (fuzz_cache.c), the query's length (2 bytes, big
-endian), the query, then a backend's answer to it. The seeds cover what
+Each file: a control byte (fuzz_cache.c, fuzz_l2.c), the query's length (2
+bytes, big endian), the query, then a backend's answer to it (cache), or that
+answer as a second-level cache value for the query's key (l2, "v_*"), or the
+answer again with the round-trip bit set (l2, "rt_*"). The seeds cover what
 answers look like: positive with compression, CNAME chains, negative with a
 SOA, temporary failures, EDNS options in the query, TC, a question that is
 not the query's, and one answer too big for a client without EDNS.
@@ -20,7 +22,32 @@ import dns.rrset
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus", "cache")
+OUT_L2 = os.path.join(HERE, "corpus", "l2")
 
+# dnslb/cache.h, dnslb/l2cache.c
+CK_RD, CK_CD, CK_DO, CK_TCP, CK_EDNS = 0x01, 0x02, 0x04, 0x08, 0x10
+L2_MAGIC = b"DL2\x01"
+SKIPPED_OPTIONS = (10, 12)  # COOKIE, PADDING: not in a key (no cookieHashing)
+
+
+def l2_value(q, tcp, answer_wire, inserted_ms=1700000000500):
+    """dlb_l2_encode of @answer_wire for the key dlb_cache_key_make gives @q."""
+    qw = q.to_wire()
+    flags = (CK_RD if q.flags & dns.flags.RD else 0) | (CK_CD if q.flags & dns.flags.CD else 0)
+    flags |= CK_TCP if tcp else 0
+    payload_class, opts = 0, b""
+    if q.edns >= 0:
+        flags |= CK_EDNS | (CK_DO if q.ednsflags & dns.flags.DO else 0)
+        payload_class = max(q.payload, 512)
+        for o in q.options:
+            if o.otype not in SKIPPED_OPTIONS:
+                data = o.to_wire()
+                opts += struct.pack("!HH", o.otype, len(data)) + data
+    name = q.question[0].name.canonicalize().to_wire()
+    qtype, qclass = q.question[0].rdtype, q.question[0].rdclass
+    return (L2_MAGIC + struct.pack("!QHHHBBBBH", inserted_ms, qtype, qclass, payload_class, flags,
+                                   len(name), len(opts), 0, len(answer_wire))
+            + name + opts + answer_wire), qw
 
 def query(name, rdtype="A", edns=True, options=(), payload=1232, want_dnssec=False, cd=False):
     q = dns.message.make_query(name, rdtype, use_edns=0 if edns else False, payload=payload,
@@ -44,15 +71,22 @@ def answer(q, records=(), rcode=dns.rcode.NOERROR, authority=(), tc=False):
     return r
 
 
-def seed(fname, ctl, q, a, qwire=None, awire=None):
-    qw = qwire if qwire is not None else q.to_wire()
-    aw = awire if awire is not None else a.to_wire()
-    with open(os.path.join(OUT, fname), "wb") as f:
-        f.write(bytes([ctl]) + struct.pack("!H", len(qw)) + qw + aw)
+def write(path, ctl, qw, rest):
+    with open(path, "wb") as f:
+        f.write(bytes([ctl]) + struct.pack("!H", len(qw)) + qw + rest)
+
+
+def seed(fname, ctl, q, a):
+    qw, aw = q.to_wire(), a.to_wire()
+    write(os.path.join(OUT, fname), ctl, qw, aw)
+    value, _ = l2_value(q, ctl & 1, aw)
+    write(os.path.join(OUT_L2, "v_" + fname), ctl & 1, qw, value)
+    write(os.path.join(OUT_L2, "rt_" + fname), (ctl & 1) | 2, qw, aw)
 
 
 def main():
     os.makedirs(OUT, exist_ok=True)
+    os.makedirs(OUT_L2, exist_ok=True)
     q = query("www.Example.com")
     seed("a_edns.bin", 0, q, answer(q, [("www.example.com.", 300, "IN", "A", "192.0.2.1",
                                           "192.0.2.2")]))
