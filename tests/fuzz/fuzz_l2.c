@@ -14,7 +14,7 @@
  *     decodes to the same bytes and insert time, if it answers the key.
  *
  * Bit 0: the query came over TCP. Input layout: fuzz_split (fuzz.h).
- * Seeds: tests/fuzz/corpus/l2/ (make_cache_corpus.py): the cache seeds'
+ * Seeds: tests/fuzz/corpus/l2/ (make_corpus.py): the cache seeds'
  * answers as values (v_*) and for the round trip (rt_*).
  *
  * Thread: single.  Ownership: borrows @data.

@@ -1,15 +1,16 @@
 #!/usr/bin/python3
-"""Write the seed corpora of fuzz_cache and fuzz_l2 (tests/fuzz/corpus/cache/, l2/).
+"""Write the seed corpora of fuzz_cache, fuzz_l2 and fuzz_ecs (tests/fuzz/corpus/).
 
 Each file: a control byte (fuzz_cache.c, fuzz_l2.c), the query's length (2
 bytes, big endian), the query, then a backend's answer to it (cache), or that
 answer as a second-level cache value for the query's key (l2, "v_*"), or the
-answer again with the round-trip bit set (l2, "rt_*"). The seeds cover what
+answer again with the round-trip bit set (l2, "rt_*"); for ecs, a client's
+query and a backend's answer to it as dnslb forwarded it, with an ECS option. The seeds cover what
 answers look like: positive with compression, CNAME chains, negative with a
 SOA, temporary failures, EDNS options in the query, TC, a question that is
 not the query's, and one answer too big for a client without EDNS.
 
-    /usr/bin/python3 tests/fuzz/make_cache_corpus.py
+    /usr/bin/python3 tests/fuzz/make_corpus.py
 """
 import os
 import struct
@@ -23,6 +24,7 @@ import dns.rrset
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus", "cache")
 OUT_L2 = os.path.join(HERE, "corpus", "l2")
+OUT_ECS = os.path.join(HERE, "corpus", "ecs")
 
 # dnslb/cache.h, dnslb/l2cache.c
 CK_RD, CK_CD, CK_DO, CK_TCP, CK_EDNS = 0x01, 0x02, 0x04, 0x08, 0x10
@@ -124,10 +126,39 @@ def main():
     seed("question_not_the_query.bin", 0, q, answer(x, [("xther.example.com.", 300, "IN", "A",
                                                           "192.0.2.13")]))
     q = query("big.example.com", "TXT", edns=False)
+    # one TXT record of four strings (several records would come out in set order)
     a = answer(q, [("big.example.com.", 300, "IN", "TXT",
-                    *['"%s%d"' % ("y" * 150, i) for i in range(4)])])
+                    " ".join('"%s%d"' % ("y" * 150, i) for i in range(4)))])
     seed("too_big_for_512.bin", 0, q, a)
+
+
+def ecs_seeds():
+    """Client queries, and answers to them as forwarded with ECS (dnslb's 192.0.2.0/24)."""
+    os.makedirs(OUT_ECS, exist_ok=True)
+    ecs = dns.edns.ECSOption("192.0.2.0", 24)
+    cases = [
+        # name, the client's EDNS (None: none), its options, control byte
+        ("plain.example.com", None, [], 24 << 2),
+        ("edns.example.com", 1232, [], 24 << 2),
+        ("cookie.example.com", 4096, [dns.edns.GenericOption(10, b"\x02" * 8)], 16 << 2),
+        ("client-ecs.example.com", 1232, [dns.edns.ECSOption("198.51.100.0", 24)], 24 << 2),
+        ("client-ecs-override.example.com", 1232, [dns.edns.ECSOption("198.51.100.0", 24)],
+         (24 << 2) | 1),
+        ("v6.example.com", 1232, [], (28 << 2) | 2),
+    ]
+    for name, payload, options, ctl in cases:
+        if payload is None:
+            q = dns.message.make_query(name, "A", use_edns=False)
+        else:
+            q = dns.message.make_query(name, "A", use_edns=0, payload=payload, options=options)
+        q.id = 0x4242
+        fwd = dns.message.make_query(name, "A", use_edns=0, payload=payload or 1232,
+                                     options=[o for o in options if o.otype != 8] + [ecs])
+        fwd.id = 0x4242
+        r = answer(fwd, [(name + ".", 60, "IN", "A", "192.0.2.80")])
+        write(os.path.join(OUT_ECS, name.split(".")[0] + ".bin"), ctl, q.to_wire(), r.to_wire())
 
 
 if __name__ == "__main__":
     main()
+    ecs_seeds()
