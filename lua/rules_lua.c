@@ -2358,7 +2358,8 @@ static const struct cat_entry catalog[] = {
 	  "Cap the TTLs sent to the client after the response is cached; go on.", NULL },
 	{ "ClearRecordTypesResponseAction", CAT_RESPONSE_ACTION,
 	  l_clear_record_types_response_action, "(qtype|{qtypes})",
-	  "Remove the records of these types from the response; go on.", NULL },
+	  "Remove the records of these types from the response (compression pointers re-pointed; "
+	  "a response whose names cannot be decoded is left as it is); go on.", NULL },
 	{ "LuaResponseAction", CAT_RESPONSE_ACTION, l_lua_response_action, "(function)",
 	  "function(dr) returns DNSResponseAction.X; runs in each worker's own Lua state, an "
 	  "error answers SERVFAIL.", NULL },

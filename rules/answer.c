@@ -637,6 +637,21 @@ ct_name(struct ct *c, size_t src, size_t limit, bool compress)
 		ct_fail(c, after < 0 ? after : DLB_EMALF);
 		return 0;
 	}
+	/*
+	 * Only a name that decodes (finite, <= 255 octets): a pointer back into
+	 * the name itself would bring the walk below to one of its own labels,
+	 * already mapped, and the pointer written there would make the output
+	 * name loop (found by tests/fuzz/fuzz_clear_types.c).
+	 */
+	{
+		uint8_t lc[DLB_MAX_NAME];
+		size_t next;
+
+		if (dlb_wire_decode_name(c->pkt, c->len, src, lc, &next, NULL) < 0) {
+			ct_fail(c, DLB_EMALF);
+			return 0;
+		}
+	}
 	for (;;) {
 		uint8_t b;
 

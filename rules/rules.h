@@ -431,8 +431,10 @@ int dlb_wire_walk_rrs(uint8_t *pkt, size_t len, dlb_rr_visit_fn *fn, void *ud);
 /**
  * Remove every record of the listed types from the answer, authority and
  * additional sections (never the OPT RR), re-pointing compression pointers
- * and decompressing the names whose pointers led into a removed record; the
- * result is never longer than @len for a message that follows RFC 3597 §4.
+ * and decompressing the names whose pointers led into a removed record (or
+ * anywhere but an earlier name); the result is never longer than @len for a
+ * message whose pointers lead to earlier names and that follows RFC 3597 §4,
+ * never longer than @cap in any case (response actions pass @len as @cap).
  * Nothing to remove: @len, packet untouched. Thread: any (a per-thread
  * scratch buffer). @return the new length, or a negative dlb_err (the packet
  * is then unchanged).

@@ -129,7 +129,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(r2.id == r.id && r2.flags == r.flags && r2.qdcount == r.qdcount);
 		CHECK(r2.ancount == r.ancount && r2.nscount == r.nscount);
 		CHECK(r2.qname_len == r.qname_len && r2.qtype == r.qtype && r2.qclass == r.qclass);
-		CHECK(memcmp(abuf + DLB_DNS_HDR, ans + DLB_DNS_HDR, r.question_end - DLB_DNS_HDR) == 0);
+		CHECK(memcmp(abuf + DLB_DNS_HDR, ans + DLB_DNS_HDR,
+			     r.question_end - DLB_DNS_HDR) == 0);
 	}
 	return 0;
 }

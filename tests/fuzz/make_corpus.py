@@ -1,11 +1,12 @@
 #!/usr/bin/python3
-"""Write the seed corpora of fuzz_cache, fuzz_l2 and fuzz_ecs (tests/fuzz/corpus/).
+"""Write the seed corpora of fuzz_cache, fuzz_l2, fuzz_ecs and fuzz_clear_types.
 
 Each file: a control byte (fuzz_cache.c, fuzz_l2.c), the query's length (2
 bytes, big endian), the query, then a backend's answer to it (cache), or that
 answer as a second-level cache value for the query's key (l2, "v_*"), or the
 answer again with the round-trip bit set (l2, "rt_*"); for ecs, a client's
-query and a backend's answer to it as dnslb forwarded it, with an ECS option. The seeds cover what
+query and a backend's answer to it as dnslb forwarded it, with an ECS option;
+for clear_types, a byte of types to clear and an answer. The seeds cover what
 answers look like: positive with compression, CNAME chains, negative with a
 SOA, temporary failures, EDNS options in the query, TC, a question that is
 not the query's, and one answer too big for a client without EDNS.
@@ -13,6 +14,7 @@ not the query's, and one answer too big for a client without EDNS.
     /usr/bin/python3 tests/fuzz/make_corpus.py
 """
 import os
+import random
 import struct
 
 import dns.edns
@@ -25,6 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus", "cache")
 OUT_L2 = os.path.join(HERE, "corpus", "l2")
 OUT_ECS = os.path.join(HERE, "corpus", "ecs")
+OUT_CT = os.path.join(HERE, "corpus", "clear_types")
 
 # dnslb/cache.h, dnslb/l2cache.c
 CK_RD, CK_CD, CK_DO, CK_TCP, CK_EDNS = 0x01, 0x02, 0x04, 0x08, 0x10
@@ -84,11 +87,38 @@ def seed(fname, ctl, q, a):
     value, _ = l2_value(q, ctl & 1, aw)
     write(os.path.join(OUT_L2, "v_" + fname), ctl & 1, qw, value)
     write(os.path.join(OUT_L2, "rt_" + fname), (ctl & 1) | 2, qw, aw)
+    with open(os.path.join(OUT_CT, fname), "wb") as f:
+        f.write(bytes([0x15]) + aw)  # A, CNAME, SOA
+
+
+def clear_types_seeds():
+    """Answers with names compressed across sections, for fuzz_clear_types."""
+    q = query("example.org", "MX")
+    r = answer(q, [("example.org.", 300, "IN", "MX", "10 mail.example.org.", "20 mx2.example.org.")])
+    r.authority.append(dns.rrset.from_text("example.org.", 300, "IN", "NS", "ns1.example.org.",
+                                           "ns2.example.net."))
+    r.additional.append(dns.rrset.from_text("mail.example.org.", 300, "IN", "A", "192.0.2.25"))
+    r.additional.append(dns.rrset.from_text("ns1.example.org.", 300, "IN", "AAAA", "2001:db8::53"))
+    wire = r.to_wire()
+    # A, AAAA, NS, MX, A+NS; NS with the whole buffer as capacity
+    for ctl in (0x01, 0x02, 0x08, 0x20, 0x09, 0x88):
+        with open(os.path.join(OUT_CT, "mx_ns_glue_%02x.bin" % ctl), "wb") as f:
+            f.write(bytes([ctl]) + wire)
+    q = query("www.example.org", "A", want_dnssec=True)
+    r = answer(q, [("www.example.org.", 300, "IN", "CNAME", "web.example.org."),
+                   ("web.example.org.", 300, "IN", "A", "192.0.2.80"),
+                   ("web.example.org.", 300, "IN", "RRSIG", "A 13 3 300 20261231000000 "
+                    "20261201000000 12345 example.org. AAAA")])
+    r.authority.append(dns.rrset.from_text("example.org.", 300, "IN", "SOA", "ns1.example.org. "
+                                           "host.example.org. 1 7200 900 1209600 300"))
+    with open(os.path.join(OUT_CT, "cname_rrsig_soa_40.bin"), "wb") as f:
+        f.write(bytes([0x44]) + r.to_wire())   # CNAME, RRSIG
 
 
 def main():
     os.makedirs(OUT, exist_ok=True)
     os.makedirs(OUT_L2, exist_ok=True)
+    os.makedirs(OUT_CT, exist_ok=True)
     q = query("www.Example.com")
     seed("a_edns.bin", 0, q, answer(q, [("www.example.com.", 300, "IN", "A", "192.0.2.1",
                                           "192.0.2.2")]))
@@ -126,7 +156,6 @@ def main():
     seed("question_not_the_query.bin", 0, q, answer(x, [("xther.example.com.", 300, "IN", "A",
                                                           "192.0.2.13")]))
     q = query("big.example.com", "TXT", edns=False)
-    # one TXT record of four strings (several records would come out in set order)
     a = answer(q, [("big.example.com.", 300, "IN", "TXT",
                     " ".join('"%s%d"' % ("y" * 150, i) for i in range(4)))])
     seed("too_big_for_512.bin", 0, q, a)
@@ -160,5 +189,7 @@ def ecs_seeds():
 
 
 if __name__ == "__main__":
+    random.seed(0)  # dnspython shuffles an rdataset's records when rendering
     main()
     ecs_seeds()
+    clear_types_seeds()

@@ -1055,6 +1055,42 @@ test_clear_types(void **state)
 	assert_memory_equal(p.b, orig.b, len);
 }
 
+/*
+ * A kept record whose owner points back into the record before it, so that
+ * the name runs on into itself (no end, more than 255 octets): the message
+ * is refused and left as it was. It used to come out with a pointer from
+ * the rebuilt name to its own first label, a loop (tests/fuzz/fuzz_clear_types.c).
+ */
+static void
+test_clear_types_self_pointer(void **state)
+{
+	struct pb p, orig;
+	size_t rl, label_at;
+	uint16_t a = 1;
+
+	(void)state;
+	pb_hdr(&p, 9, 0x8180, 1, 1, 0, 1);
+	pb_name(&p, "q.test");
+	pb_u16(&p, 1);
+	pb_u16(&p, 1);
+	/* an: q.test A whose RDATA is the label "abc", ending where the next record starts */
+	pb_u16(&p, 0xc00c);
+	rl = pb_rr_start(&p, 1, 60);
+	label_at = p.n;
+	pb_bytes(&p, "\003abc", 4);
+	pb_rr_end(&p, rl);
+	/* ar: "y" + a pointer to that label: y.abc.y.abc... */
+	pb_bytes(&p, "\001y", 2);
+	pb_u16(&p, (uint16_t)(0xc000 | label_at));
+	rl = pb_rr_start(&p, 16, 60);
+	pb_bytes(&p, "\001z", 2);
+	pb_rr_end(&p, rl);
+	memcpy(&orig, &p, sizeof(p));
+
+	assert_int_equal(dlb_wire_clear_types(p.b, p.n, sizeof(p.b), &a, 1), DLB_EMALF);
+	assert_memory_equal(p.b, orig.b, orig.n);
+}
+
 /* The name at @off as text, *@next after it. */
 static void
 name_at(const uint8_t *pkt, size_t len, size_t off, char *out, size_t *next)
@@ -1614,6 +1650,7 @@ main(void)
 		cmocka_unit_test(test_walk_rrs_malformed),
 		cmocka_unit_test(test_clear_types),
 		cmocka_unit_test(test_clear_types_rdata),
+		cmocka_unit_test(test_clear_types_self_pointer),
 		cmocka_unit_test(test_clear_types_malformed),
 		cmocka_unit_test(test_clear_types_mutations),
 		cmocka_unit_test(test_log_text),
