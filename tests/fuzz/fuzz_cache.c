@@ -118,7 +118,7 @@ get(struct dlb_cache *c, const struct dlb_cache_key *k, const struct dlb_dnsmsg 
 	return res;
 }
 
-/* The same answer, aged or stale: only TTL fields may differ from @base. */
+/* The same answer, aged or stale: the length, header and question of @base. */
 static void
 check_same_shape(const uint8_t *a, size_t an, const uint8_t *base, size_t bn, size_t qend)
 {
