@@ -392,7 +392,7 @@ key_equal(const struct cache_entry *e, const struct dlb_cache_key *k)
 	return e->qtype == k->qtype && e->qclass == k->qclass && e->flags == k->flags &&
 	       e->payload_class == k->payload_class && e->qname_len == k->qname_len &&
 	       e->opts_len == k->opts_len &&
-	       memcmp(entry_qname(e), k->qname_lc, k->qname_len) == 0 &&
+	       dlb_equal_short(entry_qname(e), k->qname_lc, k->qname_len) &&
 	       (k->opts_len == 0 || memcmp(entry_opts(e), k->opts, k->opts_len) == 0);
 }
 
@@ -495,12 +495,19 @@ dlb_cache_lookup(struct dlb_cache *c, const struct dlb_cache_key *k, double now,
 	return NULL;
 }
 
-/* The answer into @out, then the client's name (@qname, anywhere, even in @out). */
+/* The answer into @out, then the client's name (@qname, anywhere, even in
+ * @out: then it is saved first, as the answer overwrites it). */
 static __attribute__((noinline)) void
 copy_answer_name(const struct cache_entry *e, const uint8_t *qname, uint8_t *out)
 {
 	uint8_t qn[DLB_MAX_NAME];
+	uintptr_t q = (uintptr_t)qname, o = (uintptr_t)out;
 
+	if (q + e->qname_len <= o || q >= o + e->len) {
+		memcpy(out, entry_answer(e), e->len);
+		memcpy(out + DLB_DNS_HDR, qname, e->qname_len);
+		return;
+	}
 	memcpy(qn, qname, e->qname_len);
 	memcpy(out, entry_answer(e), e->len);
 	memcpy(out + DLB_DNS_HDR, qn, e->qname_len);

@@ -288,6 +288,41 @@ dlb_copy_short(uint8_t *d, const uint8_t *s, size_t n)
 	}
 }
 
+/*
+ * Are the @n bytes at @a and @b equal? For a name in a cache key (usually
+ * 8..64 bytes): two overlapping word compares per size class, inline (no
+ * call), anything else through memcmp.
+ */
+static inline bool
+dlb_equal_short(const uint8_t *a, const uint8_t *b, size_t n)
+{
+	uint64_t x[2], y[2];
+
+	if (n >= 8 && n <= 16) {
+		__builtin_memcpy(&x[0], a, 8);
+		__builtin_memcpy(&x[1], a + n - 8, 8);
+		__builtin_memcpy(&y[0], b, 8);
+		__builtin_memcpy(&y[1], b + n - 8, 8);
+		return ((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0;
+	}
+	if (n > 16 && n <= 32) {
+		uint64_t d = 0;
+
+		for (size_t i = 0; i < 2; i++) {
+			__builtin_memcpy(&x[i], a + 8 * i, 8);
+			__builtin_memcpy(&y[i], b + 8 * i, 8);
+			d |= x[i] ^ y[i];
+		}
+		for (size_t i = 0; i < 2; i++) {
+			__builtin_memcpy(&x[i], a + n - 16 + 8 * i, 8);
+			__builtin_memcpy(&y[i], b + n - 16 + 8 * i, 8);
+			d |= x[i] ^ y[i];
+		}
+		return d == 0;
+	}
+	return __builtin_memcmp(a, b, n) == 0;
+}
+
 /* ---- names of DNS types ---------------------------------------------------- */
 
 /** A mnemonic and its number; tables end with { NULL, 0 }. */

@@ -728,8 +728,20 @@ test_copy_out_patches(void **state)
 		for (int i = 0; i < ans->nttl; i++)
 			dlb_wr32(expect + ans->ttl_off[i], ans->ttl_val[i] - 10);
 		assert_memory_equal(out, expect, ans->n);
+
+		/* ... or lie in it elsewhere, where the answer's bytes land on
+		 * it: the name is saved before the copy overwrites it */
+		memset(out, 0, sizeof(out));
+		memcpy(out + 40, client->p.b + DLB_DNS_HDR, 17);
+		dlb_rcu_enter(&rt);
+		e = dlb_cache_lookup(c, &client->k, T0 + 10, 0, &r, &pf, W_MAIN);
+		assert_non_null(e);
+		assert_int_equal(dlb_cache_copy_out(c, e, r, 0xbeef, out + 40, T0 + 10, out,
+						    sizeof(out)), ans->n);
+		dlb_rcu_exit(&rt);
+		assert_memory_equal(out, expect, ans->n);
 	}
-	assert_int_equal(stats(c).hits, 5);
+	assert_int_equal(stats(c).hits, 6);
 	assert_int_equal(stats(c).misses, 1);
 	cache_done(c);
 }

@@ -1613,11 +1613,37 @@ test_strip_ecs_malformed_after_opt(void **state)
 	assert_memory_equal(ans.b, keep.b, keep.n);
 }
 
+/* dlb_equal_short against memcmp: every length up to 70, a difference at
+ * each position (first and last bytes of each compared word included) */
+static void
+test_equal_short(void **state)
+{
+	uint8_t a[80], b[80];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(a); i++)
+		a[i] = (uint8_t)(i * 7 + 1);
+	for (size_t n = 0; n <= 70; n++) {
+		memcpy(b, a, sizeof(b));
+		assert_true(dlb_equal_short(a, b, n));
+		for (size_t d = 0; d < n; d++) {
+			b[d] ^= 0x20;
+			assert_false(dlb_equal_short(a, b, n));
+			assert_false(dlb_equal_short(b, a, n));
+			b[d] ^= 0x20;
+		}
+		/* bytes past @n do not count */
+		b[n] ^= 0xff;
+		assert_true(dlb_equal_short(a, b, n));
+	}
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_query_valid),
+		cmocka_unit_test(test_equal_short),
 		cmocka_unit_test(test_query_empty_and_short),
 		cmocka_unit_test(test_query_qdcount0),
 		cmocka_unit_test(test_query_truncated),
