@@ -289,9 +289,9 @@ dlb_copy_short(uint8_t *d, const uint8_t *s, size_t n)
 }
 
 /*
- * Are the @n bytes at @a and @b equal? For a name in a cache key (usually
- * 8..64 bytes): two overlapping word compares per size class, inline (no
- * call), anything else through memcmp.
+ * Are the @n bytes at @a and @b equal? For a name in a cache key: 8 to 32
+ * bytes (most names) with two or four overlapping 8-byte loads from each,
+ * inline (no call); any other length through memcmp.
  */
 static inline bool
 dlb_equal_short(const uint8_t *a, const uint8_t *b, size_t n)

@@ -1613,8 +1613,9 @@ test_strip_ecs_malformed_after_opt(void **state)
 	assert_memory_equal(ans.b, keep.b, keep.n);
 }
 
-/* dlb_equal_short against memcmp: every length up to 70, a difference at
- * each position (first and last bytes of each compared word included) */
+/* dlb_equal_short: equal for every length up to 70 (its word paths and
+ * memcmp's), unequal for a difference at any position, either way round;
+ * bytes past the length do not count */
 static void
 test_equal_short(void **state)
 {
