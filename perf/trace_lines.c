@@ -63,8 +63,8 @@ slot_of(uint64_t l)
 /* One measured query segment: its line counts and the first-touch
  * instructions of its lines cold within the last query. */
 struct rec {
-	unsigned lines, cold[3], ncold;
-	uint64_t *cold_ip;
+	unsigned lines, cold[3], ncold, cap;
+	uint64_t *cold_ip;			/* [cap] */
 };
 
 static int
@@ -125,10 +125,13 @@ main(int argc, char **argv)
 				memset(r->cold, 0, sizeof(r->cold));
 				r->lines = nseg_lines;
 				r->ncold = 0;
-				if (r->cold_ip == NULL)
-					r->cold_ip = malloc(MAXSEG * sizeof(uint64_t));
-				if (r->cold_ip == NULL)
-					return 2;
+				if (r->cap < nseg_lines) {
+					free(r->cold_ip);
+					r->cold_ip = malloc(nseg_lines * sizeof(uint64_t));
+					if (r->cold_ip == NULL)
+						return 2;
+					r->cap = nseg_lines;
+				}
 				for (unsigned i = 0; i < nseg_lines; i++) {
 					struct line *e = &tab[seg_lines[i]];
 
@@ -172,16 +175,20 @@ main(int argc, char **argv)
 	printf("segments %ld, query segments %ld, measured the last %ld\n", segs, qseg, kept);
 	if (kept == 0)
 		return 1;
-	all = malloc((size_t)kept * MAXSEG * sizeof(uint64_t));
+	for (long i = 0; i < kept; i++)
+		nall += ring[i].ncold;
+	all = malloc(((size_t)nall + 1) * sizeof(uint64_t));
 	if (all == NULL)
 		return 2;
+	nall = 0;
 	for (long i = 0; i < kept; i++) {
 		const struct rec *r = &ring[i];
 
 		lines += r->lines;
 		for (int w = 0; w < 3; w++)
 			cold[w] += r->cold[w];
-		memcpy(all + nall, r->cold_ip, r->ncold * sizeof(uint64_t));
+		if (r->ncold > 0)
+			memcpy(all + nall, r->cold_ip, r->ncold * sizeof(uint64_t));
 		nall += r->ncold;
 	}
 	printf("data lines per query %.2f; not touched within the last 1 / 64 / 1000 queries: "
