@@ -36,6 +36,25 @@ static struct line *tab;
 static uint32_t seg_lines[MAXSEG];	/* tab indexes touched in this segment */
 static uint64_t seg_ip[MAXSEG];		/* the instruction that touched each first */
 static unsigned nseg_lines;
+static uint64_t seg_code[MAXSEG];	/* code lines (address >> 6) run in this segment */
+static unsigned nseg_code;
+static uint64_t seg_pages[2 * MAXSEG];	/* scratch: the segment's 4 KiB pages */
+
+static int cmp_ip(const void *a, const void *b);
+
+/* Distinct 4 KiB pages among @n line numbers (address >> 6). */
+static unsigned
+pages_of(const uint64_t *l, unsigned n)
+{
+	unsigned d = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		seg_pages[i] = l[i] >> 6;
+	qsort(seg_pages, n, sizeof(uint64_t), cmp_ip);
+	for (unsigned i = 0; i < n; i++)
+		d += i == 0 || seg_pages[i] != seg_pages[i - 1];
+	return d;
+}
 static uint32_t nlines;			/* entries in tab */
 
 /* The table entry of line @l, added (never touched) if new. The table is
@@ -64,6 +83,7 @@ slot_of(uint64_t l)
  * instructions of its lines cold within the last query. */
 struct rec {
 	unsigned lines, cold[3], ncold, cap;
+	unsigned code_lines, code_pages, data_pages;
 	uint64_t *cold_ip;			/* [cap] */
 };
 
@@ -82,7 +102,7 @@ main(int argc, char **argv)
 	uint64_t wait_ip, query_ip, ip = 0, *all;
 	long n, qseg = 0, segs = 0, kept, nall = 0;
 	unsigned queries_in_seg = 0;
-	double lines = 0, cold[3] = { 0, 0, 0 };
+	double lines = 0, cold[3] = { 0, 0, 0 }, code_lines = 0, code_pages = 0, data_pages = 0;
 	struct rec *ring;
 	char buf[256];
 	int started = 0;
@@ -114,6 +134,15 @@ main(int argc, char **argv)
 		a = strtoull(p + 1, &p, 16);
 		if (t == 'I') {
 			ip = a;
+			if (started && nseg_code < MAXSEG &&
+			    (nseg_code == 0 || seg_code[nseg_code - 1] != a >> 6)) {
+				uint32_t h = slot_of((a >> 6) | 1ull << 60);
+
+				if (tab[h].stamp != segs + 1) {
+					tab[h].stamp = segs + 1;
+					seg_code[nseg_code++] = a >> 6;
+				}
+			}
 			if (a == query_ip)
 				queries_in_seg++;
 			if (a != wait_ip)
@@ -125,6 +154,11 @@ main(int argc, char **argv)
 				memset(r->cold, 0, sizeof(r->cold));
 				r->lines = nseg_lines;
 				r->ncold = 0;
+				r->code_lines = nseg_code;
+				r->code_pages = pages_of(seg_code, nseg_code);
+				for (unsigned i = 0; i < nseg_lines; i++)
+					seg_code[i] = tab[seg_lines[i]].line - 1;
+				r->data_pages = pages_of(seg_code, nseg_lines);
 				if (r->cap < nseg_lines) {
 					free(r->cold_ip);
 					r->cold_ip = malloc(nseg_lines * sizeof(uint64_t));
@@ -151,6 +185,7 @@ main(int argc, char **argv)
 			started = 1;
 			segs++;
 			nseg_lines = 0;
+			nseg_code = 0;
 			queries_in_seg = 0;
 			continue;
 		}
@@ -185,6 +220,9 @@ main(int argc, char **argv)
 		const struct rec *r = &ring[i];
 
 		lines += r->lines;
+		code_lines += r->code_lines;
+		code_pages += r->code_pages;
+		data_pages += r->data_pages;
 		for (int w = 0; w < 3; w++)
 			cold[w] += r->cold[w];
 		if (r->ncold > 0)
@@ -195,6 +233,8 @@ main(int argc, char **argv)
 	       "%.2f / %.2f / %.2f\n",
 	       lines / (double)kept, cold[0] / (double)kept, cold[1] / (double)kept,
 	       cold[2] / (double)kept);
+	printf("code lines per query %.2f; 4 KiB pages per query: code %.2f, data %.2f\n",
+	       code_lines / (double)kept, code_pages / (double)kept, data_pages / (double)kept);
 	qsort(all, (size_t)nall, sizeof(uint64_t), cmp_ip);
 	for (long i = 0, j; i < nall; i = j) {
 		for (j = i; j < nall && all[j] == all[i]; j++)
