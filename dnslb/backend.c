@@ -402,7 +402,7 @@ be_sock_flush(struct dlb_worker *w, struct dlb_be_sock *s)
 	}
 }
 
-void
+DLB_HOT void
 dlb_backend_flush(struct dlb_worker *w)
 {
 	if (w->be_queued == 0)

@@ -323,7 +323,7 @@ key_hash(struct dlb_cache_key *k)
 	k->hash = k->opts_len == 0 ? mix64(k->name_hash ^ f) : key_hash_opts(k, f);
 }
 
-int
+DLB_HOT int
 dlb_cache_key_make(const struct dlb_cache *c, const uint8_t *pkt, const struct dlb_dnsmsg *m,
 		   bool tcp, struct dlb_cache_key *k)
 {
@@ -420,13 +420,13 @@ lookup_set(const struct dlb_cache *c, uint64_t hash)
 
 /* ---- lookups ------------------------------------------------------------------ */
 
-void
+DLB_HOT void
 dlb_cache_prefetch(const struct dlb_cache *c, const struct dlb_cache_key *k)
 {
 	__builtin_prefetch(lookup_set(c, k->hash));
 }
 
-void
+DLB_HOT void
 dlb_cache_prefetch_entry(const struct dlb_cache *c, const struct dlb_cache_key *k)
 {
 	const cache_slot *set = lookup_set(c, k->hash);
@@ -447,7 +447,7 @@ dlb_cache_prefetch_entry(const struct dlb_cache *c, const struct dlb_cache_key *
 	}
 }
 
-const struct dlb_cache_entry *
+DLB_HOT const struct dlb_cache_entry *
 dlb_cache_lookup(struct dlb_cache *c, const struct dlb_cache_key *k, double now,
 		 uint32_t stale_window, enum dlb_cache_result *res, bool *prefetch, int wid)
 {
@@ -513,7 +513,7 @@ copy_answer_name(const struct cache_entry *e, const uint8_t *qname, uint8_t *out
 	memcpy(out + DLB_DNS_HDR, qn, e->qname_len);
 }
 
-size_t
+DLB_HOT size_t
 dlb_cache_copy_out(const struct dlb_cache *c, const struct dlb_cache_entry *ce,
 		   enum dlb_cache_result res, uint16_t id, const uint8_t *qname, double now,
 		   uint8_t *out, size_t outsz)

@@ -877,7 +877,7 @@ applies(struct dlb_dyn_rec *r, bool tcp, struct dlb_dyn_verdict *v)
 	return true;
 }
 
-bool
+DLB_HOT bool
 dlb_dyn_query(struct dlb_worker *w, const struct sockaddr *client, const uint8_t *qname_lc,
 	      size_t qname_len, uint16_t qtype, bool tcp, struct dlb_dyn_verdict *v)
 {
@@ -904,7 +904,7 @@ dlb_dyn_query(struct dlb_worker *w, const struct sockaddr *client, const uint8_t
 	return false;
 }
 
-void
+DLB_HOT void
 dlb_dyn_answer(struct dlb_worker *w, const struct sockaddr *client, const uint8_t *qname_lc,
 	       size_t qname_len, unsigned rcode, size_t len)
 {

@@ -208,7 +208,7 @@ dlb_sendbatch_init(struct dlb_sendbatch *b, int fd)
 	b->n = 0;
 }
 
-unsigned
+DLB_HOT unsigned
 dlb_sendbatch_flush(struct dlb_sendbatch *b, uint32_t *failed_tags, unsigned maxfailed)
 {
 	unsigned done = 0, failed = 0;
@@ -240,7 +240,7 @@ listener_flush(struct dlb_listener *l)
 		dlb_sendbatch_flush(&l->out, NULL, 0);
 }
 
-void
+DLB_HOT void
 dlb_frontend_flush(struct dlb_worker *w)
 {
 	for (int i = 0; i < w->nlisteners; i++)
@@ -294,7 +294,7 @@ fill_reply(struct dlb_listener *l, struct dlb_sendbatch *b, unsigned i, const st
 	}
 }
 
-void
+DLB_HOT void
 dlb_frontend_queue_reply(struct dlb_worker *w, const struct dlb_client *c, uint8_t *pkt, size_t len)
 {
 	struct dlb_listener *l = &w->listeners[c->listener];
@@ -370,7 +370,7 @@ dlb_frontend_worker_free(struct dlb_worker *w)
 }
 
 /* Send, park or forward @p by its final verdict @v. */
-static void
+static DLB_HOT void
 udp_verdict(struct dlb_worker *w, struct dlb_udp_pending *p, enum dlb_verdict v)
 {
 	struct dlb_query *q = &p->q;
@@ -404,7 +404,7 @@ udp_verdict(struct dlb_worker *w, struct dlb_udp_pending *p, enum dlb_verdict v)
  * Received message @i into @p, up to the cache lookup. @return true when
  * dlb_query_finish must run (the verdict of anything else is dealt with).
  */
-static bool
+static DLB_HOT bool
 udp_prepare(struct dlb_worker *w, struct dlb_listener *l, unsigned i, struct dlb_udp_pending *p)
 {
 	struct msghdr *mh = &w->rmsgs[i].msg_hdr;
@@ -455,7 +455,7 @@ udp_prepare(struct dlb_worker *w, struct dlb_listener *l, unsigned i, struct dlb
  * batch's cache misses overlap instead of adding up (the rules of each
  * query still run in arrival order, as do the lookups).
  */
-static void
+static DLB_HOT void
 handle_udp_batch(struct dlb_worker *w, struct dlb_listener *l, unsigned n)
 {
 	struct dlb_udp_pending *p = w->upend;
@@ -489,7 +489,7 @@ recv_batch_size(const struct dlb_worker *w)
 }
 
 /* Handle a received batch of @n, then send what it queued (one sendmmsg per socket). */
-static void
+static DLB_HOT void
 udp_batch_and_flush(struct dlb_worker *w, struct dlb_listener *l, unsigned n)
 {
 	handle_udp_batch(w, l, n);
@@ -529,7 +529,7 @@ udp_read_cb(struct ev_loop *loop, ev_io *io, int revents)
  */
 #define COALESCE_MIN_BATCH 2
 
-void
+DLB_HOT void
 dlb_frontend_park(struct dlb_worker *w, struct dlb_listener *l)
 {
 	unsigned batch = recv_batch_size(w);

@@ -572,7 +572,7 @@ dlb_l2_store(struct dlb_worker *w, struct dlb_cache *c, const struct dlb_cache_k
 		STAT_INC(st->store_drops);
 }
 
-bool
+DLB_HOT bool
 dlb_l2_worker_quiet(const struct dlb_worker *w)
 {
 	const struct dlb_l2_worker *lw = w->l2;

@@ -18,7 +18,7 @@ enum dlb_log_level {
 void dlb_log_init(bool use_syslog, bool verbose);
 void dlb_log_set_verbose(bool verbose);
 bool dlb_log_verbose(void);
-void dlb_log(enum dlb_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void dlb_log(enum dlb_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
 
 /** Log at most once per second per call site (@last holds the site's state). */
 #define dlb_log_ratelimited(lvl, ...) do {				\
@@ -26,7 +26,7 @@ void dlb_log(enum dlb_log_level lvl, const char *fmt, ...) __attribute__((format
 	if (dlb_log_ratelimit_ok(&dlb__last_))				\
 		dlb_log((lvl), __VA_ARGS__);				\
 } while (0)
-bool dlb_log_ratelimit_ok(long *last);
+bool dlb_log_ratelimit_ok(long *last) __attribute__((cold));
 
 #define dlb_err(...)	dlb_log(DLB_LOG_ERR, __VA_ARGS__)
 #define dlb_warn(...)	dlb_log(DLB_LOG_WARN, __VA_ARGS__)

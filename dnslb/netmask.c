@@ -11,6 +11,7 @@
  *
  * Thread: building is main-thread only; matching is pure over read-only data.
  */
+#include "dnslb/dnslb.h"
 #include "dnslb/netmask.h"
 
 #include <arpa/inet.h>
@@ -301,7 +302,7 @@ dlb_nmg_remove(struct dlb_nmg *g, const struct dlb_netmask *nm)
 	return true;
 }
 
-bool
+DLB_HOT bool
 dlb_nmg_match(const struct dlb_nmg *g, const struct sockaddr *sa)
 {
 	const uint8_t *a4 = NULL, *a6 = NULL;

@@ -157,7 +157,7 @@ static void select_server(struct dlb_worker *w, struct dlb_query *q);
  * @return DLB_V_FORWARD on a miss, else DLB_V_ANSWER or DLB_V_DROP (a
  * cache-hit rule dropped it).
  */
-static enum dlb_verdict
+static DLB_HOT enum dlb_verdict
 cache_answer(struct dlb_worker *w, struct dlb_query *q, bool selected)
 {
 	double now = dlb_worker_now(w);
@@ -198,7 +198,7 @@ cache_answer(struct dlb_worker *w, struct dlb_query *q, bool selected)
 	return answer_rules(w, q, DLB_CHAIN_CACHE_HIT);
 }
 
-enum dlb_verdict
+DLB_HOT enum dlb_verdict
 dlb_query_cache_hit_rules(struct dlb_worker *w, struct dlb_query *q)
 {
 	enum dlb_verdict v = answer_rules(w, q, DLB_CHAIN_CACHE_HIT);
@@ -448,7 +448,7 @@ process_head(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 }
 
 /* Choose @q's server (q->be; NULL when none is available). */
-static void
+static DLB_HOT void
 select_server(struct dlb_worker *w, struct dlb_query *q)
 {
 	if (q->pool != NULL && pool_policy(w, q->pool) >= DLB_POLICY_LUA && !q->has_dq)
@@ -547,7 +547,7 @@ dyn_local_answer(struct dlb_worker *w, const struct dlb_query *q)
 	dlb_dyn_answer(w, q->client, q->m.qname_lc, q->m.qname_len, DLB_RCODE(q->pkt[3]), q->len);
 }
 
-bool
+DLB_HOT bool
 dlb_query_prepare(struct dlb_worker *w, struct dlb_query *q, enum dlb_verdict *v)
 {
 	bool dyn_answer = false;
@@ -571,7 +571,7 @@ dlb_query_prefetch(const struct dlb_query *q, int stage)
 		dlb_cache_prefetch_entry(q->cache, &q->key);
 }
 
-enum dlb_verdict
+DLB_HOT enum dlb_verdict
 dlb_query_finish(struct dlb_worker *w, struct dlb_query *q)
 {
 	enum dlb_verdict v = process_tail(w, q);
@@ -673,7 +673,7 @@ dlb_query_slot_servfail(const struct dlb_slot *s, const struct dlb_client *cl, u
 	return n + 4;
 }
 
-void
+DLB_HOT void
 dlb_query_fill_slot(struct dlb_slot *s, const struct dlb_query *q, const struct dlb_client *c)
 {
 	s->be_index = q->be->index;
@@ -727,7 +727,7 @@ dlb_query_answer_stale(struct dlb_worker *w, const struct dlb_slot *s)
 	return true;
 }
 
-void
+DLB_HOT void
 dlb_query_account_answer(struct dlb_worker *w, const uint8_t *pkt, size_t len, double t_start)
 {
 	unsigned rcode = DLB_RCODE(pkt[3]);

@@ -275,7 +275,7 @@ rec_query(union ring_build *b, struct dlb_worker *w, const struct dlb_query *q)
 	return nw;
 }
 
-void
+DLB_HOT void
 dlb_rings_query(struct dlb_worker *w, struct dlb_query *q, int rc)
 {
 	struct dlb_rings *rs = w->rings;
@@ -300,7 +300,7 @@ dlb_rings_cache_hit(struct dlb_query *q)
 	q->ring_flags |= RINGS_CUR_HIT;
 }
 
-void
+DLB_HOT void
 dlb_rings_local_answer(struct dlb_worker *w, struct dlb_query *q, const uint8_t *pkt,
 		       size_t len)
 {

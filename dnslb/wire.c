@@ -244,7 +244,7 @@ dlb_wire_decode_name(const uint8_t *pkt, size_t len, size_t off, uint8_t *out,
 	return name_decode(pkt, len, off, out, next, work != NULL ? work : &local);
 }
 
-int
+DLB_HOT int
 dlb_wire_skip_name(const uint8_t *pkt, size_t len, size_t off)
 {
 	size_t pos = off, n = 0;
@@ -299,7 +299,7 @@ parse_header(struct dlb_wire *w, struct dlb_dnsmsg *m)
 }
 
 /* The first question: an uncompressed name, recorded lowercased and hashed. */
-static void
+static DLB_HOT void
 parse_first_question(struct dlb_wire *w, struct dlb_dnsmsg *m)
 {
 	size_t next;
@@ -401,7 +401,7 @@ parse_opt(struct dlb_wire *w, struct dlb_dnsmsg *m, size_t owner, uint16_t udp_s
 }
 
 /* @count resource records; OPT is only legal when @additional. */
-static void
+static DLB_HOT void
 parse_records(struct dlb_wire *w, struct dlb_dnsmsg *m, unsigned count, bool additional)
 {
 	for (unsigned i = 0; i < count && w->error == DLB_OK; i++) {
@@ -444,7 +444,7 @@ dnsmsg_clear(struct dlb_dnsmsg *m)
 	       sizeof(*m) - offsetof(struct dlb_dnsmsg, qname_lc) - sizeof(m->qname_lc));
 }
 
-int
+DLB_HOT int
 dlb_wire_parse_query(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m)
 {
 	struct dlb_wire w = { .pkt = pkt, .len = len };

@@ -44,7 +44,7 @@ init_recv(struct dlb_worker *w)
 	w->rdirty = 0;
 }
 
-int
+DLB_HOT int
 dlb_worker_recv_batch(struct dlb_worker *w, int fd, unsigned batch)
 {
 	int n;
@@ -122,7 +122,7 @@ wake_install(void)
 	sigaction(DLB_WAKE_SIGNAL, &sa, NULL);
 }
 
-bool
+DLB_HOT bool
 dlb_worker_quiet(const struct dlb_worker *w)
 {
 	return w->slots.used == 0 && w->ndelayed == 0 && w->nconns == w->nfree_conns &&
@@ -130,7 +130,7 @@ dlb_worker_quiet(const struct dlb_worker *w)
 	       dlb_l2_worker_quiet(w);
 }
 
-int
+DLB_HOT int
 dlb_worker_park_recv(struct dlb_worker *w, int fd, unsigned batch, bool coalesce, bool *woken)
 {
 	volatile unsigned max = batch;	/* read after a jump */

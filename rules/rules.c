@@ -1279,7 +1279,7 @@ dlb_rule_unref(struct dlb_rule *r)
 	free(r);
 }
 
-uint64_t
+DLB_HOT uint64_t
 dlb_rule_hits(const struct dlb_rule *r)
 {
 	uint64_t sum = 0;
@@ -1311,7 +1311,7 @@ static struct dlb_ruleset *live = &empty_ruleset;	/* atomic */
 /* main thread: while set, chains are read from and published to this one */
 static _Thread_local struct dlb_ruleset *staging;
 
-const struct dlb_ruleset *
+DLB_HOT const struct dlb_ruleset *
 dlb_rules_current(void)
 {
 	if (staging != NULL)
