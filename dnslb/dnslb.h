@@ -29,12 +29,11 @@
  * Code layout. DLB_HOT marks the functions a cache hit runs (receive, parse,
  * ACL, cache, rings, statistics, send): GCC puts them in .text.hot, which the
  * linker places together, so a hit runs code from a few pages instead of
- * from all over the daemon's text. DLB_COLD marks error reporting: a call to
- * it makes its branch unlikely, and GCC moves such branches out of the hot
- * functions (into their .cold parts).
+ * from all over the daemon's text. Its counterpart is dlb_log (log.h),
+ * declared cold: a call to it makes its branch unlikely, and GCC moves such
+ * branches out of the hot functions (into their .cold parts).
  */
 #define DLB_HOT		__attribute__((hot))
-#define DLB_COLD	__attribute__((cold))
 
 /*
  * Status codes: 0 or a negative enum dlb_err. System errors are -errno (Knot style);
