@@ -14,7 +14,9 @@
  * queries before; a segment without a query, such as a timer's, counts as
  * part of the query before it). Prints those averages, then for the lines
  * cold within the last query, the instruction that touched each first, with
- * how many per query ("IP cold-per-query" lines, hex IP).
+ * how many per query ("IP cold-per-query" lines, hex IP). Also per query:
+ * the distinct code lines run, and the distinct 4 KiB pages of code and of
+ * data (TLB entries the query needs).
  * Self-contained C11; no dnslb code.
  */
 #include <stdint.h>
