@@ -11,7 +11,6 @@
  *
  * Thread: building is main-thread only; matching is pure over read-only data.
  */
-#include "dnslb/dnslb.h"
 #include "dnslb/netmask.h"
 
 #include <arpa/inet.h>
@@ -21,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "dnslb/dnslb.h"
 
 /* Parse a decimal number no larger than @max: digits only, no sign or spaces. */
 static int
