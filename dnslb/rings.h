@@ -119,6 +119,36 @@ _Static_assert(offsetof(struct dlb_ring_rec, pflags) % sizeof(uint64_t) == 0,
  * bytes (www.example.com is 17), stored without a loop. */
 #define DLB_RING_MIN_WORDS 9
 
+/*
+ * Slots a push prefetches ahead of the one it writes, so the lines are owned
+ * by the time they are written: near enough that they are still in cache
+ * then (a receive batch is a few queries; lines prefetched for the next
+ * batch may be gone after the wait in between). Two rings of 10,000
+ * 128-byte entries do not fit a core's L2 with everything else, so without
+ * this every push's stores miss to L3 or memory (docs/performance.md, "Ring
+ * writes on the hit path").
+ */
+#define DLB_RING_PREFETCH_AHEAD 4
+
+/* Ask for the lines of the slot DLB_RING_PREFETCH_AHEAD after the next one.
+ * For writing: PREFETCHW where the target has it; baseline x86-64 gets
+ * PREFETCHT0, which fetches the line exclusive when no other core holds it
+ * (readers are rare), so the stores then need no further request. */
+static inline void
+dlb_ring_prefetch_ahead(const struct dlb_ring *ring)
+{
+	size_t ahead = ring->widx + DLB_RING_PREFETCH_AHEAD;
+	const char *p;
+
+	if (ring->cap <= DLB_RING_PREFETCH_AHEAD)
+		return;		/* a tiny ring stays in cache anyway */
+	if (ahead >= ring->cap)
+		ahead -= ring->cap;
+	p = (const char *)&ring->slots[ahead];
+	__builtin_prefetch(p, 1, 3);
+	__builtin_prefetch(p + 64, 1, 3);
+}
+
 /**
  * Append the record whose first @nw words are @w (DLB_RING_MIN_WORDS <= @nw
  * <= DLB_RING_WORDS) to @ring. The slot's later words keep an older record's
@@ -138,6 +168,7 @@ dlb_ring_push_words(struct dlb_ring *ring, const uint64_t *w, size_t nw)
 		return;
 	pos = atomic_load_explicit(&ring->pos, memory_order_relaxed);
 	s = &ring->slots[ring->widx];
+	dlb_ring_prefetch_ahead(ring);
 	/* the slot's seq without reading it: each lap wrote it once (+2), so
 	 * the push only stores into the slot and never waits for its line */
 	seq = ring->wlap * 2;

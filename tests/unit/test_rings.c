@@ -282,6 +282,90 @@ test_recording(void **state)
 	fake_worker_free(w);
 }
 
+/* The newest record of @ring (whose entries are all written). */
+static struct dlb_ring_rec
+newest(const struct dlb_ring *ring)
+{
+	struct dlb_ring_rec r;
+	uint64_t pos = atomic_load(&ring->pos);
+
+	assert_true(pos > 0);
+	assert_true(dlb_ring_read(ring, (size_t)((pos - 1) % ring->cap), &r));
+	return r;
+}
+
+/*
+ * A local answer's record copies the query's shared words from the query
+ * ring while the query's slot still holds them (queries recorded since:
+ * fewer than the ring's capacity), and builds them from the query once the
+ * slot was written again: either way it names the query's own name, client,
+ * type and transport, with the answer's size, ID, flags and counts.
+ */
+static void
+test_answer_record_from_query(void **state)
+{
+	struct dlb_worker *w = fake_worker(8);
+	struct sockaddr_in sa4 = { .sin_family = AF_INET, .sin_port = htons(4242) };
+	struct sockaddr_in6 sa6 = { .sin6_family = AF_INET6, .sin6_port = htons(5353) };
+	uint8_t buf[512], other[512], ans[512];
+	char text[DLB_WIRE_NAME_TEXT_MAX + 4];
+	struct dlb_query q, o;
+	struct dlb_ring_rec qr, ar;
+
+	(void)state;
+	inet_pton(AF_INET, "192.0.2.7", &sa4.sin_addr);
+	inet_pton(AF_INET6, "2001:db8::9", &sa6.sin6_addr);
+	for (int between = 0; between <= 9; between++) {
+		for (int v6 = 0; v6 <= 1; v6++) {
+			make_query(&q, buf, between % 2 ? "Mixed.Case.Example." :
+				   "a-name-long-enough-for-three-words.example.", (uint16_t)(100 + between));
+			q.client = v6 ? (struct sockaddr *)&sa6 : (struct sockaddr *)&sa4;
+			q.tcp = between % 3 == 0;
+			q.m.qtype = 28;
+			dlb_rings_query(w, &q, DLB_OK);
+			qr = newest(&w->rings->query);
+			/* other queries, recorded after this one and before its answer */
+			for (int i = 0; i < between; i++) {
+				make_query(&o, other, "other.example.", 7);
+				o.client = (struct sockaddr *)&sa4;
+				dlb_rings_query(w, &o, DLB_OK);
+			}
+			dlb_rings_cache_hit(&q);
+			memcpy(ans, buf, q.len);
+			dlb_wr16(ans, 0xbeef);
+			dlb_wr16(ans + 2, DLB_F_QR | DLB_F_RD | DLB_F_RA | DLB_RCODE_NOERROR);
+			dlb_wr16(ans + 6, 3);
+			dlb_rings_local_answer(w, &q, ans, q.len + 40);
+			ar = newest(&w->rings->resp);
+
+			dlb_ring_name_text(&ar, text, sizeof(text));
+			assert_string_equal(text, between % 2 ? "mixed.case.example." :
+					    "a-name-long-enough-for-three-words.example.");
+			assert_int_equal(ar.namelen, qr.namelen);
+			assert_memory_equal(ar.addr, qr.addr, sizeof(ar.addr));
+			assert_int_equal(ar.port, v6 ? 5353 : 4242);
+			assert_int_equal(ar.pflags, qr.pflags);
+			assert_int_equal(!!(ar.pflags & DLB_RING_TCP), q.tcp);
+			assert_int_equal(!!(ar.pflags & DLB_RING_V6), v6);
+			assert_int_equal(ar.qtype, 28);
+			assert_int_equal(ar.qclass, 1);
+			assert_int_equal(ar.when_us, qr.when_us);
+			assert_int_equal(ar.usec, 0);
+			/* the answer's own */
+			assert_int_equal(ar.size, q.len + 40);
+			assert_int_equal(ar.id, 0xbeef);
+			assert_int_equal(ar.hflags, DLB_F_QR | DLB_F_RD | DLB_F_RA);
+			assert_int_equal(ar.ancount, 3);
+			assert_int_equal(ar.backend, DLB_RING_BE_CACHE);
+			/* and the query's record is the query's */
+			assert_int_equal(qr.id, 100 + between);
+			assert_int_equal(qr.size, q.len);
+			assert_int_equal(qr.backend, 0);
+		}
+	}
+	fake_worker_free(w);
+}
+
 static void
 test_top(void **state)
 {
@@ -459,6 +543,7 @@ main(void)
 		cmocka_unit_test(test_short_name_after_long),
 		cmocka_unit_test(test_sizing),
 		cmocka_unit_test(test_recording),
+		cmocka_unit_test(test_answer_record_from_query),
 		cmocka_unit_test(test_top),
 		cmocka_unit_test(test_writer_reader_race),
 	};
