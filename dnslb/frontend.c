@@ -20,6 +20,7 @@
 #include "dnslb/config.h"
 #include "dnslb/l2cache.h"
 #include "dnslb/log.h"
+#include "dnslb/probe.h"
 #include "dnslb/query.h"
 #include "dnslb/rings.h"
 #include "dnslb/tcp.h"
@@ -214,7 +215,10 @@ dlb_sendbatch_flush(struct dlb_sendbatch *b, uint32_t *failed_tags, unsigned max
 	unsigned done = 0, failed = 0;
 
 	while (done < b->n) {
+		DLB_PROBE_SEND_BEGIN();
 		int r = dlb_sendmmsg(b->fd, b->msgs + done, b->n - done, MSG_DONTWAIT);
+
+		DLB_PROBE_SEND_END();
 
 		if (r == -1) {
 			if (errno == EINTR)
@@ -488,13 +492,33 @@ recv_batch_size(const struct dlb_worker *w)
 	return batch == 0 || batch > DLB_UDP_BATCH ? DLB_UDP_BATCH : batch;
 }
 
+#ifdef DLB_CYCLE_PROBE
+__thread uint64_t dlb_probe_send_cycles;
+
+void
+dlb_probe_batch_done(const struct dlb_worker *w, uint64_t cycles, unsigned n)
+{
+	static __thread uint64_t total, queries, batches;
+
+	total += cycles;
+	queries += n;
+	if (++batches % DLB_PROBE_REPORT_BATCHES == 0)
+		dlb_log(DLB_LOG_INFO,
+			"cycle probe: worker %d: %llu queries, %llu batches, %.1f cycles per query",
+			w->id, (unsigned long long)queries, (unsigned long long)batches,
+			(double)total / (double)queries);
+}
+#endif
+
 /* Handle a received batch of @n, then send what it queued (one sendmmsg per socket). */
 static DLB_HOT void
 udp_batch_and_flush(struct dlb_worker *w, struct dlb_listener *l, unsigned n)
 {
+	DLB_PROBE_BATCH_BEGIN();
 	handle_udp_batch(w, l, n);
 	dlb_backend_flush(w);
 	dlb_frontend_flush(w);
+	DLB_PROBE_BATCH_END(w, n);
 }
 
 static void
