@@ -386,7 +386,7 @@ udp_verdict(struct dlb_worker *w, struct dlb_udp_pending *p, enum dlb_verdict v)
 		return;
 	case DLB_V_ANSWER:
 		dlb_rings_local_answer(w, q, q->pkt, q->len);
-		dlb_query_account_answer(w, q->pkt, q->len, dlb_worker_now(w));
+		dlb_query_account_local(w, q->pkt);
 		if (q->delay_ms > 0)
 			dlb_worker_delay_reply(w, c, q->pkt, q->len, q->delay_ms);
 		else
@@ -516,6 +516,7 @@ udp_batch_and_flush(struct dlb_worker *w, struct dlb_listener *l, unsigned n)
 {
 	DLB_PROBE_BATCH_BEGIN();
 	handle_udp_batch(w, l, n);
+	dlb_query_account_flush(w);
 	dlb_backend_flush(w);
 	dlb_frontend_flush(w);
 	DLB_PROBE_BATCH_END(w, n);

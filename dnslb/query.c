@@ -727,8 +727,8 @@ dlb_query_answer_stale(struct dlb_worker *w, const struct dlb_slot *s)
 	return true;
 }
 
-DLB_HOT void
-dlb_query_account_answer(struct dlb_worker *w, const uint8_t *pkt, size_t len, double t_start)
+static inline void
+account_rcode(struct dlb_worker *w, const uint8_t *pkt)
 {
 	unsigned rcode = DLB_RCODE(pkt[3]);
 
@@ -738,7 +738,29 @@ dlb_query_account_answer(struct dlb_worker *w, const uint8_t *pkt, size_t len, d
 		w->stats.frontend_nxdomain++;
 	else if (rcode == DLB_RCODE_SERVFAIL)
 		w->stats.frontend_servfail++;
+}
+
+DLB_HOT void
+dlb_query_account_answer(struct dlb_worker *w, const uint8_t *pkt, size_t len, double t_start)
+{
+	account_rcode(w, pkt);
 	dlb_stats_latency(&w->stats, dlb_worker_now(w) - t_start);
+}
+
+DLB_HOT void
+dlb_query_account_local(struct dlb_worker *w, const uint8_t *pkt)
+{
+	account_rcode(w, pkt);
+	w->local_answers++;
+}
+
+DLB_HOT void
+dlb_query_account_flush(struct dlb_worker *w)
+{
+	if (w->local_answers > 0) {
+		dlb_stats_latency_zeros(&w->stats, w->local_answers);
+		w->local_answers = 0;
+	}
 }
 
 /* The response view of backend answer @pkt for slot @s. */

@@ -165,6 +165,14 @@ bool dlb_query_answer_stale(struct dlb_worker *w, const struct dlb_slot *s);
 /** Account an answer sent to a client (rcode counters and latency). */
 void dlb_query_account_answer(struct dlb_worker *w, const uint8_t *pkt, size_t len,
 			      double t_start);
+/**
+ * Account an answer made in the receive batch of its query (a cache hit, a
+ * self-answered query): its rcode now, its latency (none) with the batch's
+ * others at dlb_query_account_flush.
+ */
+void dlb_query_account_local(struct dlb_worker *w, const uint8_t *pkt);
+/** Record the latency of the answers dlb_query_account_local has counted. */
+void dlb_query_account_flush(struct dlb_worker *w);
 
 /**
  * Choose a backend from @pool by its (or the global) policy. NULL if none.

@@ -147,6 +147,35 @@ dlb_stats_latency(struct dlb_stats *s, double sec)
 	s->latency_sum = (uint64_t)(int64_t)(s->latency_sum_us / k[1]);
 }
 
+/**
+ * Record @n answers sent after no time at all (on the loop's clock: answered
+ * within the receive batch of their query), as @n dlb_stats_latency(s, 0)
+ * calls would, to the bit: the moving averages decay by the same operations
+ * in the same order. One call per batch instead of one per answer.
+ */
+static inline void
+dlb_stats_latency_zeros(struct dlb_stats *s, unsigned n)
+{
+	const double *k = dlb_stats_k;
+	double a0 = s->latency_avg[0], a1 = s->latency_avg[1], a2 = s->latency_avg[2],
+	       a3 = s->latency_avg[3];
+
+	__asm__("" : "+r"(k));
+	s->latency0_1 += n;
+	s->latency_count += n;
+	/* latency_sum_us and latency_sum do not change */
+	for (unsigned i = 0; i < n; i++) {
+		a0 += (0.0 - a0) * k[4];
+		a1 += (0.0 - a1) * k[5];
+		a2 += (0.0 - a2) * k[6];
+		a3 += (0.0 - a3) * k[7];
+	}
+	s->latency_avg[0] = a0;
+	s->latency_avg[1] = a1;
+	s->latency_avg[2] = a2;
+	s->latency_avg[3] = a3;
+}
+
 /** Sum @n workers' counters into @out. Thread: any (relaxed loads). */
 void dlb_stats_sum(const struct dlb_stats *const *v, int n, struct dlb_stats *out);
 /** Print "stat <name> <value>" lines (the SIGUSR1 dump). */

@@ -180,6 +180,8 @@ struct dlb_worker {
 	struct dlb_listener *park;	/* its only UDP socket, when it has one; else NULL */
 	bool started;			/* the thread exists (main: signals may be sent) */
 	bool stopping;			/* the stop async ran: the loop is ending */
+	unsigned local_answers;		/* answers of this batch whose latency is
+					 * not recorded yet (dlb_query_account_local) */
 
 	/* Last, after every field a query reads (a few lines in a row): the
 	 * counters, then the receive arrays (several KiB, one entry per

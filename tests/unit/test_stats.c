@@ -86,6 +86,36 @@ test_latency_averages(void **state)
 }
 
 /* Summing copies adds every listed counter; printing names them all. */
+/*
+ * A batch's answers made with no latency are recorded at once
+ * (dlb_stats_latency_zeros), and to the bit as one dlb_stats_latency(0) per
+ * answer would have: buckets, count, sums and the moving averages.
+ */
+static void
+test_latency_zeros_batched(void **state)
+{
+	static const unsigned ns[] = { 1, 2, 5, 31, 64 };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		struct dlb_stats one, batch, before;
+
+		memset(&one, 0, sizeof(one));
+		/* averages and sums away from zero first */
+		for (int j = 0; j < 50; j++)
+			dlb_stats_latency(&one, 0.000137 * (j + 1));
+		before = batch = one;
+		for (unsigned j = 0; j < ns[i]; j++)
+			dlb_stats_latency(&one, 0.0);
+		dlb_stats_latency_zeros(&batch, ns[i]);
+		assert_memory_equal(&one, &batch, sizeof(one));
+		assert_int_equal(batch.latency_count, 50 + ns[i]);
+		assert_int_equal(batch.latency0_1, before.latency0_1 + ns[i]);
+		for (int k = 0; k < 4; k++)
+			assert_true(batch.latency_avg[k] < before.latency_avg[k]);
+	}
+}
+
 static void
 test_sum_and_print(void **state)
 {
@@ -126,6 +156,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_latency_buckets),
 		cmocka_unit_test(test_latency_averages),
+		cmocka_unit_test(test_latency_zeros_batched),
 		cmocka_unit_test(test_sum_and_print),
 	};
 
