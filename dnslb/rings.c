@@ -24,10 +24,11 @@
 #include "dnslb/worker.h"
 
 /* struct dlb_query.ring_flags */
-#define RINGS_CUR_NOTED 0x01		/* it is in the query ring: its answer goes in too */
+#define RINGS_CUR_NOTED 0x01		/* it parsed: its local answer goes in the response ring */
 #define RINGS_CUR_HIT 0x02		/* answered from the cache */
 
 static size_t ring_total = DLB_RING_DEFAULT_SIZE;
+static bool record_queries = true, record_responses = true;
 
 void
 dlb_rings_set_size(size_t n, size_t shards)
@@ -40,6 +41,20 @@ size_t
 dlb_rings_total_size(void)
 {
 	return ring_total;
+}
+
+void
+dlb_rings_set_recording(bool queries, bool responses)
+{
+	record_queries = queries;
+	record_responses = responses;
+}
+
+void
+dlb_rings_recording(bool *queries, bool *responses)
+{
+	*queries = record_queries;
+	*responses = record_responses;
 }
 
 static int
@@ -74,13 +89,13 @@ ring_deinit(struct dlb_ring *ring)
 }
 
 struct dlb_rings *
-dlb_rings_new_cap(size_t cap)
+dlb_rings_new_caps(size_t qcap, size_t rcap)
 {
 	struct dlb_rings *r = calloc(1, sizeof(*r));
 
 	if (r == NULL)
 		return NULL;
-	if (ring_init(&r->query, cap) != 0 || ring_init(&r->resp, cap) != 0) {
+	if (ring_init(&r->query, qcap) != 0 || ring_init(&r->resp, rcap) != 0) {
 		dlb_rings_free(r);
 		return NULL;
 	}
@@ -88,15 +103,22 @@ dlb_rings_new_cap(size_t cap)
 }
 
 struct dlb_rings *
+dlb_rings_new_cap(size_t cap)
+{
+	return dlb_rings_new_caps(cap, cap);
+}
+
+struct dlb_rings *
 dlb_rings_new(int nworkers)
 {
 	size_t n = nworkers > 0 ? (size_t)nworkers : 1;
 	size_t cap = (ring_total + n - 1) / n;
-	struct dlb_rings *r = dlb_rings_new_cap(cap);
+	size_t qcap = record_queries ? cap : 0, rcap = record_responses ? cap : 0;
+	struct dlb_rings *r = dlb_rings_new_caps(qcap, rcap);
 
 	if (r == NULL)
-		dlb_err("ring buffers: cannot map 2 x %zu entries (%zu bytes)", cap,
-			2 * cap * sizeof(struct dlb_ring_slot));
+		dlb_err("ring buffers: cannot map %zu + %zu entries (%zu bytes)", qcap, rcap,
+			(qcap + rcap) * sizeof(struct dlb_ring_slot));
 	return r;
 }
 
@@ -284,8 +306,16 @@ dlb_rings_query(struct dlb_worker *w, struct dlb_query *q, int rc)
 	size_t nw;
 
 	q->ring_flags = 0;
-	if (rs == NULL || rc != DLB_OK || rs->query.cap == 0)
+	if (rs == NULL || rc != DLB_OK)
 		return;
+	if (rs->query.cap == 0) {
+		/* setRingBuffersOptions({recordQueries=false}): a local answer
+		 * is still recorded, built from scratch (rec_from_query_ring
+		 * finds nothing at this position) */
+		q->ring_pos = atomic_load_explicit(&rs->query.pos, memory_order_relaxed);
+		q->ring_flags = rs->resp.cap != 0 ? RINGS_CUR_NOTED : 0;
+		return;
+	}
 	nw = rec_query(&b, w, q);
 	r->size = clamp16(q->len);
 	r->id = q->m.id;
@@ -293,7 +323,7 @@ dlb_rings_query(struct dlb_worker *w, struct dlb_query *q, int rc)
 	q->ring_pos = atomic_load_explicit(&rs->query.pos, memory_order_relaxed);
 	q->ring_nw = (uint8_t)nw;
 	dlb_ring_push_words(&rs->query, b.w, nw);
-	q->ring_flags = RINGS_CUR_NOTED;
+	q->ring_flags = rs->resp.cap != 0 ? RINGS_CUR_NOTED : 0;
 }
 
 /*

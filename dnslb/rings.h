@@ -97,6 +97,17 @@ struct dlb_rings {
 void dlb_rings_set_size(size_t n, size_t shards);
 /** The total capacity set by dlb_rings_set_size (default 10000). */
 size_t dlb_rings_total_size(void);
+/**
+ * setRingBuffersOptions: which rings record (both by default). A ring that
+ * does not record has capacity 0 and maps no memory; a cache hit's or
+ * self-answered answer is still recorded when only the query ring is off.
+ * Config time; affects rings created afterwards.
+ */
+void dlb_rings_set_recording(bool queries, bool responses);
+/** What dlb_rings_set_recording set. */
+void dlb_rings_recording(bool *queries, bool *responses);
+/** Create rings of @qcap query and @rcap response entries (tests). */
+struct dlb_rings *dlb_rings_new_caps(size_t qcap, size_t rcap);
 
 /**
  * Create a worker's rings for a daemon of @nworkers workers: each ring holds
@@ -229,7 +240,8 @@ struct dlb_slot;
 /**
  * dlb_query_process parsed @q (@rc from dlb_wire_parse_query): record it in
  * the query ring when it parsed (DLB_OK). Starts the bookkeeping of the
- * query's local answer (dlb_rings_local_answer).
+ * query's local answer (dlb_rings_local_answer), also when only the
+ * response ring records.
  */
 void dlb_rings_query(struct dlb_worker *w, struct dlb_query *q, int rc);
 /** @q was answered from the cache (cache_answer). */
@@ -237,7 +249,7 @@ void dlb_rings_cache_hit(struct dlb_query *q);
 /**
  * @q is answered locally with @pkt (@len bytes): a cache hit if
  * dlb_rings_cache_hit was called for it, else self-answered. Recorded once
- * per query, only if the query itself was recorded.
+ * per query, only if the query parsed (dlb_rings_query with DLB_OK).
  */
 void dlb_rings_local_answer(struct dlb_worker *w, struct dlb_query *q, const uint8_t *pkt,
 			    size_t len);

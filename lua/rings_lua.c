@@ -57,6 +57,37 @@ l_set_ring_buffers_lock_retries(lua_State *L)
 	return 0;
 }
 
+/*
+ * setRingBuffersOptions({lockRetries=n, recordQueries=bool, recordResponses=bool})
+ * (dnsdist 1.8): lockRetries is checked and ignored, as setRingBuffersLockRetries.
+ */
+static int
+l_set_ring_buffers_options(lua_State *L)
+{
+	static const char *const keys[] = { "lockRetries", "recordQueries", "recordResponses", NULL };
+	const char *fn = "setRingBuffersOptions";
+	struct dlb_lua_conf *lc = dlb_lua_conf_of(L);
+	enum dlb_lua_phase p = lc != NULL ? dlb_lua_conf_phase(lc) : DLB_LUA_PHASE_WORKER;
+	lua_Integer retries;
+	bool queries, responses;
+
+	if (lua_type(L, 1) != LUA_TTABLE)
+		luaL_error(L, "%s: argument #1 must be a table of options", fn);
+	dlb_lua_warn_unknown_keys(L, 1, fn, "option", keys);
+	dlb_rings_recording(&queries, &responses);
+	dlb_lua_opt_integer(L, 1, fn, "lockRetries", 0, LUA_MAXINTEGER, &retries);
+	dlb_lua_opt_bool(L, 1, fn, "recordQueries", &queries);
+	dlb_lua_opt_bool(L, 1, fn, "recordResponses", &responses);
+	if (p == DLB_LUA_PHASE_RUNNING) {
+		/* dnsdist 1.8 prints this and carries on */
+		dlb_lua_print(L, "setRingBuffersOptions cannot be used at runtime!");
+		return 0;
+	}
+	if (p == DLB_LUA_PHASE_CONFIG || p == DLB_LUA_PHASE_CHECK)
+		dlb_rings_set_recording(queries, responses);
+	return 0;
+}
+
 /* ---- top*() -------------------------------------------------------------------- */
 
 /* A count of entries as dnsdist takes it (unsigned: -1 is "all"). */
@@ -715,6 +746,7 @@ l_get_response_ring(lua_State *L)
 static const luaL_Reg rings_funcs[] = {
 	{ "setRingBuffersSize", l_set_ring_buffers_size },
 	{ "setRingBuffersLockRetries", l_set_ring_buffers_lock_retries },
+	{ "setRingBuffersOptions", l_set_ring_buffers_options },
 	{ "topQueries", l_top_queries },
 	{ "getTopQueries", l_get_top_queries },
 	{ "topClients", l_top_clients },

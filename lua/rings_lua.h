@@ -1,6 +1,7 @@
 /*
  * rings_lua.h - the Lua side of the ring buffers (docs/rings.md):
- * setRingBuffersSize, setRingBuffersLockRetries, and dnsdist 1.7's
+ * setRingBuffersSize, setRingBuffersLockRetries, setRingBuffersOptions
+ * (dnsdist 1.8), and dnsdist 1.7's
  * inspection tools over the rings: topQueries, topClients, topResponses,
  * topSlow, topTimeouts (dnslb), topBandwidth, grepq, showResponseLatency,
  * getTopQueries, getTopResponses, getSlowResponses, getTopBandwidth,

@@ -1,6 +1,7 @@
 """Ring buffers and the inspection tools (docs/rings.md): topQueries,
 topClients, topResponses, topSlow, topTimeouts, topBandwidth, grepq,
-showResponseLatency, getRespRing, getResponseRing, setRingBuffersSize.
+showResponseLatency, getRespRing, getResponseRing, setRingBuffersSize,
+setRingBuffersOptions.
 
 dnslb's console is reached here through the config's maintenance()
 (called every second on the main thread, in the console's phase): it waits
@@ -294,11 +295,54 @@ def test_rings_off(dnslb, responder):
     assert out["print(#getResponseRing())"] == ["0"]
 
 
+@pytest.mark.dnslb_only("setRingBuffersOptions is dnsdist 1.8's; inspection through maintenance()")
+def test_recording_options(dnslb, responder):
+    """recordQueries=false: the query ring is empty, answers (a cache hit,
+    a self-answered query) are still recorded; recordResponses=false: the
+    other way round. Neither can change at runtime."""
+    cmds = ["topQueries()", "topResponses()", 'grepq("self.example")',
+            "print(#getResponseRing())", "setRingBuffersOptions({recordQueries=true})"]
+    d = dnslb("setRingBuffersOptions({recordQueries=false, lockRetries=3})\n" +
+              BASE % responder.port + inspect_conf(cmds, True))
+    for _ in range(3):
+        assert udp_query(d.port, "www.example.com.") is not None
+    assert udp_query(d.port, "self.example.") is not None
+    out = run_inspect(d, cmds, trigger=False)
+    assert out["topQueries()"] == [top_line(1, "Rest", 0, 100.0)]
+    assert top_rows(out["topResponses()"]) == [("www.example.com.", 3), ("Rest", 0)]
+    rows = grepq_rows(out['grepq("self.example")'])
+    assert [(r["server"], r["rcode"]) for r in rows] == [("Self", "Query Refused")]
+    assert out["print(#getResponseRing())"] == ["4"]
+    assert out["setRingBuffersOptions({recordQueries=true})"] == [
+        "setRingBuffersOptions cannot be used at runtime!"]
+    assert d.stop() == 0
+
+    d = dnslb("setRingBuffersOptions({recordResponses=false})\n" + BASE % responder.port +
+              inspect_conf(cmds, True))
+    for _ in range(3):
+        assert udp_query(d.port, "www.example.com.") is not None
+    assert udp_query(d.port, "self.example.") is not None
+    out = run_inspect(d, cmds, trigger=False)
+    assert top_rows(out["topQueries()"]) == [("www.example.com.", 3), ("self.example.", 1),
+                                             ("Rest", 0)]
+    assert top_rows(out["topResponses()"]) == [("Rest", 0)]
+    rows = grepq_rows(out['grepq("self.example")'])
+    assert [(r["server"], r["rcode"]) for r in rows] == [("", "Question")]
+    assert out["print(#getResponseRing())"] == ["0"]
+
+
 @pytest.mark.dnslb_only("dnslb's --check-config messages")
 @pytest.mark.parametrize("line,ok,msg", [
     ("setRingBuffersSize(1000000, 100)", True, ""),
     ("setRingBuffersSize(0)", True, ""),
     ("setRingBuffersLockRetries(5)", True, ""),
+    ("setRingBuffersOptions({lockRetries=5, recordQueries=false, recordResponses=true})", True, ""),
+    ("setRingBuffersOptions({recordQuery=false})", True,
+     "setRingBuffersOptions: unknown option 'recordQuery'"),
+    ("setRingBuffersOptions({recordQueries=1})", False,
+     "setRingBuffersOptions: 'recordQueries' must be a boolean"),
+    ("setRingBuffersOptions({lockRetries=-1})", False, "out of range"),
+    ("setRingBuffersOptions(5)", False, "setRingBuffersOptions: argument #1 must be a table"),
     ("setRingBuffersSize(-1)", False, "setRingBuffersSize: -1 is out of range"),
     ("setRingBuffersSize(1e12)", False, "out of range"),
     ("setRingBuffersSize('many')", False, "setRingBuffersSize: argument #1 must be an integer"),

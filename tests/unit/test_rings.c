@@ -366,6 +366,89 @@ test_answer_record_from_query(void **state)
 	fake_worker_free(w);
 }
 
+/*
+ * setRingBuffersOptions: a ring that does not record maps nothing; with
+ * only the response ring, a cache hit's answer is still recorded (built
+ * from the query, as no query record exists); with only the query ring,
+ * nothing reaches the response side.
+ */
+static void
+test_recording_options(void **state)
+{
+	struct sockaddr_in sa4 = { .sin_family = AF_INET, .sin_port = htons(4242) };
+	uint8_t buf[512], ans[512];
+	char text[DLB_WIRE_NAME_TEXT_MAX + 4];
+	struct dlb_ring_rec ar;
+	struct dlb_rings *rs;
+	struct dlb_worker *w;
+	struct dlb_query q;
+	bool rq, rr;
+
+	(void)state;
+	dlb_rings_recording(&rq, &rr);
+	assert_true(rq && rr);
+	dlb_rings_set_size(10, 1);
+	dlb_rings_set_recording(false, true);
+	rs = dlb_rings_new(2);
+	assert_int_equal(rs->query.cap, 0);
+	assert_null(rs->query.slots);
+	assert_int_equal(rs->resp.cap, 5);
+	dlb_rings_free(rs);
+	dlb_rings_set_recording(true, false);
+	rs = dlb_rings_new(2);
+	assert_int_equal(rs->query.cap, 5);
+	assert_int_equal(rs->resp.cap, 0);
+	dlb_rings_free(rs);
+	dlb_rings_set_recording(true, true);
+	dlb_rings_set_size(DLB_RING_DEFAULT_SIZE, 10);
+
+	/* responses only */
+	w = fake_worker(8);
+	dlb_rings_free(w->rings);
+	w->rings = dlb_rings_new_caps(0, 8);
+	assert_non_null(w->rings);
+	inet_pton(AF_INET, "192.0.2.7", &sa4.sin_addr);
+	for (int i = 0; i < 3; i++) {
+		make_query(&q, buf, "Hit.Example.", (uint16_t)(7 + i));
+		q.client = (struct sockaddr *)&sa4;
+		dlb_rings_query(w, &q, DLB_OK);
+		assert_int_equal(atomic_load(&w->rings->query.pos), 0);
+		dlb_rings_cache_hit(&q);
+		memcpy(ans, buf, q.len);
+		dlb_wr16(ans + 2, DLB_F_QR | DLB_F_RD | DLB_RCODE_NOERROR);
+		dlb_wr16(ans + 6, 1);
+		dlb_rings_local_answer(w, &q, ans, q.len + 16);
+		assert_int_equal(atomic_load(&w->rings->resp.pos), (uint64_t)i + 1);
+		ar = newest(&w->rings->resp);
+		dlb_ring_name_text(&ar, text, sizeof(text));
+		assert_string_equal(text, "hit.example.");
+		assert_int_equal(ar.port, 4242);
+		assert_int_equal(ar.id, 7 + i);
+		assert_int_equal(ar.size, q.len + 16);
+		assert_int_equal(ar.ancount, 1);
+		assert_int_equal(ar.backend, DLB_RING_BE_CACHE);
+	}
+	/* a query that did not parse has no answer record */
+	make_query(&q, buf, "bad.example.", 9);
+	dlb_rings_query(w, &q, DLB_EMALF);
+	dlb_rings_local_answer(w, &q, buf, q.len);
+	assert_int_equal(atomic_load(&w->rings->resp.pos), 3);
+
+	/* queries only */
+	dlb_rings_free(w->rings);
+	w->rings = dlb_rings_new_caps(8, 0);
+	assert_non_null(w->rings);
+	make_query(&q, buf, "hit.example.", 11);
+	q.client = (struct sockaddr *)&sa4;
+	dlb_rings_query(w, &q, DLB_OK);
+	assert_int_equal(atomic_load(&w->rings->query.pos), 1);
+	dlb_rings_cache_hit(&q);
+	dlb_rings_local_answer(w, &q, buf, q.len);
+	assert_int_equal(atomic_load(&w->rings->resp.pos), 0);
+	assert_null(w->rings->resp.slots);
+	fake_worker_free(w);
+}
+
 static void
 test_top(void **state)
 {
@@ -544,6 +627,7 @@ main(void)
 		cmocka_unit_test(test_sizing),
 		cmocka_unit_test(test_recording),
 		cmocka_unit_test(test_answer_record_from_query),
+		cmocka_unit_test(test_recording_options),
 		cmocka_unit_test(test_top),
 		cmocka_unit_test(test_writer_reader_race),
 	};
