@@ -311,8 +311,7 @@ dlb_rings_query(struct dlb_worker *w, struct dlb_query *q, int rc)
 	if (rs->query.cap == 0) {
 		/* setRingBuffersOptions({recordQueries=false}): a local answer
 		 * is still recorded, built from scratch (rec_from_query_ring
-		 * finds nothing at this position) */
-		q->ring_pos = atomic_load_explicit(&rs->query.pos, memory_order_relaxed);
+		 * finds no query ring) */
 		q->ring_flags = rs->resp.cap != 0 ? RINGS_CUR_NOTED : 0;
 		return;
 	}
@@ -332,7 +331,7 @@ dlb_rings_query(struct dlb_worker *w, struct dlb_query *q, int rc)
  * record shares its time, client, name, type, class and transport, and
  * copying them is cheaper than building them again. @return false when the
  * slot has been written since (more queries than the ring holds recorded
- * between the query and its answer).
+ * between the query and its answer) or when the query ring does not record.
  */
 static bool
 rec_from_query_ring(const struct dlb_ring *ring, const struct dlb_query *q, union ring_build *b)
@@ -340,7 +339,7 @@ rec_from_query_ring(const struct dlb_ring *ring, const struct dlb_query *q, unio
 	uint64_t pos = atomic_load_explicit(&ring->pos, memory_order_relaxed);
 	const struct dlb_ring_slot *s;
 
-	if (pos - q->ring_pos > ring->cap || pos == q->ring_pos)
+	if (ring->cap == 0 || pos - q->ring_pos > ring->cap || pos == q->ring_pos)
 		return false;
 	s = &ring->slots[q->ring_pos % ring->cap];
 	for (size_t i = 0; i < q->ring_nw; i++)
