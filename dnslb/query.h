@@ -60,7 +60,7 @@ struct dlb_query {
 	uint8_t ring_flags;		/* dnslb/rings.c: in the query ring, answered from the
 					 * cache (the query's own: a receive batch prepares
 					 * every query before it answers any) */
-	uint8_t ring_nw;		/* dnslb/rings.c: words of its query-ring record */
+	uint32_t ring_slot;		/* dnslb/rings.c: the slot of its query-ring record */
 	uint64_t ring_pos;		/* dnslb/rings.c: that record's position */
 };
 

@@ -181,6 +181,113 @@ dlb_ring_visit(const struct dlb_ring *ring, dlb_ring_visit_fn *fn, void *ud)
 	return seen;
 }
 
+/* A query-ring entry as its query: the folded answer's fields cleared. */
+static void
+rec_as_query(struct dlb_ring_rec *r)
+{
+	if (!(r->pflags & DLB_RING_ANSWERED))
+		return;
+	r->usec = 0;
+	r->ancount = 0;
+	r->backend = 0;
+	r->pflags &= (uint8_t)~DLB_RING_ANSWERED;
+}
+
+/* A query-ring entry with a folded answer as that answer. */
+static void
+rec_as_answer(struct dlb_ring_rec *r)
+{
+	r->size = (uint16_t)(r->usec >> 16);
+	r->hflags = (uint16_t)r->usec;
+	r->usec = 0;
+	r->pflags &= (uint8_t)~DLB_RING_ANSWERED;
+}
+
+/* Reads one ring's entries oldest first: all of them as they are (a
+ * response ring), as queries, or only the folded answers, as answers. */
+enum rit_mode { RIT_ALL, RIT_QUERIES, RIT_FOLDED };
+
+struct rit {
+	const struct dlb_ring *ring;
+	enum rit_mode mode;
+	uint64_t i, end;
+	bool have;			/* rec holds the next entry */
+	struct dlb_ring_rec rec;
+};
+
+static void
+rit_next(struct rit *it)
+{
+	const struct dlb_ring *ring = it->ring;
+
+	it->have = false;
+	while (it->i < it->end) {
+		if (!dlb_ring_read(ring, (size_t)(it->i++ % ring->cap), &it->rec) ||
+		    it->rec.namelen > DLB_RING_NAME_MAX)
+			continue;	/* the second cannot happen with a stable copy */
+		if (it->mode == RIT_QUERIES) {
+			rec_as_query(&it->rec);
+		} else if (it->mode == RIT_FOLDED) {
+			if (!(it->rec.pflags & DLB_RING_ANSWERED))
+				continue;
+			rec_as_answer(&it->rec);
+		}
+		it->have = true;
+		return;
+	}
+}
+
+static void
+rit_init(struct rit *it, const struct dlb_ring *ring, enum rit_mode mode)
+{
+	uint64_t pos = atomic_load_explicit(&ring->pos, memory_order_acquire);
+	uint64_t n = pos < ring->cap ? pos : ring->cap;
+
+	it->ring = ring;
+	it->mode = mode;
+	it->i = pos - n;
+	it->end = pos;
+	rit_next(it);
+}
+
+size_t
+dlb_rings_visit_worker(const struct dlb_rings *rs, bool resp, dlb_ring_visit_fn *fn, void *ud)
+{
+	struct rit a, f;
+	uint64_t total = 0, skip;
+	size_t seen = 0;
+
+	if (!resp) {
+		for (rit_init(&a, &rs->query, RIT_QUERIES); a.have; rit_next(&a), seen++)
+			fn(&a.rec, ud);
+		return seen;
+	}
+	if (rs->resp.cap == 0)
+		return 0;
+	/* the newest resp.cap answers of both kinds: count, then skip the
+	 * oldest (entries written in between make it a few more at most) */
+	for (rit_init(&a, &rs->resp, RIT_ALL); a.have; rit_next(&a))
+		total++;
+	for (rit_init(&f, &rs->query, RIT_FOLDED); f.have; rit_next(&f))
+		total++;
+	skip = total > rs->resp.cap ? total - rs->resp.cap : 0;
+	rit_init(&a, &rs->resp, RIT_ALL);
+	rit_init(&f, &rs->query, RIT_FOLDED);
+	while (a.have || f.have) {
+		/* at the same time, a folded answer first: it was given at once */
+		struct rit *it = !f.have || (a.have && a.rec.when_us < f.rec.when_us) ? &a : &f;
+
+		if (skip > 0) {
+			skip--;
+		} else {
+			fn(&it->rec, ud);
+			seen++;
+		}
+		rit_next(it);
+	}
+	return seen;
+}
+
 uint64_t
 dlb_rings_visit_all(bool resp, dlb_ring_visit_fn *fn, void *ud)
 {
@@ -190,7 +297,7 @@ dlb_rings_visit_all(bool resp, dlb_ring_visit_fn *fn, void *ud)
 		const struct dlb_rings *r = dlb_daemon.workers[i]->rings;
 
 		if (r != NULL)
-			n += dlb_ring_visit(resp ? &r->resp : &r->query, fn, ud);
+			n += dlb_rings_visit_worker(r, resp, fn, ud);
 	}
 	return n;
 }
@@ -320,30 +427,51 @@ dlb_rings_query(struct dlb_worker *w, struct dlb_query *q, int rc)
 	r->id = q->m.id;
 	r->hflags = q->m.flags;
 	q->ring_pos = atomic_load_explicit(&rs->query.pos, memory_order_relaxed);
-	q->ring_nw = (uint8_t)nw;
+	q->ring_slot = (uint32_t)rs->query.widx;
 	dlb_ring_push_words(&rs->query, b.w, nw);
 	q->ring_flags = rs->resp.cap != 0 ? RINGS_CUR_NOTED : 0;
 }
 
 /*
- * The words of @q's query record, read back from the query ring (this
- * thread wrote them, so they are still in cache), into @b: an answer's
- * record shares its time, client, name, type, class and transport, and
- * copying them is cheaper than building them again. @return false when the
- * slot has been written since (more queries than the ring holds recorded
- * between the query and its answer) or when the query ring does not record.
+ * Fold @q's local answer into @q's own entry of the query ring: the answer
+ * shares the entry's time, client, name, type, class, transport and ID, so
+ * only its size, flags, counts and source are stored, into lines this thread
+ * wrote a moment ago, instead of a new response entry (two more lines, which
+ * the ring's turnover then evicts). Seqlock as dlb_ring_push_words, with the
+ * slot's next sequence numbers (DLB_RING_SEQ_STEP). @return false when the
+ * answer cannot be folded: the query ring does not record, the slot has been
+ * written since (more queries recorded than it holds), or the answer's ID is
+ * not the query's.
  */
-static bool
-rec_from_query_ring(const struct dlb_ring *ring, const struct dlb_query *q, union ring_build *b)
+static inline bool
+fold_answer(struct dlb_ring *ring, const struct dlb_query *q, uint16_t size, uint16_t id,
+	    uint16_t hflags, uint16_t ancount, uint16_t backend)
 {
 	uint64_t pos = atomic_load_explicit(&ring->pos, memory_order_relaxed);
-	const struct dlb_ring_slot *s;
+	struct dlb_ring_slot *s;
+	union ring_build b;
+	uint32_t seq;
 
-	if (ring->cap == 0 || pos - q->ring_pos > ring->cap || pos == q->ring_pos)
+	if (ring->cap == 0 || pos == q->ring_pos || pos - q->ring_pos > ring->cap)
 		return false;
-	s = &ring->slots[q->ring_pos % ring->cap];
-	for (size_t i = 0; i < q->ring_nw; i++)
-		b->w[i] = atomic_load_explicit(&s->w[i], memory_order_relaxed);
+	s = &ring->slots[q->ring_slot];
+	for (size_t i = 0; i <= DLB_RING_NAME_WORD; i++)
+		b.w[i] = atomic_load_explicit(&s->w[i], memory_order_relaxed);
+	seq = (uint32_t)b.w[0];
+	if (b.r.id != id || seq % DLB_RING_SEQ_STEP != 2)
+		return false;
+	b.r.usec = DLB_RING_FOLD_USEC(size, hflags);
+	b.r.ancount = ancount;
+	b.r.backend = backend;
+	b.r.pflags |= DLB_RING_ANSWERED;
+	atomic_store_explicit(&s->w[0], (uint64_t)(seq + 1), memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&s->w[DLB_RING_ANSWER_WORD], b.w[DLB_RING_ANSWER_WORD],
+			      memory_order_relaxed);
+	atomic_store_explicit(&s->w[DLB_RING_NAME_WORD], b.w[DLB_RING_NAME_WORD],
+			      memory_order_relaxed);
+	atomic_store_explicit(&s->w[0], (b.w[0] & ~(uint64_t)UINT32_MAX) | (uint32_t)(seq + 2),
+			      memory_order_release);
 	return true;
 }
 
@@ -360,24 +488,27 @@ dlb_rings_local_answer(struct dlb_worker *w, struct dlb_query *q, const uint8_t 
 	struct dlb_rings *rs = w->rings;
 	union ring_build b;
 	struct dlb_ring_rec *r = &b.r;
+	uint16_t size, id, hflags, ancount, backend;
 	size_t nw;
 
 	if (rs == NULL || !(q->ring_flags & RINGS_CUR_NOTED) || len < DLB_DNS_HDR)
 		return;
-	if (rec_from_query_ring(&rs->query, q, &b)) {
-		nw = q->ring_nw;
-		r->usec = 0;
-		r->when_us = now_us(w);
-	} else {
-		nw = rec_query(&b, w, q);
-	}
-	r->size = clamp16(len);
-	r->id = dlb_rd16(pkt);
-	r->hflags = dlb_rd16(pkt + 2);
-	r->ancount = dlb_rd16(pkt + 6);
-	r->backend = (q->ring_flags & RINGS_CUR_HIT) ? DLB_RING_BE_CACHE : DLB_RING_BE_SELF;
-	dlb_ring_push_words(&rs->resp, b.w, nw);
+	size = clamp16(len);
+	id = dlb_rd16(pkt);
+	hflags = dlb_rd16(pkt + 2);
+	ancount = dlb_rd16(pkt + 6);
+	backend = (q->ring_flags & RINGS_CUR_HIT) ? DLB_RING_BE_CACHE : DLB_RING_BE_SELF;
 	q->ring_flags = 0;
+	if (fold_answer(&rs->query, q, size, id, hflags, ancount, backend))
+		return;
+	/* no query entry to fold into: an entry of its own, built again */
+	nw = rec_query(&b, w, q);
+	r->size = size;
+	r->id = id;
+	r->hflags = hflags;
+	r->ancount = ancount;
+	r->backend = backend;
+	dlb_ring_push_words(&rs->resp, b.w, nw);
 }
 
 void

@@ -10,7 +10,11 @@
  * entry being rewritten while it is read is skipped or read again, never
  * seen torn, and the writer never waits for a reader.
  *
- * An entry is 128 bytes (two cache lines); see docs/rings.md.
+ * An entry is 128 bytes (two cache lines); see docs/rings.md. An answer
+ * given locally (from the cache, or by a rule) is folded into its query's
+ * entry while that is still in the query ring, instead of taking a response
+ * entry of its own: readers of the response side use dlb_rings_visit_worker,
+ * which merges the two.
  */
 #ifndef DNSLB_RINGS_H
 #define DNSLB_RINGS_H
@@ -38,6 +42,12 @@ struct sockaddr;
 #define DLB_RING_TCP 0x01			/* the client used TCP (else UDP) */
 #define DLB_RING_V6 0x02			/* client address is IPv6 */
 #define DLB_RING_TRUNC_NAME 0x04		/* qname kept only in part */
+/* In a query ring's slot only, never in a record a reader is given: the
+ * query's local answer (cache hit, self-answered) is folded into the entry
+ * (usec holds DLB_RING_FOLD_USEC(size, hflags), ancount and backend are the
+ * answer's). dlb_rings_visit_worker shows it as a query and as an answer. */
+#define DLB_RING_ANSWERED 0x08
+#define DLB_RING_FOLD_USEC(size, hflags) ((uint32_t)(size) << 16 | (uint32_t)(hflags))
 
 /**
  * One ring entry, as written and as copied out by readers. Queries and
@@ -122,9 +132,23 @@ void dlb_rings_free(struct dlb_rings *r);
 
 /* Word of struct dlb_ring_rec where pflags, namelen and the name begin. */
 #define DLB_RING_NAME_WORD (offsetof(struct dlb_ring_rec, pflags) / sizeof(uint64_t))
+/* Word that holds id, hflags, ancount and backend (a fold rewrites it). */
+#define DLB_RING_ANSWER_WORD (offsetof(struct dlb_ring_rec, id) / sizeof(uint64_t))
 
 _Static_assert(offsetof(struct dlb_ring_rec, pflags) % sizeof(uint64_t) == 0,
 	       "pflags starts a word");
+_Static_assert(offsetof(struct dlb_ring_rec, backend) / sizeof(uint64_t) == DLB_RING_ANSWER_WORD &&
+	       DLB_RING_ANSWER_WORD + 1 == DLB_RING_NAME_WORD,
+	       "a fold stores two words after word 0");
+
+/*
+ * A slot's sequence number (word 0's low half) moves by DLB_RING_SEQ_STEP
+ * per lap: a push stores lap x 4 + 1 (odd: being written) and then + 2; a
+ * fold into the same entry later stores + 3 and then + 4. So it only grows,
+ * and a reader that saw the same even number before and after its copy saw
+ * no write in between.
+ */
+#define DLB_RING_SEQ_STEP 4
 
 /* Words every push stores at least: the fixed fields and a name of up to 22
  * bytes (www.example.com is 17), stored without a loop. */
@@ -180,9 +204,10 @@ dlb_ring_push_words(struct dlb_ring *ring, const uint64_t *w, size_t nw)
 	pos = atomic_load_explicit(&ring->pos, memory_order_relaxed);
 	s = &ring->slots[ring->widx];
 	dlb_ring_prefetch_ahead(ring);
-	/* the slot's seq without reading it: each lap wrote it once (+2), so
-	 * the push only stores into the slot and never waits for its line */
-	seq = ring->wlap * 2;
+	/* the slot's seq without reading it: each lap moved it by
+	 * DLB_RING_SEQ_STEP, so the push only stores into the slot and never
+	 * waits for its line */
+	seq = ring->wlap * DLB_RING_SEQ_STEP;
 	/* seqlock write side (Boehm, "Can seqlocks get along with programming
 	 * language memory models?", 2012): odd seq, release fence, the data,
 	 * then the next even seq with release */
@@ -222,7 +247,9 @@ bool dlb_ring_read(const struct dlb_ring *ring, size_t slot, struct dlb_ring_rec
 /**
  * Visit the entries of @ring oldest first (at most cap; entries overwritten
  * while the visit runs are seen in their newer version or skipped). @fn
- * gets a stable copy. @return entries visited. Thread: any.
+ * gets a stable copy, as stored: a query entry may carry a folded answer
+ * (DLB_RING_ANSWERED); the tools use dlb_rings_visit_worker instead.
+ * @return entries visited. Thread: any.
  */
 typedef void dlb_ring_visit_fn(const struct dlb_ring_rec *rec, void *ud);
 size_t dlb_ring_visit(const struct dlb_ring *ring, dlb_ring_visit_fn *fn, void *ud);
@@ -269,9 +296,16 @@ void dlb_rings_slot(struct dlb_worker *w, const struct dlb_slot *s, const uint8_
  */
 
 /**
- * Visit every workers' query ring (@resp false) or response ring, oldest
- * entries of each worker first. @return entries visited.
+ * Visit the queries (@resp false) or the answers of one worker's rings,
+ * oldest first. Queries are the query ring's entries. Answers are the
+ * response ring's entries and the answers folded into the query ring's,
+ * merged by time, the newest response-ring capacity of them (no answers when
+ * the response ring does not record). Records are given as a query's or an
+ * answer's (DLB_RING_ANSWERED cleared). @return entries visited.
  */
+size_t dlb_rings_visit_worker(const struct dlb_rings *rs, bool resp, dlb_ring_visit_fn *fn,
+			      void *ud);
+/** dlb_rings_visit_worker for every worker. @return entries visited. */
 uint64_t dlb_rings_visit_all(bool resp, dlb_ring_visit_fn *fn, void *ud);
 
 struct dlb_top_entry {

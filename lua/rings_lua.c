@@ -393,23 +393,20 @@ hits_push(struct hits *h, const struct dlb_ring_rec *r, bool resp)
 	h->n++;
 }
 
-/* The newest @limit matches of one worker's ring, newest first. */
-static void
-grepq_ring(const struct dlb_ring *ring, bool resp, const struct grepq *g, size_t limit,
-	   struct hits *h)
-{
-	uint64_t pos = atomic_load_explicit(&ring->pos, memory_order_acquire);
-	uint64_t n = pos < ring->cap ? pos : ring->cap;
-	struct dlb_ring_rec r;
-	size_t found = 0;
+/* What grepq_visit collects matches of into hits. */
+struct grepq_visit {
+	const struct grepq *g;
+	bool resp;
+	struct hits *h;
+};
 
-	for (uint64_t i = pos; i > pos - n && found < limit; i--) {
-		if (!dlb_ring_read(ring, (size_t)((i - 1) % ring->cap), &r) ||
-		    r.namelen > DLB_RING_NAME_MAX || !grepq_match(g, &r, resp))
-			continue;
-		hits_push(h, &r, resp);
-		found++;
-	}
+static void
+grepq_visit(const struct dlb_ring_rec *r, void *ud)
+{
+	struct grepq_visit *v = ud;
+
+	if (grepq_match(v->g, r, v->resp))
+		hits_push(v->h, r, v->resp);
 }
 
 static int
@@ -436,13 +433,9 @@ static void
 grepq_collect(bool resp, const struct grepq *g, size_t limit, struct hits *out)
 {
 	struct hits h = { 0 };
+	struct grepq_visit v = { .g = g, .resp = resp, .h = &h };
 
-	for (int i = 0; i < dlb_daemon.nworkers; i++) {
-		const struct dlb_rings *rs = dlb_daemon.workers[i]->rings;
-
-		if (rs != NULL)
-			grepq_ring(resp ? &rs->resp : &rs->query, resp, g, limit, &h);
-	}
+	dlb_rings_visit_all(resp, grepq_visit, &v);
 	if (h.oom) {
 		out->oom = true;
 	} else {

@@ -207,12 +207,14 @@ test_recording(void **state)
 	struct collect c = { .n = 0 };
 	struct dlb_query q;
 	struct dlb_slot s;
+	size_t q0len;
 
 	(void)state;
 	inet_pton(AF_INET6, "2001:db8::5", &sa.sin6_addr);
 
 	/* a query answered from the cache */
 	make_query(&q, buf, "WWW.Example.COM.", 0x1234);
+	q0len = q.len;
 	q.client = (struct sockaddr *)&sa;
 	dlb_rings_query(w, &q, DLB_OK);
 	dlb_rings_cache_hit(&q);
@@ -252,13 +254,18 @@ test_recording(void **state)
 	s.client.proto = DLB_CLIENT_INTERNAL;
 	dlb_rings_slot(w, &s, NULL, 0, 3);
 
-	assert_int_equal(dlb_ring_visit(&w->rings->query, collect_cb, &c), 2);
+	assert_int_equal(dlb_rings_visit_worker(w->rings, false, collect_cb, &c), 2);
 	dlb_ring_name_text(&c.v[0], text, sizeof(text));
 	assert_string_equal(text, "www.example.com.");	/* lowercase */
 	assert_int_equal(c.v[0].id, 0x1234);
 	assert_int_equal(c.v[0].port, 5353);
 	assert_true(c.v[0].pflags & DLB_RING_V6);
 	assert_false(c.v[0].pflags & DLB_RING_TCP);
+	/* the query as the query, though its answer is folded into its entry */
+	assert_int_equal(c.v[0].pflags & DLB_RING_ANSWERED, 0);
+	assert_int_equal(c.v[0].usec, 0);
+	assert_int_equal(c.v[0].backend, 0);
+	assert_int_equal(c.v[0].hflags, DLB_F_RD);
 	dlb_ring_client_text(&c.v[0], true, text, sizeof(text));
 	assert_string_equal(text, "[2001:db8::5]:5353");
 	dlb_ring_client_text(&c.v[0], false, text, sizeof(text));
@@ -271,9 +278,18 @@ test_recording(void **state)
 	assert_string_equal(text, "...abcdefghij.abcdefghij.abcdefghij.abcdefghij.abcdefghij.example.");
 
 	c.n = 0;
-	assert_int_equal(dlb_ring_visit(&w->rings->resp, collect_cb, &c), 2);
+	/* the hit's answer is in its query's entry: the response ring has only
+	 * the timeout, the answers visited are both */
+	assert_int_equal(atomic_load(&w->rings->resp.pos), 1);
+	assert_int_equal(dlb_rings_visit_worker(w->rings, true, collect_cb, &c), 2);
 	assert_int_equal(c.v[0].backend, DLB_RING_BE_CACHE);
 	assert_int_equal(DLB_RCODE(c.v[0].hflags), DLB_RCODE_NXDOMAIN);
+	assert_int_equal(c.v[0].pflags & DLB_RING_ANSWERED, 0);
+	assert_int_equal(c.v[0].id, 0x1234);
+	assert_int_equal(c.v[0].size, q0len);
+	assert_int_equal(c.v[0].usec, 0);
+	dlb_ring_name_text(&c.v[0], text, sizeof(text));
+	assert_string_equal(text, "www.example.com.");
 	assert_int_equal(c.v[1].backend, 3);
 	assert_int_equal(c.v[1].usec, DLB_RING_TIMEOUT);
 	assert_int_equal(c.v[1].id, 99);
@@ -294,12 +310,23 @@ newest(const struct dlb_ring *ring)
 	return r;
 }
 
+/* The newest answer of @rs (dlb_rings_visit_worker's last). */
+static struct dlb_ring_rec
+newest_answer(const struct dlb_rings *rs)
+{
+	struct collect c = { .n = 0 };
+
+	assert_true(dlb_rings_visit_worker(rs, true, collect_cb, &c) > 0);
+	return c.v[c.n - 1];
+}
+
 /*
- * A local answer's record copies the query's shared words from the query
- * ring while the query's slot still holds them (queries recorded since:
- * fewer than the ring's capacity), and builds them from the query once the
- * slot was written again: either way it names the query's own name, client,
- * type and transport, with the answer's size, ID, flags and counts.
+ * A local answer is folded into its query's entry while the query ring
+ * still holds it (fewer queries than its capacity recorded since) and the
+ * answer keeps the query's ID; otherwise it takes a response entry of its
+ * own, built from the query. Either way readers see the query's own name,
+ * client, type and transport, with the answer's size, ID, flags and counts,
+ * and the query's record stays the query's.
  */
 static void
 test_answer_record_from_query(void **state)
@@ -311,14 +338,24 @@ test_answer_record_from_query(void **state)
 	char text[DLB_WIRE_NAME_TEXT_MAX + 4];
 	struct dlb_query q, o;
 	struct dlb_ring_rec qr, ar;
+	struct collect c;
 
 	(void)state;
 	inet_pton(AF_INET, "192.0.2.7", &sa4.sin_addr);
 	inet_pton(AF_INET6, "2001:db8::9", &sa6.sin6_addr);
 	for (int between = 0; between <= 9; between++) {
-		for (int v6 = 0; v6 <= 1; v6++) {
+		for (int v = 0; v < 4; v++) {
+			bool v6 = v & 1, same_id = v & 2;
+			uint16_t qid = (uint16_t)(100 + between), aid = same_id ? qid : 0xbeef;
+			bool fold = same_id && between < 8;
+			uint64_t rpos;
+
+			/* fresh rings: the only answer is this one's */
+			dlb_rings_free(w->rings);
+			w->rings = dlb_rings_new_cap(8);
+			assert_non_null(w->rings);
 			make_query(&q, buf, between % 2 ? "Mixed.Case.Example." :
-				   "a-name-long-enough-for-three-words.example.", (uint16_t)(100 + between));
+				   "a-name-long-enough-for-three-words.example.", qid);
 			q.client = v6 ? (struct sockaddr *)&sa6 : (struct sockaddr *)&sa4;
 			q.tcp = between % 3 == 0;
 			q.m.qtype = 28;
@@ -332,11 +369,14 @@ test_answer_record_from_query(void **state)
 			}
 			dlb_rings_cache_hit(&q);
 			memcpy(ans, buf, q.len);
-			dlb_wr16(ans, 0xbeef);
+			dlb_wr16(ans, aid);
 			dlb_wr16(ans + 2, DLB_F_QR | DLB_F_RD | DLB_F_RA | DLB_RCODE_NOERROR);
 			dlb_wr16(ans + 6, 3);
+			rpos = atomic_load(&w->rings->resp.pos);
 			dlb_rings_local_answer(w, &q, ans, q.len + 40);
-			ar = newest(&w->rings->resp);
+			/* folded: no response entry of its own */
+			assert_int_equal(atomic_load(&w->rings->resp.pos), rpos + !fold);
+			ar = newest_answer(w->rings);
 
 			dlb_ring_name_text(&ar, text, sizeof(text));
 			assert_string_equal(text, between % 2 ? "mixed.case.example." :
@@ -353,16 +393,103 @@ test_answer_record_from_query(void **state)
 			assert_int_equal(ar.usec, 0);
 			/* the answer's own */
 			assert_int_equal(ar.size, q.len + 40);
-			assert_int_equal(ar.id, 0xbeef);
+			assert_int_equal(ar.id, aid);
 			assert_int_equal(ar.hflags, DLB_F_QR | DLB_F_RD | DLB_F_RA);
 			assert_int_equal(ar.ancount, 3);
 			assert_int_equal(ar.backend, DLB_RING_BE_CACHE);
-			/* and the query's record is the query's */
-			assert_int_equal(qr.id, 100 + between);
+			/* and the query's record is the query's, as readers see it
+			 * (while the ring still holds it) */
+			assert_int_equal(qr.id, qid);
 			assert_int_equal(qr.size, q.len);
 			assert_int_equal(qr.backend, 0);
+			c.n = 0;
+			dlb_rings_visit_worker(w->rings, false, collect_cb, &c);
+			if (between < 8) {
+				qr = c.v[c.n - 1 - (size_t)between];
+				assert_int_equal(qr.id, qid);
+				assert_int_equal(qr.size, q.len);
+				assert_int_equal(qr.hflags, DLB_F_RD);
+				assert_int_equal(qr.usec, 0);
+				assert_int_equal(qr.ancount, 0);
+				assert_int_equal(qr.backend, 0);
+				assert_int_equal(qr.pflags & DLB_RING_ANSWERED, 0);
+			}
 		}
 	}
+	fake_worker_free(w);
+}
+
+/*
+ * The answers a reader sees are the newest response-ring capacity of the
+ * response ring's entries and the folded ones, merged by time: folded
+ * answers that fall out of the query ring go with their queries, and a
+ * response ring that does not record shows no answers at all.
+ */
+static void
+test_answer_view(void **state)
+{
+	struct dlb_worker *w = fake_worker(4);
+	struct sockaddr_in sa4 = { .sin_family = AF_INET, .sin_port = htons(4242) };
+	uint8_t buf[512];
+	struct collect c = { .n = 0 };
+	struct dlb_query q;
+	struct dlb_slot s;
+
+	(void)state;
+	inet_pton(AF_INET, "192.0.2.7", &sa4.sin_addr);
+	memset(&s, 0, sizeof(s));
+	s.client.proto = DLB_CLIENT_UDP;
+	memcpy(&s.client.peer, &sa4, sizeof(sa4));
+	/* at t: 3 hits, folded; at t + 1: 2 backend timeouts; at t + 2: 3 hits */
+	for (int step = 0; step < 3; step++) {
+		for (int i = 0; i < (step == 1 ? 2 : 3); i++) {
+			make_query(&q, buf, "x.example.", (uint16_t)(step * 10 + i));
+			if (step == 1) {
+				s.key.qname_len = q.m.qname_len;
+				memcpy(s.key.qname_lc, q.m.qname_lc, q.m.qname_len);
+				s.client.orig_id = q.m.id;
+				dlb_rings_slot(w, &s, NULL, 0, 1);
+				continue;
+			}
+			q.client = (struct sockaddr *)&sa4;
+			dlb_rings_query(w, &q, DLB_OK);
+			dlb_rings_cache_hit(&q);
+			dlb_wr16(buf + 2, DLB_F_QR | DLB_F_RD);
+			dlb_rings_local_answer(w, &q, buf, q.len);
+		}
+		ev_sleep(0.002);
+		ev_now_update(w->loop);
+	}
+	/* query ring (4): hits 1, 2 of step 0 fell out with 0; the answers:
+	 * hits 20..22, timeouts 10..11, hit 2 = 6, cut to the newest 4 */
+	assert_int_equal(atomic_load(&w->rings->query.pos), 6);
+	assert_int_equal(atomic_load(&w->rings->resp.pos), 2);
+	assert_int_equal(dlb_rings_visit_worker(w->rings, true, collect_cb, &c), 4);
+	assert_int_equal(c.v[0].id, 11);
+	assert_int_equal(c.v[0].usec, DLB_RING_TIMEOUT);
+	for (int i = 1; i < 4; i++) {
+		assert_int_equal(c.v[i].id, 20 + i - 1);
+		assert_int_equal(c.v[i].backend, DLB_RING_BE_CACHE);
+		assert_true(c.v[i].when_us > c.v[0].when_us);
+	}
+	c.n = 0;
+	assert_int_equal(dlb_rings_visit_worker(w->rings, false, collect_cb, &c), 4);
+	assert_int_equal(c.v[0].id, 2);
+	assert_int_equal(c.v[3].id, 22);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(c.v[i].backend, 0);
+
+	/* queries only: nothing on the answer side, though entries are there */
+	dlb_rings_free(w->rings);
+	w->rings = dlb_rings_new_caps(4, 0);
+	make_query(&q, buf, "x.example.", 1);
+	dlb_rings_query(w, &q, DLB_OK);
+	dlb_rings_cache_hit(&q);
+	dlb_rings_local_answer(w, &q, buf, q.len);
+	c.n = 0;
+	assert_int_equal(dlb_rings_visit_worker(w->rings, true, collect_cb, &c), 0);
+	assert_int_equal(dlb_rings_visit_worker(w->rings, false, collect_cb, &c), 1);
+	assert_int_equal(c.v[0].backend, 0);
 	fake_worker_free(w);
 }
 
@@ -544,6 +671,18 @@ struct race {
 	uint64_t reads, bad;
 };
 
+/* Run @reader and @writer on @arg in two threads until both return. */
+static void
+run_race(void *(*reader)(void *), void *(*writer)(void *), void *arg)
+{
+	pthread_t wt, rt;
+
+	assert_int_equal(pthread_create(&rt, NULL, reader, arg), 0);
+	assert_int_equal(pthread_create(&wt, NULL, writer, arg), 0);
+	pthread_join(wt, NULL);
+	pthread_join(rt, NULL);
+}
+
 static struct dlb_ring_rec
 race_rec(uint64_t k)
 {
@@ -602,20 +741,127 @@ test_writer_reader_race(void **state)
 {
 	struct dlb_rings *rs = dlb_rings_new_cap(32);	/* small: the writer laps the reader */
 	struct race rc = { .reads = 0, .bad = 0 };
-	pthread_t wt, rt;
 
 	(void)state;
 	assert_non_null(rs);
 	rc.ring = &rs->query;
 	atomic_init(&rc.done, 0);
-	assert_int_equal(pthread_create(&rt, NULL, race_reader, &rc), 0);
-	assert_int_equal(pthread_create(&wt, NULL, race_writer, &rc), 0);
-	pthread_join(wt, NULL);
-	pthread_join(rt, NULL);
+	run_race(race_reader, race_writer, &rc);
 	assert_true(rc.reads >= 32);
 	assert_int_equal(rc.bad, 0);
 	assert_int_equal(atomic_load(&rc.ring->pos), RACE_WRITES);
 	dlb_rings_free(rs);
+}
+
+/*
+ * The same race with answers folded into query entries: the writer records
+ * queries through the pipeline's calls and answers every other one from the
+ * "cache" (folded); the reader checks each query and each answer it is given
+ * against what the writer recorded for that name. A fold seen half-written
+ * would mix a query's fields with an answer's.
+ */
+struct fold_race {
+	struct dlb_worker *w;
+	_Atomic int done;
+	uint64_t queries, answers, bad;
+};
+
+static void *
+fold_writer(void *arg)
+{
+	struct fold_race *fr = arg;
+	struct sockaddr_in sa4 = { .sin_family = AF_INET, .sin_port = htons(4242) };
+	uint8_t buf[512], ans[512];
+	char name[64];
+	struct dlb_query q;
+
+	for (uint64_t k = 1; k <= RACE_WRITES; k++) {
+		snprintf(name, sizeof(name), "q%llu.example.", (unsigned long long)k);
+		make_query(&q, buf, name, (uint16_t)k);
+		q.client = (struct sockaddr *)&sa4;
+		dlb_rings_query(fr->w, &q, DLB_OK);
+		if (k % 2 == 0)
+			continue;
+		dlb_rings_cache_hit(&q);
+		memcpy(ans, buf, q.len);
+		dlb_wr16(ans + 2, DLB_F_QR | DLB_F_RD | (uint16_t)(k % 6));
+		dlb_wr16(ans + 6, (uint16_t)(k % 7));
+		dlb_rings_local_answer(fr->w, &q, ans, q.len + k % 100);
+	}
+	atomic_store(&fr->done, 1);
+	return NULL;
+}
+
+static void
+fold_check(const struct dlb_ring_rec *r, void *ud, bool resp)
+{
+	struct fold_race *fr = ud;
+	char text[DLB_WIRE_NAME_TEXT_MAX + 4];
+	unsigned long long k = 0;
+	size_t qlen;
+
+	dlb_ring_name_text(r, text, sizeof(text));
+	if (sscanf(text, "q%llu.example.", &k) != 1) {
+		fr->bad++;
+		return;
+	}
+	qlen = 16 + strlen(text) + 1;	/* header, wire name, type, class */
+	if (r->id != (uint16_t)k || r->pflags != 0 || r->usec != 0) {
+		fr->bad++;
+	} else if (!resp) {
+		fr->queries++;
+		if (r->size != qlen || r->hflags != DLB_F_RD || r->ancount != 0 || r->backend != 0)
+			fr->bad++;
+	} else {
+		fr->answers++;
+		if (k % 2 == 0 || r->size != qlen + k % 100 ||
+		    r->hflags != (DLB_F_QR | DLB_F_RD | k % 6) || r->ancount != k % 7 ||
+		    r->backend != DLB_RING_BE_CACHE)
+			fr->bad++;
+	}
+}
+
+static void
+fold_check_query(const struct dlb_ring_rec *r, void *ud)
+{
+	fold_check(r, ud, false);
+}
+
+static void
+fold_check_answer(const struct dlb_ring_rec *r, void *ud)
+{
+	fold_check(r, ud, true);
+}
+
+static void *
+fold_reader(void *arg)
+{
+	struct fold_race *fr = arg;
+	bool last = false;
+
+	while (!last) {
+		last = atomic_load(&fr->done);
+		dlb_rings_visit_worker(fr->w->rings, false, fold_check_query, fr);
+		dlb_rings_visit_worker(fr->w->rings, true, fold_check_answer, fr);
+	}
+	return NULL;
+}
+
+static void
+test_fold_reader_race(void **state)
+{
+	struct fold_race fr = { .w = fake_worker(32), .queries = 0, .answers = 0, .bad = 0 };
+
+	(void)state;
+	atomic_init(&fr.done, 0);
+	run_race(fold_reader, fold_writer, &fr);
+	assert_true(fr.queries >= 32);
+	assert_true(fr.answers >= 16);
+	assert_int_equal(fr.bad, 0);
+	/* every answer was folded */
+	assert_int_equal(atomic_load(&fr.w->rings->query.pos), RACE_WRITES);
+	assert_int_equal(atomic_load(&fr.w->rings->resp.pos), 0);
+	fake_worker_free(fr.w);
 }
 
 int
@@ -627,9 +873,11 @@ main(void)
 		cmocka_unit_test(test_sizing),
 		cmocka_unit_test(test_recording),
 		cmocka_unit_test(test_answer_record_from_query),
+		cmocka_unit_test(test_answer_view),
 		cmocka_unit_test(test_recording_options),
 		cmocka_unit_test(test_top),
 		cmocka_unit_test(test_writer_reader_race),
+		cmocka_unit_test(test_fold_reader_race),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
