@@ -393,20 +393,23 @@ hits_push(struct hits *h, const struct dlb_ring_rec *r, bool resp)
 	h->n++;
 }
 
-/* What grepq_visit collects matches of into hits. */
+/* One worker's newest matches: a ring of the last @cap that grepq_visit saw. */
 struct grepq_visit {
 	const struct grepq *g;
 	bool resp;
-	struct hits *h;
+	struct dlb_ring_rec *v;		/* [cap] */
+	size_t cap, n;			/* n: matches seen */
 };
 
 static void
 grepq_visit(const struct dlb_ring_rec *r, void *ud)
 {
-	struct grepq_visit *v = ud;
+	struct grepq_visit *gv = ud;
 
-	if (grepq_match(v->g, r, v->resp))
-		hits_push(v->h, r, v->resp);
+	if (!grepq_match(gv->g, r, gv->resp))
+		return;
+	gv->v[gv->n % gv->cap] = *r;
+	gv->n++;
 }
 
 static int
@@ -433,9 +436,31 @@ static void
 grepq_collect(bool resp, const struct grepq *g, size_t limit, struct hits *out)
 {
 	struct hits h = { 0 };
-	struct grepq_visit v = { .g = g, .resp = resp, .h = &h };
+	struct grepq_visit gv = { .g = g, .resp = resp };
+	size_t most = 0;
 
-	dlb_rings_visit_all(resp, grepq_visit, &v);
+	/* the newest @limit of each worker (at most its ring's entries), then
+	 * the newest @limit of those */
+	for (int i = 0; i < dlb_daemon.nworkers; i++) {
+		const struct dlb_rings *rs = dlb_daemon.workers[i]->rings;
+
+		if (rs != NULL && (resp ? rs->resp.cap : rs->query.cap) > most)
+			most = resp ? rs->resp.cap : rs->query.cap;
+	}
+	gv.cap = limit < most ? limit : most;
+	if (gv.cap > 0 && (gv.v = malloc(gv.cap * sizeof(*gv.v))) == NULL)
+		h.oom = true;
+	for (int i = 0; i < dlb_daemon.nworkers && gv.v != NULL; i++) {
+		const struct dlb_rings *rs = dlb_daemon.workers[i]->rings;
+
+		if (rs == NULL)
+			continue;
+		gv.n = 0;
+		dlb_rings_visit_worker(rs, resp, grepq_visit, &gv);
+		for (size_t k = gv.n > gv.cap ? gv.n - gv.cap : 0; k < gv.n; k++)
+			hits_push(&h, &gv.v[k % gv.cap], resp);
+	}
+	free(gv.v);
 	if (h.oom) {
 		out->oom = true;
 	} else {
