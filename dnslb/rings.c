@@ -162,25 +162,6 @@ dlb_ring_read(const struct dlb_ring *ring, size_t slot, struct dlb_ring_rec *out
 	return false;
 }
 
-size_t
-dlb_ring_visit(const struct dlb_ring *ring, dlb_ring_visit_fn *fn, void *ud)
-{
-	uint64_t pos = atomic_load_explicit(&ring->pos, memory_order_acquire);
-	uint64_t n = pos < ring->cap ? pos : ring->cap;
-	struct dlb_ring_rec rec;
-	size_t seen = 0;
-
-	for (uint64_t i = pos - n; i < pos; i++) {
-		if (!dlb_ring_read(ring, (size_t)(i % ring->cap), &rec))
-			continue;
-		if (rec.namelen > DLB_RING_NAME_MAX)
-			continue;	/* cannot happen with a stable copy; never trust it */
-		fn(&rec, ud);
-		seen++;
-	}
-	return seen;
-}
-
 /* A query-ring entry as its query: the folded answer's fields cleared. */
 static void
 rec_as_query(struct dlb_ring_rec *r)
@@ -224,7 +205,7 @@ rit_next(struct rit *it)
 	while (it->i < it->end) {
 		if (!dlb_ring_read(ring, (size_t)(it->i++ % ring->cap), &it->rec) ||
 		    it->rec.namelen > DLB_RING_NAME_MAX)
-			continue;	/* the second cannot happen with a stable copy */
+			continue;	/* a bad namelen cannot happen with a stable copy; never trust it */
 		if (it->mode == RIT_QUERIES) {
 			rec_as_query(&it->rec);
 		} else if (it->mode == RIT_FOLDED) {
@@ -248,6 +229,17 @@ rit_init(struct rit *it, const struct dlb_ring *ring, enum rit_mode mode)
 	it->i = pos - n;
 	it->end = pos;
 	rit_next(it);
+}
+
+size_t
+dlb_ring_visit(const struct dlb_ring *ring, dlb_ring_visit_fn *fn, void *ud)
+{
+	struct rit it;
+	size_t seen = 0;
+
+	for (rit_init(&it, ring, RIT_ALL); it.have; rit_next(&it), seen++)
+		fn(&it.rec, ud);
+	return seen;
 }
 
 size_t
