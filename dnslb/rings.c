@@ -203,9 +203,10 @@ rit_next(struct rit *it)
 
 	it->have = false;
 	while (it->i < it->end) {
+		/* a bad namelen cannot happen with a stable copy; never trust it */
 		if (!dlb_ring_read(ring, (size_t)(it->i++ % ring->cap), &it->rec) ||
 		    it->rec.namelen > DLB_RING_NAME_MAX)
-			continue;	/* a bad namelen cannot happen with a stable copy; never trust it */
+			continue;
 		if (it->mode == RIT_QUERIES) {
 			rec_as_query(&it->rec);
 		} else if (it->mode == RIT_FOLDED) {
