@@ -35,6 +35,7 @@
 #include <xxhash.h>
 
 #include "dnslb/rcu.h"
+#include "dnslb/util.h"
 
 #define MAX_TTLS 512	/* TTL fields an answer may have to be cached */
 
@@ -196,6 +197,13 @@ pow2_at_least(uint64_t v)
 	return p;
 }
 
+/* Bytes of @c's slot table (all shards' sets). */
+static size_t
+slots_size(const struct dlb_cache *c)
+{
+	return (size_t)c->nshards * ((size_t)c->set_mask + 1) * DLB_CACHE_WAYS * sizeof(cache_slot);
+}
+
 struct dlb_cache *
 dlb_cache_new(const struct dlb_cache_opts *o)
 {
@@ -227,12 +235,13 @@ dlb_cache_new(const struct dlb_cache_opts *o)
 	/* twice as many slots as entries: sets stay half full, conflicts are rare */
 	nsets = pow2_at_least(((uint64_t)per_shard * 2 + DLB_CACHE_WAYS - 1) / DLB_CACHE_WAYS);
 	c->set_mask = nsets - 1;
-	c->slots = aligned_alloc(64, (size_t)c->nshards * nsets * DLB_CACHE_WAYS * sizeof(*c->slots));
+	/* zero-filled, on huge pages from 2 MiB (100,000 entries) on: lookups
+	 * land anywhere in it, and with 4 KiB pages most would miss the TLB */
+	c->slots = dlb_table_alloc(slots_size(c));
 	if (c->slots == NULL) {
 		dlb_cache_free(c);
 		return NULL;
 	}
-	memset(c->slots, 0, (size_t)c->nshards * nsets * DLB_CACHE_WAYS * sizeof(*c->slots));
 	for (uint32_t i = 0; i < c->nshards; i++) {
 		struct cache_shard *s = &c->shards[i];
 
@@ -259,7 +268,7 @@ dlb_cache_free(struct dlb_cache *c)
 		for (uint64_t j = 0; j < ((uint64_t)s->set_mask + 1) * DLB_CACHE_WAYS; j++)
 			free(slot_entry(s->slots[j]));
 	}
-	free(c->slots);
+	dlb_table_free(c->slots, slots_size(c));
 	free(c->shards);
 	free(c);
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "dnslb/dnslb.h"
@@ -100,6 +101,51 @@ dlb_uuid_v4(char *out, size_t outsz)
 		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
 		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
 		 u[12], u[13], u[14], u[15]);
+}
+
+/* The bytes dlb_table_alloc maps for a table of @size. */
+static size_t
+table_len(size_t size)
+{
+	size_t unit = size >= DLB_TABLE_HUGE ? DLB_TABLE_HUGE : 4096;
+
+	return size > SIZE_MAX - unit ? 0 : (size + unit - 1) & ~(unit - 1);
+}
+
+void *
+dlb_table_alloc(size_t size)
+{
+	size_t len = table_len(size);
+	uint8_t *m, *a;
+
+	if (len == 0)
+		return NULL;
+	if (len < DLB_TABLE_HUGE) {
+		m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		return m == MAP_FAILED ? NULL : m;
+	}
+	/* map one huge page more, then trim it to an aligned start */
+	if (len > SIZE_MAX - DLB_TABLE_HUGE)
+		return NULL;
+	m = mmap(NULL, len + DLB_TABLE_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		 -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+	a = (uint8_t *)(((uintptr_t)m + DLB_TABLE_HUGE - 1) & ~(uintptr_t)(DLB_TABLE_HUGE - 1));
+	if (a > m)
+		munmap(m, (size_t)(a - m));
+	if (a + len < m + len + DLB_TABLE_HUGE)
+		munmap(a + len, (size_t)(m + len + DLB_TABLE_HUGE - (a + len)));
+	/* only advice: without THP (or with it off) the table has plain pages */
+	(void)madvise(a, len, MADV_HUGEPAGE);
+	return a;
+}
+
+void
+dlb_table_free(void *p, size_t size)
+{
+	if (p != NULL)
+		munmap(p, table_len(size));
 }
 
 const char *

@@ -1,5 +1,5 @@
 /*
- * util.h - small helpers: random numbers, monotonic time.
+ * util.h - small helpers: random numbers, monotonic time, large tables.
  */
 #ifndef DNSLB_UTIL_H
 #define DNSLB_UTIL_H
@@ -33,5 +33,21 @@ void dlb_uuid_v4(char *out, size_t outsz);
 
 /** Monotonic time in seconds (CLOCK_MONOTONIC). */
 double dlb_now(void);
+
+/* Tables of DLB_TABLE_HUGE bytes or more get transparent huge pages. */
+#define DLB_TABLE_HUGE ((size_t)2 << 20)
+
+/**
+ * Zero-filled anonymous memory for a large table read at random places, such
+ * as the packet cache's slots. From DLB_TABLE_HUGE bytes on, the mapping is
+ * aligned to DLB_TABLE_HUGE, rounded up to a multiple of it and advised for
+ * transparent huge pages (MADV_HUGEPAGE, which the kernel honours in its
+ * default "madvise" mode): a lookup anywhere in the table then needs one TLB
+ * entry per 2 MiB instead of one per 4 KiB page. Smaller tables get plain
+ * pages. Returns NULL if the memory cannot be mapped; free with
+ * dlb_table_free and the same @size.
+ */
+void *dlb_table_alloc(size_t size);
+void dlb_table_free(void *p, size_t size);
 
 #endif

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 
 #include "dnslb/cache.h"
 #include "dnslb/rcu.h"
+#include "dnslb/util.h"
 #include "dnslb/wire.h"
 
 #define T0	1700000000.0	/* insert time of most entries */
@@ -1701,6 +1703,128 @@ test_is_full(void **state)
 	cache_done(c);
 }
 
+/* ---- the slot table's memory ------------------------------------------------ */
+
+/* The [start, end) of the mapping in /proc/self/maps that holds @p; 0 if none. */
+static int
+mapping_of(const void *p, uintptr_t *start, uintptr_t *end)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int found = 0;
+
+	assert_non_null(f);
+	while (!found && fgets(line, sizeof(line), f) != NULL) {
+		unsigned long a, b;
+
+		if (sscanf(line, "%lx-%lx", &a, &b) == 2 && (uintptr_t)p >= a && (uintptr_t)p < b) {
+			*start = a;
+			*end = b;
+			found = 1;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* The process's VmSize in KiB, read without malloc (which could map memory). */
+static long
+vm_size_kb(void)
+{
+	char buf[4096];
+	int fd = open("/proc/self/status", O_RDONLY);
+	ssize_t n;
+	char *v;
+
+	assert_true(fd >= 0);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	assert_true(n > 0);
+	buf[n] = '\0';
+	v = strstr(buf, "VmSize:");
+	assert_non_null(v);
+	return strtol(v + 7, NULL, 10);
+}
+
+/*
+ * dlb_table_alloc: zero-filled and writable; from 2 MiB on aligned to 2 MiB,
+ * its own mapping (advised for huge pages), and what it keeps mapped is
+ * exactly the size rounded up to 2 MiB (the extra huge page it maps to align
+ * the start is given back on both sides); below, whole pages. Freeing
+ * unmaps all of it.
+ */
+static void
+test_table_alloc(void **state)
+{
+	static const size_t sizes[] = { 64, 4096 * 3 + 1, DLB_TABLE_HUGE - 8, DLB_TABLE_HUGE,
+					DLB_TABLE_HUGE + 1, 3 * DLB_TABLE_HUGE };
+	static const size_t lens[] = { 4096, 4096 * 4, DLB_TABLE_HUGE, DLB_TABLE_HUGE,
+				       2 * DLB_TABLE_HUGE, 3 * DLB_TABLE_HUGE };
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		uint8_t *t = dlb_table_alloc(sizes[i]);
+		uintptr_t start, end;
+		long before, during;
+
+		assert_non_null(t);
+		for (size_t j = 0; j < sizes[i]; j += 509)
+			assert_int_equal(t[j], 0);
+		assert_int_equal(t[sizes[i] - 1], 0);
+		memset(t, 0xa5, sizes[i]);
+		if (sizes[i] >= DLB_TABLE_HUGE) {
+			assert_int_equal((uintptr_t)t % DLB_TABLE_HUGE, 0);
+			assert_true(mapping_of(t, &start, &end));
+			assert_int_equal(start, (uintptr_t)t);
+			assert_int_equal(end - start, lens[i]);
+		} else {
+			assert_int_equal((uintptr_t)t % 4096, 0);
+		}
+		dlb_table_free(t, sizes[i]);
+
+		before = vm_size_kb();
+		t = dlb_table_alloc(sizes[i]);
+		assert_non_null(t);
+		during = vm_size_kb();
+		dlb_table_free(t, sizes[i]);
+		assert_int_equal(during - before, (long)(lens[i] / 1024));
+		assert_int_equal(vm_size_kb(), before);
+	}
+	dlb_table_free(NULL, DLB_TABLE_HUGE);
+}
+
+/*
+ * A cache of 100,000 entries (a 2 MiB slot table, on huge pages where the
+ * kernel gives them): names spread over all of it hit and miss as in a
+ * small one.
+ */
+static void
+test_big_slot_table(void **state)
+{
+	struct dlb_cache *c = cache_with(100000, NULL);
+	struct qry *q = scratch(sizeof(*q));
+	struct pb *ans = scratch(sizeof(*ans));
+	uint8_t out[PB_MAX];
+	size_t len;
+	char name[64];
+
+	for (unsigned i = 0; i < 5000; i++) {
+		name_of(name, sizeof(name), "big", i);
+		qry_std(c, q, name);
+		ans_a(ans, name, 300, i);
+		assert_true(put(c, q, ans, T0));
+	}
+	assert_int_equal(stats(c).entries, 5000);
+	for (unsigned i = 0; i < 5000; i += 7) {
+		name_of(name, sizeof(name), "big", i);
+		qry_std(c, q, name);
+		assert_int_equal(get(c, q, T0 + 1, 0, out, &len), DLB_CACHE_HIT);
+		name_of(name, sizeof(name), "absent", i);
+		qry_std(c, q, name);
+		assert_int_equal(get(c, q, T0 + 1, 0, out, &len), DLB_CACHE_MISS);
+	}
+	cache_done(c);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, rcu_setup, rcu_teardown)
 
 int
@@ -1735,6 +1859,8 @@ main(void)
 		T(test_expunge_by_name),
 		T(test_dump),
 		T(test_is_full),
+		T(test_table_alloc),
+		T(test_big_slot_table),
 	};
 
 	dlb_rcu_init();
