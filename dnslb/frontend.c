@@ -558,14 +558,15 @@ DLB_HOT void
 dlb_frontend_park(struct dlb_worker *w, struct dlb_listener *l)
 {
 	unsigned batch = recv_batch_size(w);
-	bool coalesce = false;
+	/* read once: that line of the config is cold after each wake-up, and
+	 * w->cfg changes only in the worker's loop, outside this one */
+	bool may_coalesce = w->cfg->recv_coalesce_us > 0, coalesce = false;
 
 	for (int k = 0; k < PARK_BATCHES; k++) {
 		bool woken;
 		int n = dlb_worker_park_recv(w, l->udp_fd, batch, coalesce, &woken);
 
-		coalesce = w->cfg->recv_coalesce_us > 0 && n >= COALESCE_MIN_BATCH &&
-			   (unsigned)n < batch;
+		coalesce = may_coalesce && n >= COALESCE_MIN_BATCH && (unsigned)n < batch;
 		if (n > 0) {
 			ev_now_update(w->loop);
 			dlb_rcu_enter(&w->rcu);
