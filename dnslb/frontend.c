@@ -454,10 +454,11 @@ udp_prepare(struct dlb_worker *w, struct dlb_listener *l, unsigned i, struct dlb
 
 /*
  * Handle the @n messages of a receive batch. One query goes straight
- * through. With more, each runs up to its cache lookup first, and their
- * cache sets, then their entries, are prefetched before any lookup: the
- * batch's cache misses overlap instead of adding up (the rules of each
- * query still run in arrival order, as do the lookups).
+ * through (its cache set is prefetched as soon as its key is made). With
+ * more, each runs up to its cache lookup first, which prefetches its set,
+ * and then their entries are prefetched before any lookup: the batch's
+ * cache misses overlap instead of adding up (the rules of each query still
+ * run in arrival order, as do the lookups).
  */
 static DLB_HOT void
 handle_udp_batch(struct dlb_worker *w, struct dlb_listener *l, unsigned n)
@@ -472,13 +473,11 @@ handle_udp_batch(struct dlb_worker *w, struct dlb_listener *l, unsigned n)
 		return;
 	}
 	for (unsigned i = 0; i < n; i++) {
-		if (udp_prepare(w, l, i, &p[i])) {
-			dlb_query_prefetch(&p[i].q, 0);
+		if (udp_prepare(w, l, i, &p[i]))
 			fin[nfin++] = (uint8_t)i;
-		}
 	}
 	for (unsigned j = 0; j < nfin; j++)
-		dlb_query_prefetch(&p[fin[j]].q, 1);
+		dlb_query_prefetch_entry(&p[fin[j]].q);
 	for (unsigned j = 0; j < nfin; j++)
 		udp_verdict(w, &p[fin[j]], dlb_query_finish(w, &p[fin[j]].q));
 }

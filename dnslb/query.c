@@ -436,7 +436,12 @@ process_head(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 	q->cache = q->pool != NULL && !q->skip_cache ? q->pool->cache : NULL;
 	if (q->cache != NULL && dlb_cache_key_make(q->cache, q->pkt, &q->m, q->tcp, &q->key) != 0)
 		q->cache = NULL;	/* not cacheable (AXFR, qdcount != 1, options too long, ...) */
-	if (q->cache == NULL) {
+	if (q->cache != NULL) {
+		/* the set's line is rarely cached after a wake-up: start loading
+		 * it now, so that it arrives while the rest of the way to the
+		 * lookup (its checks' own loads included) runs */
+		dlb_cache_prefetch(q->cache, &q->key);
+	} else {
 		/* no key: the in-flight slot still keeps the question from it */
 		q->key.qtype = q->m.qtype;
 		q->key.qclass = q->m.qclass;
@@ -561,13 +566,9 @@ dlb_query_prepare(struct dlb_worker *w, struct dlb_query *q, enum dlb_verdict *v
 }
 
 void
-dlb_query_prefetch(const struct dlb_query *q, int stage)
+dlb_query_prefetch_entry(const struct dlb_query *q)
 {
-	if (q->cache == NULL)
-		return;
-	if (stage == 0)
-		dlb_cache_prefetch(q->cache, &q->key);
-	else
+	if (q->cache != NULL)
 		dlb_cache_prefetch_entry(q->cache, &q->key);
 }
 

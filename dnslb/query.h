@@ -81,15 +81,15 @@ enum dlb_verdict dlb_query_process(struct dlb_worker *w, struct dlb_query *q);
 /*
  * dlb_query_process in two steps, so that a receive batch can overlap its
  * cache misses (dnslb/frontend.c): dlb_query_prepare runs the parse,
- * dynamic blocks, query rules and the cache key; false: *@v is the final
- * verdict; true: dlb_query_prefetch may run (stage 0 for the key's cache
- * set, later stage 1 for its entry), then dlb_query_finish must (server
- * selection, the client's subnet in the key for a useClientSubnet backend,
- * the lookup, the rest; its verdict is final). Same counters and results as
- * dlb_query_process.
+ * dynamic blocks, query rules and the cache key, and starts loading the
+ * key's cache set; false: *@v is the final verdict; true:
+ * dlb_query_prefetch_entry may run (once the set has had time to arrive),
+ * then dlb_query_finish must (server selection, the client's subnet in the
+ * key for a useClientSubnet backend, the lookup, the rest; its verdict is
+ * final). Same counters and results as dlb_query_process.
  */
 bool dlb_query_prepare(struct dlb_worker *w, struct dlb_query *q, enum dlb_verdict *v);
-void dlb_query_prefetch(const struct dlb_query *q, int stage);
+void dlb_query_prefetch_entry(const struct dlb_query *q);
 enum dlb_verdict dlb_query_finish(struct dlb_worker *w, struct dlb_query *q);
 
 /**
