@@ -235,8 +235,9 @@ dlb_cache_new(const struct dlb_cache_opts *o)
 	/* twice as many slots as entries: sets stay half full, conflicts are rare */
 	nsets = pow2_at_least(((uint64_t)per_shard * 2 + DLB_CACHE_WAYS - 1) / DLB_CACHE_WAYS);
 	c->set_mask = nsets - 1;
-	/* zero-filled, on huge pages from 2 MiB (100,000 entries) on: lookups
-	 * land anywhere in it, and with 4 KiB pages most would miss the TLB */
+	/* zero-filled, and on huge pages from 2 MiB on (100,000 entries make
+	 * 2 MiB): lookups land anywhere in it, and with 4 KiB pages most would
+	 * also miss the TLB */
 	c->slots = dlb_table_alloc(slots_size(c));
 	if (c->slots == NULL) {
 		dlb_cache_free(c);

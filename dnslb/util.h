@@ -41,10 +41,10 @@ double dlb_now(void);
  * Zero-filled anonymous memory for a large table read at random places, such
  * as the packet cache's slots. From DLB_TABLE_HUGE bytes on, the mapping is
  * aligned to DLB_TABLE_HUGE, rounded up to a multiple of it and advised for
- * transparent huge pages (MADV_HUGEPAGE, which the kernel honours in its
- * default "madvise" mode): a lookup anywhere in the table then needs one TLB
- * entry per 2 MiB instead of one per 4 KiB page. Smaller tables get plain
- * pages. Returns NULL if the memory cannot be mapped; free with
+ * transparent huge pages (MADV_HUGEPAGE, honoured when the kernel's THP
+ * mode is "always" or "madvise"): a lookup anywhere in the table then needs
+ * one TLB entry per 2 MiB instead of one per 4 KiB page. Smaller tables get
+ * plain pages. Returns NULL if the memory cannot be mapped; free with
  * dlb_table_free and the same @size.
  */
 void *dlb_table_alloc(size_t size);
