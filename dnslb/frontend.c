@@ -420,6 +420,7 @@ udp_prepare(struct dlb_worker *w, struct dlb_listener *l, unsigned i, struct dlb
 		w->stats.acl_drops++;
 		return false;
 	}
+	DLB_PROBE_STAGE(DLB_PROBE_ACL);
 	w->stats.queries++;
 	l->udp_queries++;
 	if (mh->msg_flags & MSG_TRUNC) {
@@ -452,6 +453,17 @@ udp_prepare(struct dlb_worker *w, struct dlb_listener *l, unsigned i, struct dlb
 	return false;
 }
 
+/* The rest of @p's way from its cache lookup (dlb_query_finish), then its verdict. */
+static inline void
+udp_finish(struct dlb_worker *w, struct dlb_udp_pending *p)
+{
+	enum dlb_verdict v = dlb_query_finish(w, &p->q);
+
+	DLB_PROBE_STAGE(DLB_PROBE_HIT);
+	udp_verdict(w, p, v);
+	DLB_PROBE_STAGE(DLB_PROBE_REPLY);
+}
+
 /*
  * Handle the @n messages of a receive batch. One query goes straight
  * through (its cache set is prefetched as soon as its key is made). With
@@ -469,7 +481,7 @@ handle_udp_batch(struct dlb_worker *w, struct dlb_listener *l, unsigned n)
 
 	if (n == 1) {
 		if (udp_prepare(w, l, 0, p))
-			udp_verdict(w, p, dlb_query_finish(w, &p->q));
+			udp_finish(w, p);
 		return;
 	}
 	for (unsigned i = 0; i < n; i++) {
@@ -478,8 +490,9 @@ handle_udp_batch(struct dlb_worker *w, struct dlb_listener *l, unsigned n)
 	}
 	for (unsigned j = 0; j < nfin; j++)
 		dlb_query_prefetch_entry(&p[fin[j]].q);
+	DLB_PROBE_STAGE(DLB_PROBE_BATCH);
 	for (unsigned j = 0; j < nfin; j++)
-		udp_verdict(w, &p[fin[j]], dlb_query_finish(w, &p[fin[j]].q));
+		udp_finish(w, &p[fin[j]]);
 }
 
 /* Datagrams one recvmmsg takes (setUDPMultipleMessagesVectorSize). */
@@ -493,19 +506,31 @@ recv_batch_size(const struct dlb_worker *w)
 
 #ifdef DLB_CYCLE_PROBE
 __thread uint64_t dlb_probe_send_cycles;
+__thread uint64_t dlb_probe_stage_last, dlb_probe_stage_cycles[DLB_PROBE_NSTAGES];
 
 void
 dlb_probe_batch_done(const struct dlb_worker *w, uint64_t cycles, unsigned n)
 {
+	static const char *const names[DLB_PROBE_NSTAGES] = {
+		"acl", "parse", "rules", "key", "batch", "hit", "reply", "flush"
+	};
 	static __thread uint64_t total, queries, batches;
+	char line[256] = "";
+	int o = 0;
 
 	total += cycles;
 	queries += n;
-	if (++batches % DLB_PROBE_REPORT_BATCHES == 0)
-		dlb_log(DLB_LOG_INFO,
-			"cycle probe: worker %d: %llu queries, %llu batches, %.1f cycles per query",
-			w->id, (unsigned long long)queries, (unsigned long long)batches,
-			(double)total / (double)queries);
+	if (++batches % DLB_PROBE_REPORT_BATCHES != 0)
+		return;
+	dlb_log(DLB_LOG_INFO,
+		"cycle probe: worker %d: %llu queries, %llu batches, %.1f cycles per query", w->id,
+		(unsigned long long)queries, (unsigned long long)batches,
+		(double)total / (double)queries);
+	for (int i = 0; i < DLB_PROBE_NSTAGES && o >= 0 && (size_t)o < sizeof(line); i++)
+		o += snprintf(line + o, sizeof(line) - (size_t)o, " %s %llu", names[i],
+			      (unsigned long long)dlb_probe_stage_cycles[i]);
+	dlb_log(DLB_LOG_INFO, "stage probe: worker %d: %llu queries:%s", w->id,
+		(unsigned long long)queries, line);
 }
 #endif
 

@@ -12,8 +12,19 @@
  *
  *   cycle probe: worker 0: 1234567 queries, 234567 batches, 1234.5 cycles per query
  *
- * Cost when on: two TSC reads per batch and two per sendmmsg. When off, the
- * macros are empty.
+ * With it, from the stage marks (DLB_PROBE_STAGE), where those cycles went:
+ * the cumulative cycles of each stage of the hit path since the start,
+ *
+ *   stage probe: worker 0: 1234567 queries: acl 131234567 parse ... flush 83456789
+ *
+ * A mark charges the cycles since the previous mark (or the batch's start) to
+ * its stage; the flush stage is the batch's end, sendmmsg excluded. The
+ * marks are placed where a UDP query passes (frontend.c, query.c): a query
+ * that stops early (dropped, answered by a rule) leaves its cycles to the
+ * next mark that runs.
+ *
+ * Cost when on: two TSC reads per batch and two per sendmmsg, and one per
+ * stage mark. When off, the macros are empty.
  */
 #ifndef DNSLB_PROBE_H
 #define DNSLB_PROBE_H
@@ -26,23 +37,55 @@ struct dlb_worker;
 
 #define DLB_PROBE_REPORT_BATCHES 4096
 
+/* The stages of a batch's handling, in the order a cache hit passes them. */
+enum dlb_probe_stage {
+	DLB_PROBE_ACL,		/* batch start, or the query before, to its ACL check done */
+	DLB_PROBE_PARSE,	/* query fields set, parsed */
+	DLB_PROBE_RULES,	/* query ring record, dynamic blocks, query rules */
+	DLB_PROBE_KEY,		/* cache key made, its set prefetched */
+	DLB_PROBE_BATCH,	/* with more queries: the rest of the batch's first pass */
+	DLB_PROBE_HIT,		/* cache lookup to the answer patched (or the server chosen) */
+	DLB_PROBE_REPLY,	/* response ring, accounting, the reply queued */
+	DLB_PROBE_FLUSH,	/* the batch's accounting and sends, sendmmsg excluded */
+	DLB_PROBE_NSTAGES
+};
+
 /* TSC cycles the calling thread has spent inside sendmmsg. */
 extern __thread uint64_t dlb_probe_send_cycles;
+/* The TSC at the last stage mark (0 outside a UDP batch: marks then count
+ * nothing), and the cycles charged to each stage. */
+extern __thread uint64_t dlb_probe_stage_last, dlb_probe_stage_cycles[DLB_PROBE_NSTAGES];
 /* Add one batch of @n datagrams that took @cycles, sendmmsg excluded. */
 void dlb_probe_batch_done(const struct dlb_worker *w, uint64_t cycles, unsigned n);
 
 #define DLB_PROBE_SEND_BEGIN() uint64_t dlb_probe_s0_ = __rdtsc()
 #define DLB_PROBE_SEND_END() (dlb_probe_send_cycles += __rdtsc() - dlb_probe_s0_)
 #define DLB_PROBE_BATCH_BEGIN()                                                               \
-	uint64_t dlb_probe_b0_ = __rdtsc(), dlb_probe_bs_ = dlb_probe_send_cycles
+	uint64_t dlb_probe_b0_ = __rdtsc(), dlb_probe_bs_ = dlb_probe_send_cycles;               \
+	dlb_probe_stage_last = dlb_probe_b0_
+#define DLB_PROBE_STAGE(st)                                                                   \
+	do {                                                                                  \
+		uint64_t dlb_probe_t_ = __rdtsc();                                            \
+		if (dlb_probe_stage_last != 0) { /* in a UDP batch */                         \
+			dlb_probe_stage_cycles[(st)] += dlb_probe_t_ - dlb_probe_stage_last;  \
+			dlb_probe_stage_last = dlb_probe_t_;                                  \
+		}                                                                             \
+	} while (0)
 #define DLB_PROBE_BATCH_END(w, n)                                                             \
-	dlb_probe_batch_done((w), __rdtsc() - dlb_probe_b0_ - (dlb_probe_send_cycles - dlb_probe_bs_), \
-			     (n))
+	do {                                                                                  \
+		uint64_t dlb_probe_t_ = __rdtsc(),                                            \
+			 dlb_probe_s_ = dlb_probe_send_cycles - dlb_probe_bs_;                 \
+		dlb_probe_stage_cycles[DLB_PROBE_FLUSH] +=                                    \
+			dlb_probe_t_ - dlb_probe_stage_last - dlb_probe_s_;                    \
+		dlb_probe_stage_last = 0;                                                     \
+		dlb_probe_batch_done((w), dlb_probe_t_ - dlb_probe_b0_ - dlb_probe_s_, (n));   \
+	} while (0)
 #else
 #define DLB_PROBE_SEND_BEGIN() ((void)0)
 #define DLB_PROBE_SEND_END() ((void)0)
 #define DLB_PROBE_BATCH_BEGIN() ((void)0)
 #define DLB_PROBE_BATCH_END(w, n) ((void)0)
+#define DLB_PROBE_STAGE(st) ((void)0)
 #endif
 
 #endif /* DNSLB_PROBE_H */

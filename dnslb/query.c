@@ -10,6 +10,7 @@
 #include "dnslb/dynblock.h"
 #include "dnslb/frontend.h"
 #include "dnslb/l2cache.h"
+#include "dnslb/probe.h"
 #include "dnslb/proxyproto.h"
 #include "dnslb/rings.h"
 #include "dnslb/tcp.h"
@@ -396,6 +397,7 @@ process_head(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 	q->tags = NULL;
 	q->has_dq = false;
 	rc = dlb_wire_parse_query(q->pkt, q->len, &q->m);
+	DLB_PROBE_STAGE(DLB_PROBE_PARSE);
 	dlb_rings_query(w, q, rc);
 
 	switch (rc) {
@@ -433,6 +435,7 @@ process_head(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 		if (v != DLB_V_FORWARD)
 			return v;
 	}
+	DLB_PROBE_STAGE(DLB_PROBE_RULES);
 	q->cache = q->pool != NULL && !q->skip_cache ? q->pool->cache : NULL;
 	if (q->cache != NULL && dlb_cache_key_make(q->cache, q->pkt, &q->m, q->tcp, &q->key) != 0)
 		q->cache = NULL;	/* not cacheable (AXFR, qdcount != 1, options too long, ...) */
@@ -449,6 +452,7 @@ process_head(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 		memcpy(q->key.qname_lc, q->m.qname_lc, q->m.qname_len);
 		q->key.opts_len = 0;
 	}
+	DLB_PROBE_STAGE(DLB_PROBE_KEY);
 	return DLB_V_FORWARD;
 }
 
