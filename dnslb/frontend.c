@@ -41,22 +41,20 @@ is_wildcard(const struct sockaddr *sa)
 	return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)sa)->sin6_addr);
 }
 
-/* How long a worker waits in its UDP socket before it looks at its loop anyway. */
-#define PARK_TIMEOUT_S 1
-
 /*
- * A UDP listener a worker may wait on (dlb_frontend_park): blocking, with a
- * receive timeout; every other receive and send on it passes MSG_DONTWAIT.
+ * A UDP listener a worker may wait on (dlb_frontend_park): blocking; every
+ * other receive and send on it passes MSG_DONTWAIT. No receive timeout: the
+ * kernel would arm and cancel its timer on every wait, and the main thread
+ * wakes a worker that has waited a whole second instead (dlb_worker_wake_idle).
  */
 static int
 set_blocking_receive(int fd)
 {
-	struct timeval tv = { .tv_sec = PARK_TIMEOUT_S };
 	int fl = fcntl(fd, F_GETFL);
 
 	if (fl == -1 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == -1)
 		return -1;
-	return setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return 0;
 }
 
 /*

@@ -52,7 +52,7 @@ void dlb_frontend_flush(struct dlb_worker *w);
  * Worker @w is quiet (dlb_worker_quiet) and about to block in epoll_wait:
  * wait in recvmmsg on @l's UDP socket instead, and handle each batch as its
  * read callback would, as long as the worker stays quiet, up to 64 batches;
- * then (or on a wake signal, or after the socket's 1 s receive timeout)
+ * then (or on a wake signal: dlb_worker_wake, dlb_worker_wake_idle)
  * return to the loop. Thread: the worker, outside an epoch section.
  */
 void dlb_frontend_park(struct dlb_worker *w, struct dlb_listener *l);

@@ -410,8 +410,9 @@ cache_pools_all_down(const struct dlb_cache *c)
 }
 
 /*
- * Every second: free what the main thread retired; every
- * setCacheCleaningDelay seconds, purge expired entries down to
+ * Every second: wake a worker that may have waited in its UDP socket since
+ * the last time (dlb_worker_wake_idle), free what the main thread retired;
+ * every setCacheCleaningDelay seconds, purge expired entries down to
  * (100 - setCacheCleaningPercentage)% of each cache's size.
  */
 static void
@@ -420,6 +421,8 @@ maintenance_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	static double last_clean;
 	double now = ev_now(loop);
 
+	for (int i = 0; i < nworkers; i++)
+		dlb_worker_wake_idle(workers[i]);
 	for (int b = 0; b < cfg->nbackends && b < DLB_MAX_BACKENDS; b++) {
 		struct dlb_be_totals tot;
 

@@ -73,7 +73,7 @@ stop_cb(struct ev_loop *loop, ev_async *a, int revents)
 
 /*
  * A worker with nothing in flight waits for its next query in recvmmsg on
- * its UDP socket (blocking, with a receive timeout as a safety net) instead
+ * its UDP socket (blocking, with no timeout: dlb_worker_wake_idle) instead
  * of epoll_wait then recvmmsg: one system call per wake-up instead of two,
  * the reflector floor's own pattern. Anything else that may need the worker
  * while it waits sends it DLB_WAKE_SIGNAL: the main thread after an
@@ -150,6 +150,8 @@ dlb_worker_park_recv(struct dlb_worker *w, int fd, unsigned batch, bool coalesce
 		n = 0;
 		goto woken;
 	}
+	/* for dlb_worker_wake_idle (the main thread) */
+	__atomic_store_n(&w->park_waiting, true, __ATOMIC_RELAXED);
 	if (coalesce) {
 		/* a timer, not the next datagram, wakes the worker: the ones that
 		 * arrive meanwhile make one batch (a wake signal jumps out of it) */
@@ -170,6 +172,7 @@ dlb_worker_park_recv(struct dlb_worker *w, int fd, unsigned batch, bool coalesce
 	n = dlb_recvmmsg(fd, w->rmsgs, batch, MSG_WAITFORONE);
 got:
 	park_armed = 0;
+	__atomic_store_n(&w->park_waiting, false, __ATOMIC_RELAXED);
 	if (n == -1) {
 		if (errno == EINTR) {	/* another signal: treat it as a wake-up */
 			*woken = true;
@@ -177,12 +180,13 @@ got:
 			dlb_log_ratelimited(DLB_LOG_WARN, "recvmmsg: %s", strerror(errno));
 			*woken = true;
 		}
-		return 0;	/* EAGAIN: the receive timeout */
+		return 0;	/* EAGAIN: nothing came */
 	}
 	w->rdirty = (unsigned)n;
 	return n;
 woken:
 	park_wake = 0;
+	__atomic_store_n(&w->park_waiting, false, __ATOMIC_RELAXED);
 	w->stats.blocking_receive_wakeups++;
 	w->rdirty = (unsigned)n;
 	*woken = true;
@@ -194,6 +198,17 @@ dlb_worker_wake(struct dlb_worker *w)
 {
 	if (w->started && w->cfg->blocking_receive)
 		pthread_kill(w->thread, DLB_WAKE_SIGNAL);
+}
+
+void
+dlb_worker_wake_idle(struct dlb_worker *w)
+{
+	uint64_t n = __atomic_load_n(&w->stats.blocking_receives, __ATOMIC_RELAXED) +
+		     __atomic_load_n(&w->stats.coalesced_receives, __ATOMIC_RELAXED);
+
+	if (n == w->idle_seen && __atomic_load_n(&w->park_waiting, __ATOMIC_RELAXED))
+		dlb_worker_wake(w);
+	w->idle_seen = n;
 }
 
 /*

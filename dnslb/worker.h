@@ -180,6 +180,9 @@ struct dlb_worker {
 	struct dlb_listener *park;	/* its only UDP socket, when it has one; else NULL */
 	bool started;			/* the thread exists (main: signals may be sent) */
 	bool stopping;			/* the stop async ran: the loop is ending */
+	bool park_waiting;		/* atomic: in a blocking or coalescing receive */
+	uint64_t idle_seen;		/* main: its receives at the last
+					 * dlb_worker_wake_idle */
 	unsigned local_answers;		/* answers of this batch whose latency is
 					 * not recorded yet (dlb_query_account_local) */
 
@@ -277,6 +280,16 @@ int dlb_worker_park_recv(struct dlb_worker *w, int fd, unsigned batch, bool coal
  * ev_async_send to it, so that its loop runs the async. Thread: any.
  */
 void dlb_worker_wake(struct dlb_worker *w);
+
+/**
+ * The safety net of the blocking receive, once a second: wake worker @w if
+ * it waits in a blocking or coalescing receive and has started none since
+ * the last call (it may have waited in the same one since). A waiting
+ * worker thus returns to its loop within two seconds whatever happens; the
+ * socket has no receive timeout, whose timer the kernel would arm and
+ * cancel on every wait. Thread: main.
+ */
+void dlb_worker_wake_idle(struct dlb_worker *w);
 
 /** The signal that wakes a waiting worker (also set with F_SETSIG on its TCP listeners). */
 #define DLB_WAKE_SIGNAL SIGURG

@@ -100,10 +100,34 @@ def test_idle_worker_waits_in_its_udp_socket(dnslb, responder):
     assert st["coalesced-receives"] == 0       # off by default
 
 
+def test_idle_worker_is_woken_by_the_main_thread(dnslb, responder):
+    """The socket has no receive timeout: the safety net is the main thread,
+    which once a second wakes a worker that waits in its UDP socket and has
+    started no receive since the second before (dlb_worker_wake_idle). With
+    no traffic at all, the wait is ended by a wake signal within two
+    seconds; the worker then waits in its event loop (epoll), where nothing
+    wakes it again, and the next query finds it there and parks it again."""
+    d = dnslb(conf(responder))
+    tid = park_or_skip(d)
+    before = d.stats()
+    # no query from here on: only the main thread's wake can end the wait
+    assert wait_until(lambda: d.stats()["blocking-receive-wakeups"]
+                      >= before["blocking-receive-wakeups"] + 1, timeout=4.0, interval=0.1)
+    assert idle_in_epoll(d, tid)
+    mid = d.stats()
+    time.sleep(2.5)                 # not parked: no more wake signals
+    st = d.stats()
+    assert st["blocking-receive-wakeups"] == mid["blocking-receive-wakeups"]
+    assert st["queries"] == before["queries"]
+    assert blocked_in(d, tid) == NR.get("epoll_wait", NR.get("epoll_pwait"))
+    assert parked(d, tid)           # a query, then back in recvmmsg
+    assert d.stats()["queries"] == before["queries"] + 1
+
+
 def test_tcp_connection_wakes_a_waiting_worker(dnslb, responder):
     """The TCP listener signals its worker (O_ASYNC): the connection is
-    served at once, not after the wait's 1 s safety timeout, and the wait
-    is counted as ended by a wake signal."""
+    served at once, not after the main thread's once-a-second wake, and the
+    wait is counted as ended by a wake signal."""
     d = dnslb(conf(responder))
     tid = park_or_skip(d)
     before = d.stats()["blocking-receive-wakeups"]
