@@ -132,10 +132,11 @@ dlb_table_alloc(size_t size)
 	if (m == MAP_FAILED)
 		return NULL;
 	a = (uint8_t *)(((uintptr_t)m + DLB_TABLE_HUGE - 1) & ~(uintptr_t)(DLB_TABLE_HUGE - 1));
+	/* a is less than a huge page past m: the tail is never empty, the
+	 * head is when m was aligned already */
 	if (a > m)
 		munmap(m, (size_t)(a - m));
-	if (a + len < m + len + DLB_TABLE_HUGE)
-		munmap(a + len, (size_t)(m + len + DLB_TABLE_HUGE - (a + len)));
+	munmap(a + len, (size_t)(m + DLB_TABLE_HUGE - a));
 	/* only advice: without THP (or with it off) the table has plain pages */
 	(void)madvise(a, len, MADV_HUGEPAGE);
 	return a;
