@@ -616,6 +616,10 @@ dlb_listener_start(struct dlb_listener *l)
 	ev_io_start(l->w->loop, &l->udp_io);
 	ev_io_init(&l->tcp_io, tcp_accept_cb, l->tcp_fd, EV_READ);
 	ev_io_start(l->w->loop, &l->tcp_io);
-	if (l->w->cfg->blocking_receive)
+	if (l->w->cfg->blocking_receive) {
 		set_accept_signal(l->tcp_fd);
+		/* connections queued before the signal was set send none: the
+		 * loop's next poll, not a wait in the UDP socket, must see them */
+		dlb_worker_wake_self();
+	}
 }

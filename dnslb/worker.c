@@ -194,6 +194,12 @@ woken:
 }
 
 void
+dlb_worker_wake_self(void)
+{
+	park_wake = 1;
+}
+
+void
 dlb_worker_wake(struct dlb_worker *w)
 {
 	if (w->started && w->cfg->blocking_receive)

@@ -265,8 +265,8 @@ bool dlb_worker_quiet(const struct dlb_worker *w);
  * @batch datagrams, into the worker's receive vector. A wake signal
  * (dlb_worker_wake, or the kernel's for a TCP connection on one of its
  * listeners) ends the wait at any point without losing a datagram already
- * received; so does the socket's receive timeout (a safety net: nothing
- * timed is pending when a worker waits). With @coalesce, it first sleeps
+ * received; so does dlb_worker_wake_idle (a safety net: nothing timed is
+ * pending when a worker waits). With @coalesce, it first sleeps
  * for setWorkerReceiveCoalescing's interval, then takes what has queued
  * meanwhile, and blocks only if nothing has (dlb_frontend_park says when).
  * @return the datagrams received (0:
@@ -280,6 +280,15 @@ int dlb_worker_park_recv(struct dlb_worker *w, int fd, unsigned batch, bool coal
  * ev_async_send to it, so that its loop runs the async. Thread: any.
  */
 void dlb_worker_wake(struct dlb_worker *w);
+
+/**
+ * Make the calling worker's next dlb_worker_park_recv return at once, so
+ * that its loop polls its sockets first. dlb_listener_start calls it: a
+ * connection queued on a TCP listener before its wake-up signal was set
+ * would otherwise wait for the next datagram or dlb_worker_wake_idle.
+ * Thread: a worker.
+ */
+void dlb_worker_wake_self(void);
 
 /**
  * The safety net of the blocking receive, once a second: wake worker @w if

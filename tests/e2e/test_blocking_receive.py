@@ -10,6 +10,8 @@ import ctypes
 import os
 import platform
 import signal
+import socket
+import struct
 import threading
 import time
 
@@ -17,7 +19,7 @@ import dns.rcode
 import pytest
 
 from dnslbtest import (Header, UdpClient, a_addrs, build_query, console, console_head, free_port,
-                       lua_server, tcp_query, udp_query, wait_until)
+                       lua_server, parse, tcp_query, udp_query, wait_until)
 
 # the system call a blocked thread is in (/proc/PID/task/TID/syscall)
 SYSCALLS = {"x86_64": {"recvmmsg": 299, "epoll_wait": 232, "tgkill": 234},
@@ -137,6 +139,44 @@ def test_tcp_connection_wakes_a_waiting_worker(dnslb, responder):
     assert [q.transport for q in responder.queries_for("tcp.example.test.")] == ["tcp"]
     st = d.stats()
     assert st["blocking-receive-wakeups"] >= before + 1
+
+
+def test_tcp_connection_queued_at_startup_is_served_at_once(dnslb, responder):
+    """The listeners are bound before the workers start; a connection that
+    the kernel queues before a worker has set its TCP listener's wake-up
+    signal sends none. The worker's first wait must not be in its UDP
+    socket (dlb_worker_wake_self): such a connection is served at once, not
+    when the main thread's safety net wakes the worker about two seconds
+    after startup. The client connects as soon as the port accepts, i.e.
+    usually before the worker runs; a few starts make the race likely."""
+    for attempt in range(4):
+        d = dnslb(conf(responder), wait=False)
+        s = None
+        end = time.monotonic() + 10.0
+        while s is None and time.monotonic() < end and d.proc.poll() is None:
+            try:
+                s = socket.create_connection(("127.0.0.1", d.port), timeout=5.0)
+            except ConnectionRefusedError:
+                time.sleep(0.0005)
+        assert s is not None, "dnslb never accepted a TCP connection:\n" + d.output()
+        q = build_query("startup%d.example.test." % attempt)
+        with s:
+            s.sendall(struct.pack("!H", len(q)) + q)
+            s.settimeout(1.5)       # the safety net would answer after ~2 s
+            buf = b""
+            try:
+                while len(buf) < 2 or len(buf) < 2 + struct.unpack("!H", buf[:2])[0]:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    buf += chunk
+            except socket.timeout:
+                pass
+        assert len(buf) > 2, "attempt %d: no answer within 1.5 s" % attempt
+        r = parse(buf[2:])
+        assert r.rcode() == dns.rcode.NOERROR and a_addrs(r) == ["192.0.2.1"]
+        d.wait_ready()
+        assert d.stop(signal.SIGTERM, 5.0) == 0
 
 
 def test_console_new_server_wakes_a_waiting_worker(dnslb, responder, make_responder):
