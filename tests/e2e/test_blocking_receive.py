@@ -10,15 +10,13 @@ import ctypes
 import os
 import platform
 import signal
-import socket
-import struct
 import threading
 import time
 
 import dns.rcode
 import pytest
 
-from dnslbtest import (Header, UdpClient, a_addrs, build_query, console, console_head, free_port,
+from dnslbtest import (Header, TcpClient, UdpClient, a_addrs, build_query, console, console_head, free_port,
                        lua_server, parse, tcp_query, udp_query, wait_until)
 
 # the system call a blocked thread is in (/proc/PID/task/TID/syscall)
@@ -151,29 +149,19 @@ def test_tcp_connection_queued_at_startup_is_served_at_once(dnslb, responder):
     usually before the worker runs; a few starts make the race likely."""
     for attempt in range(4):
         d = dnslb(conf(responder), wait=False)
-        s = None
+        c = None
         end = time.monotonic() + 10.0
-        while s is None and time.monotonic() < end and d.proc.poll() is None:
+        while c is None and time.monotonic() < end and d.proc.poll() is None:
             try:
-                s = socket.create_connection(("127.0.0.1", d.port), timeout=5.0)
+                c = TcpClient(d.port)
             except ConnectionRefusedError:
                 time.sleep(0.0005)
-        assert s is not None, "dnslb never accepted a TCP connection:\n" + d.output()
-        q = build_query("startup%d.example.test." % attempt)
-        with s:
-            s.sendall(struct.pack("!H", len(q)) + q)
-            s.settimeout(1.5)       # the safety net would answer after ~2 s
-            buf = b""
-            try:
-                while len(buf) < 2 or len(buf) < 2 + struct.unpack("!H", buf[:2])[0]:
-                    chunk = s.recv(4096)
-                    if not chunk:
-                        break
-                    buf += chunk
-            except socket.timeout:
-                pass
-        assert len(buf) > 2, "attempt %d: no answer within 1.5 s" % attempt
-        r = parse(buf[2:])
+        assert c is not None, "dnslb never accepted a TCP connection:\n" + d.output()
+        with c:
+            c.send_msg(build_query("startup%d.example.test." % attempt))
+            wire = c.recv_msg(1.5)  # the safety net would answer after ~2 s
+        assert wire is not None, "attempt %d: no answer within 1.5 s" % attempt
+        r = parse(wire)
         assert r.rcode() == dns.rcode.NOERROR and a_addrs(r) == ["192.0.2.1"]
         d.wait_ready()
         assert d.stop(signal.SIGTERM, 5.0) == 0
