@@ -205,6 +205,18 @@ dlb_sendbatch_init(struct dlb_sendbatch *b, int fd)
 {
 	b->fd = fd;
 	b->n = 0;
+	/* what every message keeps: a reply sets only its buffer, address and
+	 * (from a wildcard listener) its control data (fill_reply) */
+	for (unsigned i = 0; i < DLB_UDP_BATCH; i++) {
+		struct msghdr *mh = &b->msgs[i].msg_hdr;
+
+		mh->msg_name = &b->addr[i];
+		mh->msg_iov = &b->iov[i];
+		mh->msg_iovlen = 1;
+		mh->msg_control = NULL;
+		mh->msg_controllen = 0;
+		mh->msg_flags = 0;
+	}
 }
 
 DLB_HOT unsigned
@@ -260,15 +272,14 @@ fill_reply(struct dlb_listener *l, struct dlb_sendbatch *b, unsigned i, const st
 	b->iov[i].iov_base = (void *)pkt;
 	b->iov[i].iov_len = len;
 	b->addr[i] = c->peer;
-	mh->msg_name = &b->addr[i];
 	mh->msg_namelen = c->peer.sa.sa_family == AF_INET ? sizeof(struct sockaddr_in)
 							  : sizeof(struct sockaddr_in6);
-	mh->msg_iov = &b->iov[i];
-	mh->msg_iovlen = 1;
-	mh->msg_control = NULL;
-	mh->msg_controllen = 0;
-	mh->msg_flags = 0;
-	if (l->wildcard && c->has_dst) {
+	/* msg_name, msg_iov, msg_iovlen and msg_flags are set once
+	 * (dlb_sendbatch_init); no control data unless set below */
+	if (l->wildcard && !c->has_dst) {
+		mh->msg_control = NULL;
+		mh->msg_controllen = 0;
+	} else if (l->wildcard) {
 		/* answer from the address the client asked (a wildcard bind) */
 		struct cmsghdr *cm;
 

@@ -161,7 +161,7 @@ static void select_server(struct dlb_worker *w, struct dlb_query *q);
 static DLB_HOT enum dlb_verdict
 cache_answer(struct dlb_worker *w, struct dlb_query *q, bool selected)
 {
-	double now = dlb_worker_now(w);
+	double now = q->now;
 	uint32_t stale = selected && q->be == NULL ? w->cfg->stale_cache_ttl : 0;
 	enum dlb_cache_result res;
 	const struct dlb_cache_entry *e;
@@ -389,6 +389,7 @@ process_head(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 	bool skip_rules;
 	int rc;
 
+	q->now = dlb_worker_now(w);
 	q->pool = w->default_pool;
 	q->skip_cache = false;
 	q->tempfail_ttl = -1;

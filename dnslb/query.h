@@ -62,6 +62,8 @@ struct dlb_query {
 					 * every query before it answers any) */
 	uint32_t ring_slot;		/* dnslb/rings.c: the slot of its query-ring record */
 	uint64_t ring_pos;		/* dnslb/rings.c: that record's position */
+	double now;			/* the worker's loop time when it began (s): read
+					 * once for the query's record and its cache lookup */
 };
 
 /**

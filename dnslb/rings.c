@@ -362,7 +362,7 @@ rec_name(union ring_build *b, const uint8_t *name, size_t len)
 		b->w[i] = 0;
 	for (size_t i = DLB_RING_MIN_WORDS; i < nw; i++)
 		b->w[i] = 0;
-	memcpy(r->name, name + off, len - off);
+	dlb_copy_short(r->name, name + off, len - off);	/* inline for 8..64 bytes */
 	return nw;
 }
 
@@ -378,16 +378,17 @@ now_us(struct dlb_worker *w)
 	return (int64_t)(dlb_worker_now(w) * 1e6);
 }
 
-/* What a query's record and its local answer's share: time, client, name,
- * type, class, transport. @return the words to store (rec_name). */
+/* What a query's record and its local answer's share: time (@now, s),
+ * client, name, type, class, transport. @return the words to store
+ * (rec_name). */
 static inline size_t
-rec_query(union ring_build *b, struct dlb_worker *w, const struct dlb_query *q)
+rec_query(union ring_build *b, double now, const struct dlb_query *q)
 {
 	struct dlb_ring_rec *r = &b->r;
 	size_t nw;
 
 	rec_begin(b);
-	r->when_us = now_us(w);
+	r->when_us = (int64_t)(now * 1e6);
 	rec_client(r, q->client);
 	nw = rec_name(b, q->m.qname_lc, q->m.qname_len);
 	r->qtype = q->m.qtype;
@@ -415,7 +416,7 @@ dlb_rings_query(struct dlb_worker *w, struct dlb_query *q, int rc)
 		q->ring_flags = rs->resp.cap != 0 ? RINGS_CUR_NOTED : 0;
 		return;
 	}
-	nw = rec_query(&b, w, q);
+	nw = rec_query(&b, q->now, q);
 	r->size = clamp16(q->len);
 	r->id = q->m.id;
 	r->hflags = q->m.flags;
@@ -448,8 +449,12 @@ fold_answer(struct dlb_ring *ring, const struct dlb_query *q, uint16_t size, uin
 	if (ring->cap == 0 || pos == q->ring_pos || pos - q->ring_pos > ring->cap)
 		return false;
 	s = &ring->slots[q->ring_slot];
-	for (size_t i = 0; i <= DLB_RING_NAME_WORD; i++)
-		b.w[i] = atomic_load_explicit(&s->w[i], memory_order_relaxed);
+	/* only the words a fold checks or rewrites */
+	b.w[0] = atomic_load_explicit(&s->w[0], memory_order_relaxed);
+	b.w[DLB_RING_ANSWER_WORD] =
+		atomic_load_explicit(&s->w[DLB_RING_ANSWER_WORD], memory_order_relaxed);
+	b.w[DLB_RING_NAME_WORD] =
+		atomic_load_explicit(&s->w[DLB_RING_NAME_WORD], memory_order_relaxed);
 	seq = (uint32_t)b.w[0];
 	if (b.r.id != id || seq % DLB_RING_SEQ_STEP != 2)
 		return false;
@@ -495,7 +500,7 @@ dlb_rings_local_answer(struct dlb_worker *w, struct dlb_query *q, const uint8_t 
 	if (fold_answer(&rs->query, q, size, id, hflags, ancount, backend))
 		return;
 	/* no query entry to fold into: an entry of its own, built again */
-	nw = rec_query(&b, w, q);
+	nw = rec_query(&b, q->now, q);
 	r->size = size;
 	r->id = id;
 	r->hflags = hflags;

@@ -266,9 +266,10 @@ struct dlb_slot;
 
 /**
  * dlb_query_process parsed @q (@rc from dlb_wire_parse_query): record it in
- * the query ring when it parsed (DLB_OK). Starts the bookkeeping of the
- * query's local answer (dlb_rings_local_answer), also when only the
- * response ring records.
+ * the query ring when it parsed (DLB_OK), at q->now (set when its processing
+ * began). Starts the bookkeeping of the query's local answer
+ * (dlb_rings_local_answer, whose record has the same time), also when only
+ * the response ring records.
  */
 void dlb_rings_query(struct dlb_worker *w, struct dlb_query *q, int rc);
 /** @q was answered from the cache (cache_answer). */

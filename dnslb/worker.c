@@ -451,7 +451,8 @@ fe_sync_cb(struct ev_loop *loop, ev_async *a, int revents)
 					l->udp_fd = fresh.udp_fd;
 					l->tcp_fd = fresh.tcp_fd;
 					l->wildcard = fresh.wildcard;
-					l->out = fresh.out;
+					/* not copied: its messages point into it */
+					dlb_sendbatch_init(&l->out, fresh.udp_fd);
 					dlb_listener_start(l);
 					l->active = true;
 				} else {

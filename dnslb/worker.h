@@ -37,7 +37,9 @@ struct dlb_coc;
 struct dlb_udp_pending;
 
 /* An outgoing sendmmsg batch on one socket. Buffers are borrowed (they point
- * into receive buffers that stay valid until the batch is flushed). */
+ * into receive buffers that stay valid until the batch is flushed). Its
+ * messages point into its own arrays (dlb_sendbatch_init): initialise one in
+ * place, never copy one. */
 struct dlb_sendbatch {
 	int fd;
 	unsigned n;

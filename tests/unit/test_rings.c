@@ -197,6 +197,15 @@ make_query(struct dlb_query *q, uint8_t *buf, const char *name, uint16_t id)
 	assert_int_equal(dlb_wire_parse_query(q->pkt, q->len, &q->m), DLB_OK);
 }
 
+/* dlb_rings_query as the query path calls it: q->now is the worker's time
+ * when it began (process_head sets it) */
+static void
+record_query(struct dlb_worker *w, struct dlb_query *q, int rc)
+{
+	q->now = dlb_worker_now(w);
+	dlb_rings_query(w, q, rc);
+}
+
 static void
 test_recording(void **state)
 {
@@ -216,7 +225,7 @@ test_recording(void **state)
 	make_query(&q, buf, "WWW.Example.COM.", 0x1234);
 	q0len = q.len;
 	q.client = (struct sockaddr *)&sa;
-	dlb_rings_query(w, &q, DLB_OK);
+	record_query(w, &q, DLB_OK);
 	dlb_rings_cache_hit(&q);
 	memcpy(ans, buf, q.len);
 	dlb_wr16(ans + 2, DLB_F_QR | DLB_F_RD | DLB_RCODE_NXDOMAIN);
@@ -225,7 +234,7 @@ test_recording(void **state)
 	dlb_rings_local_answer(w, &q, ans, q.len);
 
 	/* a malformed one: neither the query nor its answer */
-	dlb_rings_query(w, &q, DLB_EMALF);
+	record_query(w, &q, DLB_EMALF);
 	dlb_rings_local_answer(w, &q, ans, q.len);
 
 	/* a name longer than an entry keeps its last labels */
@@ -238,7 +247,7 @@ test_recording(void **state)
 	make_query(&q, buf, longname, 7);
 	q.client = (struct sockaddr *)&sa;
 	q.tcp = true;
-	dlb_rings_query(w, &q, DLB_OK);
+	record_query(w, &q, DLB_OK);
 
 	/* a backend's timeout, and a prefetch that is not recorded */
 	memset(&s, 0, sizeof(s));
@@ -359,13 +368,13 @@ test_answer_record_from_query(void **state)
 			q.client = v6 ? (struct sockaddr *)&sa6 : (struct sockaddr *)&sa4;
 			q.tcp = between % 3 == 0;
 			q.m.qtype = 28;
-			dlb_rings_query(w, &q, DLB_OK);
+			record_query(w, &q, DLB_OK);
 			qr = newest(&w->rings->query);
 			/* other queries, recorded after this one and before its answer */
 			for (int i = 0; i < between; i++) {
 				make_query(&o, other, "other.example.", 7);
 				o.client = (struct sockaddr *)&sa4;
-				dlb_rings_query(w, &o, DLB_OK);
+				record_query(w, &o, DLB_OK);
 			}
 			dlb_rings_cache_hit(&q);
 			memcpy(ans, buf, q.len);
@@ -452,7 +461,7 @@ test_answer_view(void **state)
 				continue;
 			}
 			q.client = (struct sockaddr *)&sa4;
-			dlb_rings_query(w, &q, DLB_OK);
+			record_query(w, &q, DLB_OK);
 			dlb_rings_cache_hit(&q);
 			dlb_wr16(buf + 2, DLB_F_QR | DLB_F_RD);
 			dlb_rings_local_answer(w, &q, buf, q.len);
@@ -483,7 +492,7 @@ test_answer_view(void **state)
 	dlb_rings_free(w->rings);
 	w->rings = dlb_rings_new_caps(4, 0);
 	make_query(&q, buf, "x.example.", 1);
-	dlb_rings_query(w, &q, DLB_OK);
+	record_query(w, &q, DLB_OK);
 	dlb_rings_cache_hit(&q);
 	dlb_rings_local_answer(w, &q, buf, q.len);
 	c.n = 0;
@@ -538,7 +547,7 @@ test_recording_options(void **state)
 	for (int i = 0; i < 3; i++) {
 		make_query(&q, buf, "Hit.Example.", (uint16_t)(7 + i));
 		q.client = (struct sockaddr *)&sa4;
-		dlb_rings_query(w, &q, DLB_OK);
+		record_query(w, &q, DLB_OK);
 		assert_int_equal(atomic_load(&w->rings->query.pos), 0);
 		dlb_rings_cache_hit(&q);
 		memcpy(ans, buf, q.len);
@@ -557,7 +566,7 @@ test_recording_options(void **state)
 	}
 	/* a query that did not parse has no answer record */
 	make_query(&q, buf, "bad.example.", 9);
-	dlb_rings_query(w, &q, DLB_EMALF);
+	record_query(w, &q, DLB_EMALF);
 	dlb_rings_local_answer(w, &q, buf, q.len);
 	assert_int_equal(atomic_load(&w->rings->resp.pos), 3);
 
@@ -567,7 +576,7 @@ test_recording_options(void **state)
 	assert_non_null(w->rings);
 	make_query(&q, buf, "hit.example.", 11);
 	q.client = (struct sockaddr *)&sa4;
-	dlb_rings_query(w, &q, DLB_OK);
+	record_query(w, &q, DLB_OK);
 	assert_int_equal(atomic_load(&w->rings->query.pos), 1);
 	dlb_rings_cache_hit(&q);
 	dlb_rings_local_answer(w, &q, buf, q.len);
@@ -779,7 +788,7 @@ fold_writer(void *arg)
 		snprintf(name, sizeof(name), "q%llu.example.", (unsigned long long)k);
 		make_query(&q, buf, name, (uint16_t)k);
 		q.client = (struct sockaddr *)&sa4;
-		dlb_rings_query(fr->w, &q, DLB_OK);
+		record_query(fr->w, &q, DLB_OK);
 		if (k % 2 == 0)
 			continue;
 		dlb_rings_cache_hit(&q);
