@@ -356,9 +356,9 @@ get_pktinfo(struct msghdr *mh, struct dlb_client *c)
 
 /* One received query between dlb_query_prepare and its verdict. */
 struct dlb_udp_pending {
-	struct dlb_query q;
-	struct dlb_client c;
+	struct dlb_client c;		/* first: it and the query's first lines in a row */
 	union dlb_sockaddr local;	/* q.local points here */
+	struct dlb_query q;
 };
 
 int

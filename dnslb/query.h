@@ -32,38 +32,40 @@ enum dlb_verdict {
 };
 
 struct dlb_query {
+	/* What a cache hit reads or writes comes first (two lines), then the
+	 * parse and the key, each with its fields before its name. */
 	uint8_t *pkt;		/* the query; answers are built in place (cache hits over
 				 * TCP go to the worker's scratch buffer, and pkt points there) */
 	size_t len;
 	size_t cap;		/* bytes available at pkt */
-	bool tcp;
-	struct dlb_dnsmsg m;
-	uint16_t orig_flags;		/* the client's flags, before rules changed m.flags
-					 * (SetNoRecurse): restored in the answer */
 	const struct dlb_pool *pool;
 	struct dlb_backend *be;
 	struct dlb_cache *cache;	/* the pool's cache if the query is cacheable */
-	struct dlb_cache_key key;	/* question fields always; the whole key with a cache */
 	const struct sockaddr *client;	/* the client's address (ECS, rules) */
 	const struct sockaddr *local;	/* the address it asked (rules); NULL: unknown */
 	/* decided by the query rules (rules/rules.h), carried into the slot */
-	bool skip_cache;
+	const struct dlb_tags *tags;	/* NULL: no tags */
+	const struct dlb_ruleset *rs;	/* the rules in force for this query */
+	double now;			/* the worker's loop time when it began (s): read
+					 * once for the query's record and its cache lookup */
+	uint64_t ring_pos;		/* dnslb/rings.c: the position of its query-ring record */
+	uint32_t ring_slot;		/* dnslb/rings.c: that record's slot */
 	int32_t tempfail_ttl;		/* -1: the cache's temporaryFailureTTL */
 	uint32_t delay_ms;		/* delay the answer (UDP) */
 	uint32_t max_returned_ttl;	/* 0: none */
-	const struct dlb_tags *tags;	/* NULL: no tags */
-	const struct dlb_ruleset *rs;	/* the rules in force for this query */
+	uint16_t orig_flags;		/* the client's flags, before rules changed m.flags
+					 * (SetNoRecurse): restored in the answer */
+	bool tcp;
+	bool skip_cache;
 	bool has_dq;			/* the query rules ran: dq is valid */
-	struct dlb_dq dq;		/* their view (ECS choices, tags) */
-	uint8_t ecs[32];		/* the ECS option to add when q->be uses ECS */
 	uint8_t ecslen;			/* 0: none */
 	uint8_t ring_flags;		/* dnslb/rings.c: in the query ring, answered from the
 					 * cache (the query's own: a receive batch prepares
 					 * every query before it answers any) */
-	uint32_t ring_slot;		/* dnslb/rings.c: the slot of its query-ring record */
-	uint64_t ring_pos;		/* dnslb/rings.c: that record's position */
-	double now;			/* the worker's loop time when it began (s): read
-					 * once for the query's record and its cache lookup */
+	struct dlb_dnsmsg m;
+	struct dlb_cache_key key;	/* question fields always; the whole key with a cache */
+	struct dlb_dq dq;		/* the query rules' view (ECS choices, tags) */
+	uint8_t ecs[32];		/* the ECS option to add when q->be uses ECS */
 };
 
 /**

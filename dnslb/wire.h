@@ -61,11 +61,10 @@ struct dlb_dnsmsg {
 	uint16_t flags;
 	uint16_t qdcount, ancount, nscount, arcount;
 
-	/* first question, present when qdcount >= 1 */
+	/* first question, present when qdcount >= 1 (its name is the last
+	 * field: a query's fields and the start of its name share a line) */
 	uint16_t qname_off;		/* offset of the qname's first length octet */
 	uint16_t qname_len;		/* wire length of the (uncompressed) qname, incl. root */
-	uint8_t qname_lc[DLB_MAX_NAME];	/* the qname in wire form, ASCII lowercased (qname_len
-					 * bytes; the parser leaves the rest as it was) */
 	uint64_t qname_hash;		/* dlb_wire_name_hash(qname_lc, qname_len) */
 	uint16_t qtype;
 	uint16_t qclass;
@@ -85,6 +84,10 @@ struct dlb_dnsmsg {
 
 	uint16_t parsed_end;		/* offset just past the last record parsed */
 	bool trailing;			/* bytes after the last record: never append here */
+
+	uint8_t qname_lc[DLB_MAX_NAME];	/* the first question's name in wire form, ASCII
+					 * lowercased (qname_len bytes; the parser leaves
+					 * the rest as it was) */
 };
 
 /**
