@@ -116,29 +116,20 @@ struct dlb_delayed {
 #define DLB_MAX_DELAYED 65536		/* per worker; beyond, answers go out at once */
 
 struct dlb_worker {
+	/* What every wake-up and every query read, first (four lines in a row);
+	 * what reloads, timers and forwarding use comes after it. */
 	int id;
 	struct ev_loop *loop;
-	pthread_t thread;
 	const struct dlb_config *cfg;
 	const struct dlb_pool *default_pool;	/* pool "" (NULL when it has no servers) */
-	struct dlb_rng rng;
-	unsigned rr_counter;		/* roundrobin policy */
-
 	struct dlb_listener *listeners;	/* [DLB_MAX_FRONTENDS] */
 	int nlisteners;			/* slots in use (atomic: a reload adds) */
-	unsigned fe_gen;		/* atomic: the cfg->fe_gen it has synced to */
-	int fe_failed;			/* atomic: listeners it could not open at runtime */
-	ev_async fe_sync;		/* main: cfg's listeners changed */
-	ev_timer fe_grace;		/* closes the UDP sockets of removed listeners */
 	struct dlb_be_local *be;	/* [DLB_MAX_BACKENDS]: the first nbe are open */
-	struct dlb_be_sock *shared[DLB_MAX_SHARED_SOCKS];	/* unconnected backend sockets */
 	int nshared;
 	unsigned be_queued;		/* datagrams queued to backend sockets since the last
 					 * dlb_backend_flush (0: it has nothing to look at) */
 	int nbe;			/* backends opened (atomic: the worker stores it,
 					 * main waits for it after a runtime newServer) */
-	int nbe_failed;			/* atomic: backends it could not open at runtime */
-	ev_async be_add;		/* main: cfg->nbackends grew */
 	struct dlb_slot_pool slots;
 	/* with slots.used, what dlb_worker_quiet reads (once per wake-up) */
 	uint32_t ndelayed;		/* delayed answers (delayed_head) */
@@ -146,47 +137,55 @@ struct dlb_worker {
 	struct dlb_redis *redis;	/* setRedis: this worker's data connection (dnslb/redis.h) */
 	struct dlb_l2_worker *l2;	/* queries waiting on the second-level cache
 					 * (dnslb/l2cache.h); NULL until first used */
-	/* TCP client connections: slot table with generations */
+	/* TCP client connections: slot table with generations (the free
+	 * stack and the generation counter are below, with the cold fields) */
 	struct dlb_tcp_client **conns;
 	uint32_t nconns, conns_cap;
-	uint32_t *conns_free;		/* stack of free indices */
 	uint32_t nfree_conns;
-	uint32_t tcp_gen;
-	ev_timer timeout_timer;		/* earliest in-flight deadline */
-	ev_async stop;
 	struct dlb_rcu_thread rcu;	/* epoch record: entered around each loop iteration's
 					 * callbacks (invoke_in_section, worker.c) */
 	uint8_t *scratch;		/* DLB_RBUF_SIZE: answers built outside a receive buffer */
-
 	/* one recvmmsg batch (the arrays are at the end of the struct) */
 	uint8_t (*rbuf)[DLB_RBUF_SIZE];	/* [DLB_UDP_BATCH], pages touched on use only */
 	unsigned rdirty;		/* receive entries the kernel filled last time */
 	struct dlb_udp_pending *upend;	/* [DLB_UDP_BATCH]: the batch's queries (frontend.c) */
-
 	struct dlb_be_stats *be_stats;	/* [DLB_MAX_BACKENDS] */
 	struct dlb_rings *rings;	/* query and response rings (dnslb/rings.h) */
 	struct dlb_dyn_worker *dyn;	/* atomic: dynamic-block rate tracking (dnslb/dynblock.h),
 					 * set by the main thread when a rule first needs it */
 	struct dlb_coc *client_oc;	/* setMaxOutstandingPerClient: queries in flight per
 					 * client subnet (dnslb/abuse.h); NULL until used */
-
-	struct dlb_lua_worker *lua;	/* own Lua state for Lua rules (lua/worker.h) */
-	uint64_t lua_gen;		/* the ruleset generation it belongs to */
-	struct dlb_lua_handoff *lua_next;	/* atomic: a reload's new state, taken by the
-						 * worker when it sees that generation */
-	/* delayed answers, in deadline order (delays differ rarely: insert from the tail) */
-	struct dlb_delayed *delayed_head, *delayed_tail;
-	ev_timer delay_timer;
-
 	/* blocking receive (setWorkerBlockingReceive; worker.c) */
 	struct dlb_listener *park;	/* its only UDP socket, when it has one; else NULL */
 	bool started;			/* the thread exists (main: signals may be sent) */
 	bool stopping;			/* the stop async ran: the loop is ending */
 	bool park_waiting;		/* atomic: in a blocking or coalescing receive */
-	uint64_t idle_seen;		/* main: its receives at the last
-					 * dlb_worker_wake_idle */
 	unsigned local_answers;		/* answers of this batch whose latency is
 					 * not recorded yet (dlb_query_account_local) */
+	struct dlb_lua_worker *lua;	/* own Lua state for Lua rules (lua/worker.h) */
+	uint64_t lua_gen;		/* the ruleset generation it belongs to */
+
+	pthread_t thread;
+	struct dlb_rng rng;
+	unsigned rr_counter;		/* roundrobin policy */
+	unsigned fe_gen;		/* atomic: the cfg->fe_gen it has synced to */
+	int fe_failed;			/* atomic: listeners it could not open at runtime */
+	ev_async fe_sync;		/* main: cfg's listeners changed */
+	ev_timer fe_grace;		/* closes the UDP sockets of removed listeners */
+	struct dlb_be_sock *shared[DLB_MAX_SHARED_SOCKS];	/* unconnected backend sockets */
+	int nbe_failed;			/* atomic: backends it could not open at runtime */
+	ev_async be_add;		/* main: cfg->nbackends grew */
+	uint32_t *conns_free;		/* stack of free indices */
+	uint32_t tcp_gen;
+	ev_timer timeout_timer;		/* earliest in-flight deadline */
+	ev_async stop;
+	struct dlb_lua_handoff *lua_next;	/* atomic: a reload's new state, taken by the
+						 * worker when it sees that generation */
+	/* delayed answers, in deadline order (delays differ rarely: insert from the tail) */
+	struct dlb_delayed *delayed_head, *delayed_tail;
+	ev_timer delay_timer;
+	uint64_t idle_seen;		/* main: its receives at the last
+					 * dlb_worker_wake_idle */
 
 	/* Last, after every field a query reads (a few lines in a row): the
 	 * counters, then the receive arrays (several KiB, one entry per
