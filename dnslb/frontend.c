@@ -524,11 +524,14 @@ dlb_probe_batch_done(const struct dlb_worker *w, uint64_t cycles, unsigned n)
 		"acl", "parse", "rules", "key", "batch", "hit", "reply", "flush"
 	};
 	static __thread uint64_t total, queries, batches;
+	static __thread uint64_t by_n[9][2];	/* batches of 1..7, 8 or more: count, cycles */
 	char line[256] = "";
 	int o = 0;
 
 	total += cycles;
 	queries += n;
+	by_n[n < 8 ? n : 8][0]++;
+	by_n[n < 8 ? n : 8][1] += cycles;
 	if (++batches % DLB_PROBE_REPORT_BATCHES != 0)
 		return;
 	dlb_log(DLB_LOG_INFO,
@@ -540,6 +543,11 @@ dlb_probe_batch_done(const struct dlb_worker *w, uint64_t cycles, unsigned n)
 			      (unsigned long long)dlb_probe_stage_cycles[i]);
 	dlb_log(DLB_LOG_INFO, "stage probe: worker %d: %llu queries:%s", w->id,
 		(unsigned long long)queries, line);
+	o = 0;
+	for (int i = 1; i <= 8 && o >= 0 && (size_t)o < sizeof(line); i++)
+		o += snprintf(line + o, sizeof(line) - (size_t)o, " %d:%llu:%llu", i,
+			      (unsigned long long)by_n[i][0], (unsigned long long)by_n[i][1]);
+	dlb_log(DLB_LOG_INFO, "size probe: worker %d: batches of n (8: 8 or more):%s", w->id, line);
 }
 #endif
 

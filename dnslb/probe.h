@@ -17,6 +17,12 @@
  *
  *   stage probe: worker 0: 1234567 queries: acl 131234567 parse ... flush 83456789
  *
+ * and, by the number of datagrams a batch had (1 to 7, 8 for 8 or more), the
+ * batches and their cycles since the start, from which a batch's fixed cost
+ * and each further query's cost can be fitted,
+ *
+ *   size probe: worker 0: batches of n (8: 8 or more): 1:1071:3470910 2:3494:5894838 ...
+ *
  * A mark charges the cycles since the previous mark (or the batch's start) to
  * its stage; the flush stage is the batch's end, sendmmsg excluded. The
  * marks are placed where a UDP query passes (frontend.c, query.c): a query
