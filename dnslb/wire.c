@@ -13,6 +13,7 @@
  */
 #include "dnslb/wire.h"
 
+#include <endian.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -191,6 +192,26 @@ lower_copy(uint8_t *dst, const uint8_t *src, size_t n)
 }
 
 /*
+ * The usual labels of a question name at @off: 1..63 octets each, ending well
+ * inside the packet and the 255-octet bound. @return where the walk stopped
+ * (anything else is left to a careful walk from there).
+ */
+static inline size_t
+qname_quick_walk(const uint8_t *pkt, size_t len, size_t off)
+{
+	size_t pos = off, lim = len < off + DLB_MAX_NAME - 1 ? len : off + DLB_MAX_NAME - 1;
+
+	while (pos < lim) {
+		uint8_t c = pkt[pos];
+
+		if ((uint8_t)(c - 1) >= 63 || pos + 1 + c >= lim)
+			break;
+		pos += 1 + (size_t)c;
+	}
+	return pos;
+}
+
+/*
  * The question name: name_decode without compression pointers (malformed
  * there), in two passes: the label walk checks everything (the same checks
  * in the same order, so the same error), then one lowercased copy of the
@@ -199,20 +220,11 @@ lower_copy(uint8_t *dst, const uint8_t *src, size_t n)
 static int
 qname_decode(const uint8_t *pkt, size_t len, size_t off, uint8_t *out, size_t *next)
 {
-	size_t pos = off, n, lim;
+	size_t pos, n;
 
 	if (len > WIRE_MAX_MSG)
 		return DLB_EMALF;
-	/* the usual labels: 1..63 octets, ending well inside the packet and
-	 * the 255-octet bound; anything else is left to the careful walk */
-	lim = len < off + DLB_MAX_NAME - 1 ? len : off + DLB_MAX_NAME - 1;
-	while (pos < lim) {
-		uint8_t c = pkt[pos];
-
-		if ((uint8_t)(c - 1) >= 63 || pos + 1 + c >= lim)
-			break;
-		pos += 1 + (size_t)c;
-	}
+	pos = qname_quick_walk(pkt, len, off);
 	for (;;) {
 		uint8_t c;
 
@@ -345,37 +357,49 @@ wire_skip_name(struct dlb_wire *w)
 /*
  * EDNS options: each must fit the RDATA exactly; a second ECS or COOKIE is
  * malformed (RFC 7871 §7.1.1, RFC 7873 §5.2.2) and could smuggle a value
- * past whichever code reads the other copy.
+ * past whichever code reads the other copy. The offsets of the ECS and
+ * COOKIE options' codes go to *@ecs and *@cookie (0: none yet) as they are
+ * found. @return false when malformed.
  */
-static void
-parse_opt_options(struct dlb_wire *w, struct dlb_dnsmsg *m, size_t rdata, size_t rdlen)
+static inline bool
+opt_options_walk(const uint8_t *pkt, size_t rdata, size_t rdlen, uint16_t *ecs, uint16_t *cookie)
 {
 	size_t p = rdata, end = rdata + rdlen;
 
 	while (p < end) {
 		uint16_t code, olen;
 
-		if (end - p < 4) {
-			wire_fail(w, DLB_EMALF);
-			return;
-		}
-		code = dlb_rd16(w->pkt + p);
-		olen = dlb_rd16(w->pkt + p + 2);
-		if (olen > end - p - 4) {
-			wire_fail(w, DLB_EMALF);
-			return;
-		}
+		if (end - p < 4)
+			return false;
+		code = dlb_rd16(pkt + p);
+		olen = dlb_rd16(pkt + p + 2);
+		if (olen > end - p - 4)
+			return false;
 		if (code == DLB_EDNS_OPT_ECS || code == DLB_EDNS_OPT_COOKIE) {
-			uint16_t *slot = code == DLB_EDNS_OPT_ECS ? &m->ecs_off : &m->cookie_off;
+			uint16_t *slot = code == DLB_EDNS_OPT_ECS ? ecs : cookie;
 
-			if (*slot != 0) {
-				wire_fail(w, DLB_EMALF);
-				return;
-			}
+			if (*slot != 0)
+				return false;
 			*slot = (uint16_t)p;
 		}
 		p += 4 + (size_t)olen;
 	}
+	return true;
+}
+
+/* The OPT record's fields (its options already walked). */
+static inline void
+opt_fields(struct dlb_dnsmsg *m, size_t owner, uint16_t udp_size, uint32_t ttl, size_t rdata,
+	   uint16_t rdlen)
+{
+	m->has_opt = true;
+	m->opt_off = (uint16_t)owner;
+	m->opt_rdata_off = (uint16_t)rdata;
+	m->opt_rdlen = rdlen;
+	m->udp_size = udp_size;
+	m->ext_rcode = (uint8_t)(ttl >> 24);
+	m->edns_version = (uint8_t)(ttl >> 16);
+	m->do_bit = (ttl & 0x8000) != 0;
 }
 
 static void
@@ -387,17 +411,11 @@ parse_opt(struct dlb_wire *w, struct dlb_dnsmsg *m, size_t owner, uint16_t udp_s
 		wire_fail(w, DLB_EMALF);
 		return;
 	}
-	parse_opt_options(w, m, rdata, rdlen);
-	if (w->error != DLB_OK)
+	if (!opt_options_walk(w->pkt, rdata, rdlen, &m->ecs_off, &m->cookie_off)) {
+		wire_fail(w, DLB_EMALF);
 		return;
-	m->has_opt = true;
-	m->opt_off = (uint16_t)owner;
-	m->opt_rdata_off = (uint16_t)rdata;
-	m->opt_rdlen = rdlen;
-	m->udp_size = udp_size;
-	m->ext_rcode = (uint8_t)(ttl >> 24);
-	m->edns_version = (uint8_t)(ttl >> 16);
-	m->do_bit = (ttl & 0x8000) != 0;
+	}
+	opt_fields(m, owner, udp_size, ttl, rdata, rdlen);
 }
 
 /* @count resource records; OPT is only legal when @additional. */
@@ -444,8 +462,8 @@ dnsmsg_clear(struct dlb_dnsmsg *m)
 	       sizeof(*m) - offsetof(struct dlb_dnsmsg, qname_lc) - sizeof(m->qname_lc));
 }
 
-DLB_HOT int
-dlb_wire_parse_query(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m)
+int
+dlb_wire_parse_query_general(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m)
 {
 	struct dlb_wire w = { .pkt = pkt, .len = len };
 	size_t min_body;
@@ -489,6 +507,87 @@ dlb_wire_parse_query(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m)
 	if (w.error != DLB_OK)
 		return w.error;
 	return m->qdcount == 0 ? DLB_EEMPTY : DLB_OK;
+}
+
+/*
+ * The common query in one pass: QR and TC clear, one question, no answer or
+ * authority records, at most one additional record and that an OPT with the
+ * root as owner, a question name of ordinary labels. It sets exactly what
+ * dlb_wire_parse_query_general sets for such a message (tests/unit/test_wire.c
+ * compares the two on generated and mutated messages) and returns DLB_OK, or
+ * returns 1 as soon as the message is anything else, before it has written
+ * anything the general parser would not overwrite: a malformed message is
+ * always the general parser's, so its error is the general parser's too.
+ */
+static DLB_HOT int
+parse_query_fast(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m)
+{
+	const size_t off = DLB_DNS_HDR;
+	size_t pos, n, rdata = 0;
+	uint16_t flags, arcount, udp_size = 0, rdlen = 0, ecs = 0, cookie = 0;
+	uint32_t ttl = 0;
+	uint64_t counts;
+
+	if (len < DLB_DNS_HDR + WIRE_MIN_QUESTION || len > WIRE_MAX_MSG)
+		return 1;
+	flags = dlb_rd16(pkt + 2);
+	/* qdcount 1, ancount 0, nscount 0, arcount 0 or 1: one load */
+	memcpy(&counts, pkt + 4, 8);
+	counts = be64toh(counts);
+	arcount = (uint16_t)counts;
+	if ((flags & (DLB_F_QR | DLB_F_TC)) != 0 || (counts >> 16) != (uint64_t)1 << 32 ||
+	    arcount > 1)
+		return 1;
+	/* qname_decode's quick walk, accepted only when it ends on the root
+	 * label: the careful walk would then stop at once, with the same end */
+	pos = qname_quick_walk(pkt, len, off);
+	if (pos >= len || pkt[pos] != 0 || len - pos - 1 < 4)
+		return 1;
+	n = pos + 1 - off;
+	pos += 1 + 4;
+	if (arcount == 1) {
+		/* root owner, type OPT, class, TTL, RDLENGTH, the RDATA */
+		if (len - pos < WIRE_MIN_RR || pkt[pos] != 0 ||
+		    dlb_rd16(pkt + pos + 1) != DLB_TYPE_OPT)
+			return 1;
+		udp_size = dlb_rd16(pkt + pos + 3);
+		ttl = dlb_rd32(pkt + pos + 5);
+		rdlen = dlb_rd16(pkt + pos + 9);
+		rdata = pos + WIRE_MIN_RR;
+		if (len - rdata < rdlen)
+			return 1;
+		if (!opt_options_walk(pkt, rdata, rdlen, &ecs, &cookie))
+			return 1;
+	}
+	dnsmsg_clear(m);
+	m->id = dlb_rd16(pkt);
+	m->flags = flags;
+	m->qdcount = 1;
+	m->arcount = arcount;
+	m->qname_off = (uint16_t)off;
+	m->qname_len = (uint16_t)n;
+	lower_copy(m->qname_lc, pkt + off, n);
+	m->qname_hash = dlb_wire_name_hash(m->qname_lc, n);
+	m->qtype = dlb_rd16(pkt + off + n);
+	m->qclass = dlb_rd16(pkt + off + n + 2);
+	m->question_end = (uint16_t)(off + n + 4);
+	if (arcount == 1) {
+		opt_fields(m, off + n + 4, udp_size, ttl, rdata, rdlen);
+		m->ecs_off = ecs;
+		m->cookie_off = cookie;
+		pos = rdata + rdlen;
+	}
+	m->parsed_end = (uint16_t)pos;
+	m->trailing = pos < len;
+	return DLB_OK;
+}
+
+DLB_HOT int
+dlb_wire_parse_query(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m)
+{
+	int rc = parse_query_fast(pkt, len, m);
+
+	return rc <= 0 ? rc : dlb_wire_parse_query_general(pkt, len, m);
 }
 
 int

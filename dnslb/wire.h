@@ -110,6 +110,12 @@ struct dlb_dnsmsg {
 int dlb_wire_parse_query(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m);
 
 /**
+ * dlb_wire_parse_query without its fast path for the common query: the
+ * same results for every message (the unit tests compare the two).
+ */
+int dlb_wire_parse_query_general(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m);
+
+/**
  * Parse a response's header and first question only (what outstanding-query
  * matching needs). The question name may not be compressed either.
  * @return DLB_OK, DLB_EEMPTY (qdcount == 0, header only is fine), or DLB_EMALF/DLB_ETRUNC.

@@ -60,6 +60,156 @@ test_query_valid(void **state)
 	assert_false(m.trailing);
 }
 
+/* ---- the fast path against the general parser ---- */
+
+static uint64_t fp_state = 0x9e3779b97f4a7c15ULL;
+
+static uint32_t
+fp_rand(void)
+{
+	/* xorshift64*: the same messages on every run */
+	fp_state ^= fp_state >> 12;
+	fp_state ^= fp_state << 25;
+	fp_state ^= fp_state >> 27;
+	return (uint32_t)((fp_state * 0x2545F4914F6CDD1DULL) >> 32);
+}
+
+/* Both parsers on @pkt[0..len), each into a struct filled with the same
+ * garbage first: the same result and every byte of the struct the same. */
+static void
+fp_compare(const uint8_t *pkt, size_t len)
+{
+	static struct dlb_dnsmsg a, b;
+	int ra, rb;
+
+	memset(&a, 0xa5, sizeof(a));
+	memset(&b, 0xa5, sizeof(b));
+	ra = dlb_wire_parse_query(pkt, len, &a);
+	rb = dlb_wire_parse_query_general(pkt, len, &b);
+	assert_int_equal(ra, rb);
+	assert_memory_equal(&a, &b, sizeof(a));
+}
+
+/* A random query of the shapes the fast path takes and of those next to them. */
+static void
+fp_message(struct pb *p)
+{
+	static const uint16_t flag_set[] = {
+		0, DLB_F_RD, DLB_F_RD | DLB_F_CD, DLB_F_QR, DLB_F_TC, 0x0800 /* opcode 1 */,
+		0xffff, DLB_F_RD | 0x0010 /* AD */
+	};
+	uint16_t flags = flag_set[fp_rand() % 8], ar = fp_rand() % 4 == 0 ? 0 : 1;
+	uint16_t qd = 1, an = 0, ns = 0;
+	unsigned r = fp_rand() % 16, nlabels = 1 + fp_rand() % 6;
+
+	if (r == 0)
+		qd = (uint16_t)(fp_rand() % 3);
+	else if (r == 1)
+		an = 1;
+	else if (r == 2)
+		ns = 1;
+	else if (r == 3)
+		ar = (uint16_t)(2 + fp_rand() % 2);
+	pb_hdr(p, (uint16_t)fp_rand(), flags, qd, an, ns, ar);
+	if (fp_rand() % 8 == 0)
+		nlabels = 4 + fp_rand() % 3;	/* long labels: around the 255 bound */
+	for (unsigned i = 0; i < nlabels; i++) {
+		uint8_t len = nlabels >= 4 && fp_rand() % 2 ? 63 : (uint8_t)(1 + fp_rand() % 20);
+
+		if (p->n + 1 + len > 12 + 254)
+			break;
+		pb_u8(p, len);
+		for (uint8_t j = 0; j < len; j++) {
+			static const char chars[] = "abcXYZ09-_.Az";
+			uint8_t c = fp_rand() % 16 == 0 ? (uint8_t)fp_rand()
+							: (uint8_t)chars[fp_rand() % 13];
+
+			pb_u8(p, c);
+		}
+	}
+	pb_u8(p, 0);
+	pb_u16(p, (uint16_t)(fp_rand() % 300));
+	pb_u16(p, fp_rand() % 4 == 0 ? (uint16_t)fp_rand() : 1);
+	for (uint16_t i = 0; i < an + ns; i++) {
+		pb_u8(p, 0xc0);
+		pb_u8(p, 12);
+		pb_u16(p, 1);
+		pb_u16(p, 1);
+		pb_u32(p, 60);
+		pb_u16(p, 4);
+		pb_u32(p, 0x7f000001);
+	}
+	for (uint16_t i = 0; i < ar; i++) {
+		uint8_t opts[64];
+		size_t olen = 0;
+		unsigned nopts = fp_rand() % 4;
+
+		if (i > 0 && fp_rand() % 2) {	/* a second record: an A, or another OPT */
+			pb_u8(p, 0);
+			pb_u16(p, 1);
+			pb_u16(p, 1);
+			pb_u32(p, 0);
+			pb_u16(p, 0);
+			continue;
+		}
+		for (unsigned k = 0; k < nopts; k++) {
+			static const uint16_t codes[] = { DLB_EDNS_OPT_ECS, DLB_EDNS_OPT_COOKIE, 12, 3, 65001 };
+			uint16_t code = codes[fp_rand() % 5], l = (uint16_t)(fp_rand() % 9);
+
+			if (olen + 4 + l > sizeof(opts))
+				break;
+			dlb_wr16(opts + olen, code);
+			dlb_wr16(opts + olen + 2, l);
+			for (uint16_t j = 0; j < l; j++)
+				opts[olen + 4 + j] = (uint8_t)fp_rand();
+			olen += 4 + l;
+		}
+		if (olen > 0 && fp_rand() % 8 == 0) {
+			size_t cut = 1 + fp_rand() % 3;	/* the last option overruns */
+
+			if (cut < olen)
+				olen -= cut;
+		}
+		pb_opt(p, (uint16_t)fp_rand(), fp_rand() % 2 ? 0x8000 : (uint32_t)fp_rand(),
+		       olen > 0 ? opts : NULL, (uint16_t)olen);
+	}
+	if (fp_rand() % 8 == 0) {
+		unsigned extra = 1 + fp_rand() % 5;
+
+		for (unsigned i = 0; i < extra; i++)
+			pb_u8(p, (uint8_t)fp_rand());
+	}
+}
+
+static void
+test_query_fast_path_matches_general(void **state)
+{
+	struct pb p;
+
+	(void)state;
+	for (int i = 0; i < 3000; i++) {
+		uint8_t mut[PB_MAX];
+
+		p.n = 0;
+		fp_message(&p);
+		for (size_t l = 0; l <= p.n; l++)	/* every truncation */
+			fp_compare(p.b, l);
+		for (int k = 0; k < 40; k++) {		/* single-byte mutations */
+			size_t at = fp_rand() % p.n;
+
+			memcpy(mut, p.b, p.n);
+			mut[at] = fp_rand() % 4 == 0 ? (uint8_t)(mut[at] ^ (1u << (fp_rand() % 8)))
+						     : (uint8_t)fp_rand();
+			fp_compare(mut, p.n);
+		}
+	}
+	/* the common query itself, with and without an OPT */
+	pb_std_query(&p, false);
+	fp_compare(p.b, p.n);
+	pb_std_query(&p, true);
+	fp_compare(p.b, p.n);
+}
+
 /* #1 */
 static void
 test_query_empty_and_short(void **state)
@@ -1644,6 +1794,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_query_valid),
+		cmocka_unit_test(test_query_fast_path_matches_general),
 		cmocka_unit_test(test_equal_short),
 		cmocka_unit_test(test_query_empty_and_short),
 		cmocka_unit_test(test_query_qdcount0),
