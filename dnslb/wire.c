@@ -514,12 +514,12 @@ dlb_wire_parse_query_general(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *
  * authority records, at most one additional record and that an OPT with the
  * root as owner, a question name of ordinary labels. It sets exactly what
  * dlb_wire_parse_query_general sets for such a message (tests/unit/test_wire.c
- * compares the two on generated and mutated messages) and returns DLB_OK, or
- * returns 1 as soon as the message is anything else, before it has written
+ * compares the two on generated and mutated messages) and returns true, or
+ * returns false as soon as the message is anything else, before it has written
  * anything the general parser would not overwrite: a malformed message is
  * always the general parser's, so its error is the general parser's too.
  */
-static DLB_HOT int
+static DLB_HOT bool
 parse_query_fast(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m)
 {
 	const size_t off = DLB_DNS_HDR;
@@ -529,7 +529,7 @@ parse_query_fast(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m)
 	uint64_t counts;
 
 	if (len < DLB_DNS_HDR + WIRE_MIN_QUESTION || len > WIRE_MAX_MSG)
-		return 1;
+		return false;
 	flags = dlb_rd16(pkt + 2);
 	/* qdcount 1, ancount 0, nscount 0, arcount 0 or 1: one load */
 	memcpy(&counts, pkt + 4, 8);
@@ -537,27 +537,27 @@ parse_query_fast(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m)
 	arcount = (uint16_t)counts;
 	if ((flags & (DLB_F_QR | DLB_F_TC)) != 0 || (counts >> 16) != (uint64_t)1 << 32 ||
 	    arcount > 1)
-		return 1;
+		return false;
 	/* qname_decode's quick walk, accepted only when it ends on the root
 	 * label: the careful walk would then stop at once, with the same end */
 	pos = qname_quick_walk(pkt, len, off);
 	if (pos >= len || pkt[pos] != 0 || len - pos - 1 < 4)
-		return 1;
+		return false;
 	n = pos + 1 - off;
 	pos += 1 + 4;
 	if (arcount == 1) {
 		/* root owner, type OPT, class, TTL, RDLENGTH, the RDATA */
 		if (len - pos < WIRE_MIN_RR || pkt[pos] != 0 ||
 		    dlb_rd16(pkt + pos + 1) != DLB_TYPE_OPT)
-			return 1;
+			return false;
 		udp_size = dlb_rd16(pkt + pos + 3);
 		ttl = dlb_rd32(pkt + pos + 5);
 		rdlen = dlb_rd16(pkt + pos + 9);
 		rdata = pos + WIRE_MIN_RR;
 		if (len - rdata < rdlen)
-			return 1;
+			return false;
 		if (!opt_options_walk(pkt, rdata, rdlen, &ecs, &cookie))
-			return 1;
+			return false;
 	}
 	dnsmsg_clear(m);
 	m->id = dlb_rd16(pkt);
@@ -579,15 +579,15 @@ parse_query_fast(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m)
 	}
 	m->parsed_end = (uint16_t)pos;
 	m->trailing = pos < len;
-	return DLB_OK;
+	return true;
 }
 
 DLB_HOT int
 dlb_wire_parse_query(const uint8_t *pkt, size_t len, struct dlb_dnsmsg *m)
 {
-	int rc = parse_query_fast(pkt, len, m);
-
-	return rc <= 0 ? rc : dlb_wire_parse_query_general(pkt, len, m);
+	if (parse_query_fast(pkt, len, m))
+		return DLB_OK;
+	return dlb_wire_parse_query_general(pkt, len, m);
 }
 
 int
