@@ -311,8 +311,11 @@ failover_retry(struct dlb_worker *w, const struct dlb_slot *old)
 static void
 arm_timer(struct dlb_worker *w, double deadline)
 {
-	double now = dlb_worker_now(w);
-	double after = deadline - now;
+	double now, after;
+
+	dlb_worker_clock_sync(w);	/* libev's clock, which the timer runs on, is now */
+	now = dlb_worker_now(w);
+	after = deadline - now;
 
 	if (after < 0.0005)
 		after = 0.0005;

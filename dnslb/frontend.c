@@ -516,6 +516,7 @@ recv_batch_size(const struct dlb_worker *w)
 #ifdef DLB_CYCLE_PROBE
 __thread uint64_t dlb_probe_send_cycles;
 __thread uint64_t dlb_probe_stage_last, dlb_probe_stage_cycles[DLB_PROBE_NSTAGES];
+__thread uint64_t dlb_probe_wake_t0, dlb_probe_wake_s0, dlb_probe_wake_cycles, dlb_probe_wakes;
 
 void
 dlb_probe_batch_done(const struct dlb_worker *w, uint64_t cycles, unsigned n)
@@ -548,6 +549,9 @@ dlb_probe_batch_done(const struct dlb_worker *w, uint64_t cycles, unsigned n)
 		o += snprintf(line + o, sizeof(line) - (size_t)o, " %d:%llu:%llu", i,
 			      (unsigned long long)by_n[i][0], (unsigned long long)by_n[i][1]);
 	dlb_log(DLB_LOG_INFO, "size probe: worker %d: batches of n (8: 8 or more):%s", w->id, line);
+	dlb_log(DLB_LOG_INFO, "wake probe: worker %d: %llu queries, %llu receives, %llu cycles", w->id,
+		(unsigned long long)queries, (unsigned long long)dlb_probe_wakes,
+		(unsigned long long)dlb_probe_wake_cycles);
 }
 #endif
 
@@ -603,21 +607,24 @@ dlb_frontend_park(struct dlb_worker *w, struct dlb_listener *l)
 	 * w->cfg changes only in the worker's loop, outside this one */
 	bool may_coalesce = w->cfg->recv_coalesce_us > 0, coalesce = false;
 
+	dlb_worker_clock_anchor(w);
 	for (int k = 0; k < PARK_BATCHES; k++) {
 		bool woken;
 		int n = dlb_worker_park_recv(w, l->udp_fd, batch, coalesce, &woken);
 
 		coalesce = may_coalesce && n >= COALESCE_MIN_BATCH && (unsigned)n < batch;
 		if (n > 0) {
-			ev_now_update(w->loop);
+			dlb_worker_clock_tick(w);
 			dlb_rcu_enter(&w->rcu);
 			udp_batch_and_flush(w, l, (unsigned)n);
 			dlb_rcu_exit(&w->rcu);
 			dlb_rcu_poll(&w->rcu);
 		}
 		if (n == 0 || woken || !dlb_worker_quiet(w))
-			return;
+			break;
 	}
+	dlb_worker_clock_release(w);
+	DLB_PROBE_WAKE_CANCEL();
 }
 
 static void

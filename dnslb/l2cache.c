@@ -501,6 +501,7 @@ dlb_l2_park_slow(struct dlb_worker *w, struct dlb_query *q, const struct dlb_cli
 	argvlen[0] = 3;
 	argv[1] = key;
 	argvlen[1] = dlb_l2_key(key, dlb_redis_settings.ns, o->l2_name, &q->key);
+	dlb_worker_clock_sync(w);	/* the command's timer runs on libev's clock */
 	if (dlb_redis_command(w->redis, get_cb, p, o->l2_budget, 2, argv, argvlen) != 0) {
 		/* over the connection's maxInFlight (or it just failed) */
 		p->next = lw->free_list;

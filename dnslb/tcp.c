@@ -854,7 +854,10 @@ static void
 up_arm_timer(struct dlb_tcp_up *u)
 {
 	const struct dlb_backend *be = u->w->cfg->backends[u->be_index];
-	double now = dlb_worker_now(u->w), due;
+	double now, due;
+
+	dlb_worker_clock_sync(u->w);	/* libev's clock, which the timer runs on, is now */
+	now = dlb_worker_now(u->w);
 
 	if (u->state == UP_CONNECTING)
 		due = u->last_use + be->tcp_connect_timeout;

@@ -6,11 +6,15 @@
 
 #include <sched.h>
 #include <setjmp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <time.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include "dnslb/abuse.h"
 #include "dnslb/backend.h"
@@ -18,10 +22,117 @@
 #include "dnslb/frontend.h"
 #include "dnslb/l2cache.h"
 #include "dnslb/log.h"
+#include "dnslb/probe.h"
 #include "dnslb/redis.h"
 #include "dnslb/rings.h"
 #include "dnslb/tcp.h"
 #include "lua/worker.h"
+
+/*
+ * The park clock. A worker parked in its UDP socket (dlb_frontend_park)
+ * needs the time after each receive: its queries' timestamps and latency,
+ * cache ages, deadlines. ev_now_update reads the clock through the vDSO and
+ * redoes libev's bookkeeping, about 240 cycles per wake-up here, most of it
+ * misses on the clock's shared data after the wait (docs/performance.md).
+ * The park clock reads the TSC instead and adds the ticks since its anchor,
+ * a (TSC, ev_now) pair taken when the park loop starts and again whenever
+ * the anchor is older than PARK_CLOCK_SYNC. So libev's own clock is never
+ * further behind than that, and a timer started in the park loop is
+ * started on an updated one (dlb_worker_clock_sync: backend timeouts,
+ * delayed answers, second-level cache lookups). The park clock never goes
+ * backwards: a reading below the last one repeats it.
+ * It is on where the kernel keeps time with the TSC (the clocksource "tsc":
+ * constant rate, synchronised across CPUs); elsewhere each parked receive
+ * calls ev_now_update, as it always did.
+ */
+#define PARK_CLOCK_SYNC 0.001	/* s */
+
+double dlb_tsc_seconds;
+static uint64_t park_clock_sync_ticks;
+static pthread_once_t park_clock_once = PTHREAD_ONCE_INIT;
+
+/* Measure the TSC's rate against CLOCK_MONOTONIC (dlb_now) over about 2 ms. */
+static void
+park_clock_init(void)
+{
+#if defined(__x86_64__)
+	char cs[32] = "";
+	FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+	struct timespec pause = { 0, 2000000 };
+	uint64_t t0, t1;
+	double m0, m1, sec;
+
+	if (f == NULL)
+		return;
+	if (fgets(cs, sizeof(cs), f) == NULL)
+		cs[0] = '\0';
+	fclose(f);
+	if (strcmp(cs, "tsc\n") != 0)
+		return;
+	m0 = dlb_now();
+	t0 = __rdtsc();
+	nanosleep(&pause, NULL);
+	m1 = dlb_now();
+	t1 = __rdtsc();
+	if (t1 <= t0 || m1 <= m0)
+		return;
+	sec = (m1 - m0) / (double)(t1 - t0);
+	if (sec < 1e-10 || sec > 1e-8)	/* outside 100 MHz to 10 GHz: not trusted */
+		return;
+	park_clock_sync_ticks = (uint64_t)(PARK_CLOCK_SYNC / sec);
+	dlb_tsc_seconds = sec;
+#endif
+}
+
+void
+dlb_worker_clock_init(void)
+{
+	pthread_once(&park_clock_once, park_clock_init);
+}
+
+void
+dlb_worker_clock_anchor(struct dlb_worker *w)
+{
+	ev_now_update(w->loop);
+#if defined(__x86_64__)
+	if (dlb_tsc_seconds > 0) {
+		w->clk_tsc = __rdtsc();
+		w->clk_ev = ev_now(w->loop);
+		if (!w->tsc_clock || w->clk_ev > w->tsc_now)
+			w->tsc_now = w->clk_ev;
+		w->tsc_clock = true;
+	}
+#endif
+}
+
+DLB_HOT void
+dlb_worker_clock_tick(struct dlb_worker *w)
+{
+#if defined(__x86_64__)
+	if (w->tsc_clock) {
+		/* unsigned: a TSC behind the anchor (it never should be) re-anchors too */
+		uint64_t d = __rdtsc() - w->clk_tsc;
+		double now;
+
+		if (__builtin_expect(d >= park_clock_sync_ticks, 0)) {
+			dlb_worker_clock_anchor(w);
+			return;
+		}
+		now = w->clk_ev + (double)d * dlb_tsc_seconds;
+		if (now > w->tsc_now)
+			w->tsc_now = now;
+		return;
+	}
+#endif
+	ev_now_update(w->loop);
+}
+
+void
+dlb_worker_clock_sync(struct dlb_worker *w)
+{
+	if (w->tsc_clock)
+		dlb_worker_clock_anchor(w);
+}
 
 /* Point every receive entry at its buffer once; recvmmsg() only changes lengths. */
 static void
@@ -136,6 +247,7 @@ dlb_worker_park_recv(struct dlb_worker *w, int fd, unsigned batch, bool coalesce
 	volatile unsigned max = batch;	/* read after a jump */
 	int n;
 
+	DLB_PROBE_WAKE_END();
 	dlb_worker_prepare_recv(w);
 	*woken = false;
 	if (sigsetjmp(park_jmp, 0) != 0) {
@@ -183,6 +295,7 @@ got:
 		return 0;	/* EAGAIN: nothing came */
 	}
 	w->rdirty = (unsigned)n;
+	DLB_PROBE_WAKE_BEGIN();
 	return n;
 woken:
 	park_wake = 0;
@@ -269,6 +382,7 @@ delay_arm(struct dlb_worker *w)
 	ev_timer_stop(w->loop, &w->delay_timer);
 	if (w->delayed_head == NULL)
 		return;
+	dlb_worker_clock_sync(w);	/* libev's clock, which the timer runs on, is now */
 	after = w->delayed_head->when - ev_now(w->loop);
 	ev_timer_set(&w->delay_timer, after > 0 ? after : 0, 0);
 	ev_timer_start(w->loop, &w->delay_timer);
@@ -528,6 +642,7 @@ dlb_worker_new(int id, const struct dlb_config *cfg)
 	w->default_pool = dlb_config_find_pool(cfg, "");
 	dlb_rng_init(&w->rng);
 	dlb_slot_pool_init(&w->slots);
+	dlb_worker_clock_init();
 	w->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
 	/* receive buffers: only the pages datagrams actually fill become resident */
 	w->rbuf = mmap(NULL, (size_t)DLB_UDP_BATCH * DLB_RBUF_SIZE, PROT_READ | PROT_WRITE,

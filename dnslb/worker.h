@@ -148,6 +148,12 @@ struct dlb_worker {
 	/* one recvmmsg batch (the arrays are at the end of the struct) */
 	uint8_t (*rbuf)[DLB_RBUF_SIZE];	/* [DLB_UDP_BATCH], pages touched on use only */
 	unsigned rdirty;		/* receive entries the kernel filled last time */
+	/* the park clock (worker.c): while tsc_clock, dlb_worker_now reads
+	 * tsc_now, which each parked receive sets from the TSC */
+	bool tsc_clock;
+	double tsc_now;			/* seconds, on ev_now's scale */
+	uint64_t clk_tsc;		/* the TSC at its anchor... */
+	double clk_ev;			/* ...and libev's time then */
 	struct dlb_udp_pending *upend;	/* [DLB_UDP_BATCH]: the batch's queries (frontend.c) */
 	struct dlb_be_stats *be_stats;	/* [DLB_MAX_BACKENDS] */
 	struct dlb_rings *rings;	/* query and response rings (dnslb/rings.h) */
@@ -355,11 +361,35 @@ dlb_sendmmsg(int fd, struct mmsghdr *v, unsigned n, int flags)
 	return (int)syscall(SYS_sendmmsg, fd, v, n, flags);
 }
 
-/** Current loop time, the clock for deadlines and latency. */
+/** Current loop time, the clock for deadlines and latency: libev's, or in
+ * the park loop the park clock (worker.c), which follows it within a few
+ * microseconds. */
 static inline double
 dlb_worker_now(const struct dlb_worker *w)
 {
-	return ev_now(w->loop);
+	return w->tsc_clock ? w->tsc_now : ev_now(w->loop);
+}
+
+/** Seconds per TSC tick for the park clock; 0 where it is off (no stable
+ * TSC: each parked receive then updates libev's clock instead). */
+extern double dlb_tsc_seconds;
+
+/** Measure the TSC's rate for the park clock, once per process (about 2
+ * ms, on the first call; dlb_worker_new calls it). */
+void dlb_worker_clock_init(void);
+/** Before the park loop's first receive: anchor the park clock to libev's,
+ * updated now. */
+void dlb_worker_clock_anchor(struct dlb_worker *w);
+/** After a parked receive: the worker's clock is now (see worker.c). */
+void dlb_worker_clock_tick(struct dlb_worker *w);
+/** Before starting a libev timer where the park clock may be on: libev's
+ * clock brought up to now (and the park clock re-anchored). */
+void dlb_worker_clock_sync(struct dlb_worker *w);
+/** Leaving the park loop: back to libev's clock. */
+static inline void
+dlb_worker_clock_release(struct dlb_worker *w)
+{
+	w->tsc_clock = false;
 }
 
 #endif
