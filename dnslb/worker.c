@@ -554,6 +554,7 @@ fe_sync_cb(struct ev_loop *loop, ev_async *a, int revents)
 			l->index = i;
 			l->family = fe->addr.ss_family;
 			l->udp_fd = l->tcp_fd = l->out.fd = -1;
+			l->udp_ep = -1;
 			__atomic_store_n(&w->nlisteners, i + 1, __ATOMIC_RELEASE);
 		}
 		if (want && !l->active) {

@@ -57,6 +57,9 @@ struct dlb_listener {
 	bool wildcard;			/* bound to 0.0.0.0 / :: : reply from the asked address */
 	int udp_fd, tcp_fd;
 	ev_io udp_io, tcp_io;
+	int udp_ep;			/* epoll holding udp_fd, which the loop watches (frontend.c,
+					 * unpoll_udp); -1: the loop watches udp_fd */
+	bool udp_unpolled;		/* parked: udp_fd is out of udp_ep */
 	struct dlb_sendbatch out;	/* replies to clients */
 	uint32_t tcp_conns;		/* current TCP connections (this worker) */
 	uint64_t udp_queries, tcp_queries;

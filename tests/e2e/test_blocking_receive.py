@@ -352,3 +352,74 @@ def test_reload_adding_a_listener_moves_the_wait_to_epoll(dnslb, responder):
     assert idle_in_epoll(d, tid), "idle worker is in system call %s" % blocked_in(d, tid)
     st = d.stats()
     assert st["blocking-receive-wakeups"] >= before + 1
+
+
+def udp_socket_fds(d):
+    """The fd numbers of dnslb's UDP sockets bound to its listening port."""
+    inodes = set()
+    for path in ("/proc/%d/net/udp" % d.proc.pid, "/proc/%d/net/udp6" % d.proc.pid):
+        try:
+            with open(path) as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    if int(fields[1].split(":")[1], 16) == d.port:
+                        inodes.add(fields[9])
+        except OSError:
+            pass
+    fds = set()
+    for fd in os.listdir("/proc/%d/fd" % d.proc.pid):
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (d.proc.pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:[") and link[8:-1] in inodes:
+            fds.add(int(fd))
+    return fds
+
+
+def epoll_watched_fds(d):
+    """Every fd some epoll instance of dnslb's watches (from /proc/PID/fdinfo)."""
+    watched = set()
+    for fd in os.listdir("/proc/%d/fd" % d.proc.pid):
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (d.proc.pid, fd)) != "anon_inode:[eventpoll]":
+                continue
+            with open("/proc/%d/fdinfo/%s" % (d.proc.pid, fd)) as f:
+                for line in f:
+                    if line.startswith("tfd:"):
+                        watched.add(int(line.split()[1]))
+        except OSError:
+            continue
+    return watched
+
+
+def test_parked_socket_leaves_epoll_and_comes_back(dnslb, responder):
+    """While the worker waits in its UDP socket, the socket is out of the
+    loop's epoll set (frontend.c, unpoll_udp: its sends then skip the epoll
+    entry's wake-up); once a query is at a backend the worker waits in epoll,
+    and the socket must be back in the set, or a client's datagram would wait
+    until the backend answered."""
+    d = dnslb(conf(responder))
+    tid = park_or_skip(d)
+    fds = udp_socket_fds(d)
+    assert fds, "no UDP socket on port %d" % d.port
+    assert not fds & epoll_watched_fds(d), "parked, yet the UDP socket is in an epoll set"
+    slow = {}
+    t = threading.Thread(target=lambda: slow.update(r=udp_query(d.port, "delay-1500.slow.test.",
+                                                                timeout=5)))
+    t.start()
+    try:
+        assert idle_in_epoll(d, tid), "with a query at a backend the worker should wait in epoll"
+        assert fds <= epoll_watched_fds(d), "waiting in epoll without its UDP socket"
+        t0 = time.monotonic()
+        r = udp_query(d.port, "fast.example.test.", timeout=3)
+        took = time.monotonic() - t0
+        assert r is not None and a_addrs(r) == ["192.0.2.1"]
+        assert took < 1.0, "answered after %.2f s: the UDP socket was not watched" % took
+    finally:
+        t.join()
+    assert slow["r"] is not None and a_addrs(slow["r"]) == ["192.0.2.1"]
+    # the slow answer came: quiet again, parked again, out of the set again
+    assert wait_until(lambda: blocked_in(d, tid) == NR["recvmmsg"], timeout=2.0, interval=0.01)
+    assert not fds & epoll_watched_fds(d)
