@@ -29,12 +29,12 @@
  * that stops early (dropped, answered by a rule) leaves its cycles to the
  * next mark that runs.
  *
- * and, around the batches, the worker's own time from a parked receive's
- * return (dlb_worker_park_recv) to its next receive, sendmmsg excluded: the
- * batch and everything a wake-up adds to it (the loop clock, the epoch
- * section, the receive's setup), counted over the receives that follow one
- * another in dlb_frontend_park (a return to the event loop in between is
- * not counted),
+ * Around the batches, the wake probe counts the worker's own time from a
+ * parked receive's return (dlb_worker_park_recv) to its next receive,
+ * sendmmsg excluded: the batch and everything a wake-up adds to it (the loop
+ * clock, the epoch section, the receive's setup), over the receives that
+ * follow one another in dlb_frontend_park (a return to the event loop in
+ * between is not counted):
  *
  *   wake probe: worker 0: 1234567 queries, 234567 receives, 345678901 cycles
  *
