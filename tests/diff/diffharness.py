@@ -46,7 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 
 import dnslbtest  # noqa: E402
-from dnslbtest import (DNSDIST, TcpClient, UdpClient, dnslb_bin,  # noqa: E402,F401
+from dnslbtest import (DNSDIST, RD, TcpClient, UdpClient, build_query, dnslb_bin,  # noqa: E402,F401
                        free_port, hostport, lua_value)
 from responder import Responder  # noqa: E402
 
