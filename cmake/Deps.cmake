@@ -1,6 +1,7 @@
 # All dependencies come from Debian 12 packages:
 #   libev-dev liblua5.4-dev libck-dev libhiredis-dev libsodium-dev libxxhash-dev libcmocka-dev
 #   libedit-dev (console line editing) libmicrohttpd-dev (web server) libcjson-dev (JSON)
+#   libsystemd-dev (sd_notify)
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 
@@ -22,6 +23,7 @@ pkg_check_modules(EDIT REQUIRED IMPORTED_TARGET libedit)
 pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)
 pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
+pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)   # sd_notify (dnslb/notify.c)
 
 # libev ships no pkg-config file on Debian.
 find_path(LIBEV_INCLUDE_DIR ev.h REQUIRED)
@@ -31,4 +33,4 @@ add_library(dlb_deps INTERFACE)
 target_include_directories(dlb_deps INTERFACE ${LIBEV_INCLUDE_DIR})
 target_link_libraries(dlb_deps INTERFACE ${LIBEV_LIBRARY} PkgConfig::LUA54 PkgConfig::CK
                       PkgConfig::SODIUM PkgConfig::XXHASH PkgConfig::EDIT PkgConfig::MHD
-                      PkgConfig::CJSON PkgConfig::HIREDIS Threads::Threads m)
+                      PkgConfig::CJSON PkgConfig::HIREDIS PkgConfig::SYSTEMD Threads::Threads m)

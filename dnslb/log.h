@@ -18,6 +18,14 @@ enum dlb_log_level {
 void dlb_log_init(bool use_syslog, bool verbose);
 void dlb_log_set_verbose(bool verbose);
 bool dlb_log_verbose(void);
+/** --log-timestamps: the local time ("%b %d %H:%M:%S ") before each stdout line. */
+void dlb_log_set_timestamps(bool on);
+/**
+ * setStructuredLogging: logfmt lines (msg="..." <level_key>="Info" ts="...").
+ * @level_key, @time_format ("numeric" or "ISO8601"): NULL keeps the current.
+ * Returns -1 (and changes nothing) for a bad key or format.
+ */
+int dlb_log_set_structured(bool on, const char *level_key, const char *time_format);
 void dlb_log(enum dlb_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
 
 /** Log at most once per second per call site (@last holds the site's state). */

@@ -25,6 +25,7 @@
 #include "dnslb/fleet.h"
 #include "dnslb/health.h"
 #include "dnslb/log.h"
+#include "dnslb/notify.h"
 #include "dnslb/kvstore.h"
 #include "dnslb/redis.h"
 #include "dnslb/rcu.h"
@@ -38,7 +39,6 @@
 #include "rules/rules.h"
 
 #define DEFAULT_CONFIG	"/etc/dnslb/dnslb.conf"
-#define FALLBACK_CONFIG	"conf/dnslb.conf"
 
 struct cli {
 	const char *config;
@@ -120,8 +120,7 @@ usage(FILE *f)
 	fprintf(f,
 		"Usage: dnslb [OPTION]... [BACKEND-ADDRESS]...\n"
 		"DNS load balancer, configured in dnsdist's Lua language.\n\n"
-		"  -C, --config FILE      configuration file (default " DEFAULT_CONFIG
-		", else " FALLBACK_CONFIG ")\n"
+		"  -C, --config FILE      configuration file (default " DEFAULT_CONFIG ")\n"
 		"      --check-config     check the configuration and exit\n"
 		"  -l, --local ADDR       listen on ADDR (UDP and TCP), repeatable; replaces the\n"
 		"                         listeners of the configuration\n"
@@ -130,6 +129,7 @@ usage(FILE *f)
 		"                         setWorkerThreads, else one per CPU)\n"
 		"      --supervised       run in the foreground without a console (systemd)\n"
 		"      --disable-syslog   log to stdout only\n"
+		"      --log-timestamps   prepend the local time to each line logged to stdout\n"
 		"  -u, --uid USER         drop privileges to USER after binding\n"
 		"  -g, --gid GROUP        drop privileges to GROUP after binding\n"
 		"  -c, --client [ADDR]    console client: connect to ADDR, else to the config's\n"
@@ -146,7 +146,7 @@ usage(FILE *f)
 static int
 parse_cli(int argc, char **argv, struct cli *c)
 {
-	enum { OPT_CHECK = 1000, OPT_SUPERVISED, OPT_NOSYSLOG, OPT_WORKERS };
+	enum { OPT_CHECK = 1000, OPT_SUPERVISED, OPT_NOSYSLOG, OPT_WORKERS, OPT_LOGTS };
 	static const struct option longopts[] = {
 		{ "config", required_argument, NULL, 'C' },
 		{ "check-config", no_argument, NULL, OPT_CHECK },
@@ -155,6 +155,7 @@ parse_cli(int argc, char **argv, struct cli *c)
 		{ "workers", required_argument, NULL, OPT_WORKERS },
 		{ "supervised", no_argument, NULL, OPT_SUPERVISED },
 		{ "disable-syslog", no_argument, NULL, OPT_NOSYSLOG },
+		{ "log-timestamps", no_argument, NULL, OPT_LOGTS },
 		{ "uid", required_argument, NULL, 'u' },
 		{ "gid", required_argument, NULL, 'g' },
 		{ "client", optional_argument, NULL, 'c' },
@@ -176,6 +177,9 @@ parse_cli(int argc, char **argv, struct cli *c)
 			break;
 		case OPT_CHECK:
 			c->check_config = true;
+			break;
+		case OPT_LOGTS:
+			dlb_log_set_timestamps(true);
 			break;
 		case 'l':
 			if (c->nlocals == DLB_MAX_FRONTENDS) {
@@ -252,7 +256,7 @@ parse_cli(int argc, char **argv, struct cli *c)
 		c->backends[c->nbackends++] = argv[i];
 	}
 	if (c->config == NULL)
-		c->config = access(DEFAULT_CONFIG, R_OK) == 0 ? DEFAULT_CONFIG : FALLBACK_CONFIG;
+		c->config = DEFAULT_CONFIG;
 	return 0;
 }
 
@@ -876,11 +880,15 @@ out:
 static int
 do_reload(bool in_lua, char *err, size_t errlen)
 {
+	/* systemd holds ExecReload= until READY=1 follows, success or not */
+	dlb_notify_reloading();
 	if (reload_config(in_lua, err, errlen) != 0) {
 		dlb_err("Reload of '%s' failed, the running configuration is kept: %s", cli.config,
 			err);
+		dlb_notify_ready("running; the last reload failed, the configuration before it is kept");
 		return -1;
 	}
+	dlb_notify_ready("running");
 	dlb_info("Reloaded '%s': rules, Lua code, servers, pools, caches, ACL, policies and "
 		 "settings replaced", cli.config);
 	return 0;
@@ -1083,10 +1091,15 @@ main(int argc, char **argv)
 		services_ok = true;
 		dlb_info("dnslb %s running with %d worker%s", DLB_VERSION, nworkers,
 			 nworkers == 1 ? "" : "s");
+		/* every worker has its sockets bound and its loop started */
+		dlb_notify_ready("running");
+		dlb_notify_watchdog_start(loop);
 		/* dnsdist in the foreground has a console on its terminal */
 		if (!cli.supervised && isatty(STDIN_FILENO))
 			dlb_console_local_start(loop, dlb_lua_console_eval);
 		ev_run(loop, 0);
+		dlb_notify_stopping();
+		dlb_notify_watchdog_stop(loop);
 		dlb_console_local_stop();
 	}
 	dlb_daemon.running = false;

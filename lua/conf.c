@@ -2445,6 +2445,31 @@ l_set_verbose(lua_State *L)
 	return 0;
 }
 
+/* setStructuredLogging(enable [, {levelPrefix=, timeFormat=}]) (dnsdist 1.9) */
+static int
+l_set_structured_logging(lua_State *L)
+{
+	bool on = dlb_lua_arg_bool(L, 1, "setStructuredLogging");
+	const char *level_key = NULL, *time_format = NULL;
+
+	if (!lua_isnoneornil(L, 2)) {
+		luaL_checktype(L, 2, LUA_TTABLE);
+		lua_getfield(L, 2, "levelPrefix");
+		if (!lua_isnil(L, -1))
+			level_key = luaL_checkstring(L, -1);
+		lua_getfield(L, 2, "timeFormat");
+		if (!lua_isnil(L, -1))
+			time_format = luaL_checkstring(L, -1);
+		/* the strings stay on the stack, alive, until we return */
+	}
+	if (dlb_lua_phase_throwaway(conf_get(L)->phase))
+		return 0;
+	if (dlb_log_set_structured(on, level_key, time_format) != 0)
+		return luaL_error(L, "setStructuredLogging: timeFormat must be \"numeric\" or "
+				  "\"ISO8601\", levelPrefix a word");
+	return 0;
+}
+
 static int
 l_get_verbose(lua_State *L)
 {
@@ -2784,6 +2809,7 @@ static const luaL_Reg conf_funcs[] = {
 	{ "setWorkerReceiveCoalescing", l_set_worker_receive_coalescing },
 	{ "setUDPSocketBufferSizes", l_set_udp_socket_buffer_sizes },
 	{ "setVerbose", l_set_verbose },
+	{ "setStructuredLogging", l_set_structured_logging },
 	{ "getVerbose", l_get_verbose },
 	{ "setVerboseHealthChecks", l_set_verbose_health_checks },
 	{ "setWorkerThreads", l_set_worker_threads },
