@@ -24,6 +24,8 @@
 #include "dnslb/dynblock.h"
 #include "dnslb/fleet.h"
 #include "dnslb/health.h"
+#include <lua.h>
+
 #include "dnslb/log.h"
 #include "dnslb/notify.h"
 #include "dnslb/kvstore.h"
@@ -143,6 +145,20 @@ usage(FILE *f)
 		"Signals: TERM/INT exit, HUP reloads the config file, USR1 prints the counters.\n");
 }
 
+/*
+ * dnsdist's two lines: the version with the Lua it runs, then the features
+ * compiled in. Every feature here is always built (no optional
+ * dependencies): the list says what a config may use.
+ */
+static void
+print_version(void)
+{
+	printf("dnslb %s (%s)\n", DLB_VERSION, LUA_RELEASE);
+	printf("Enabled features: carbon console(libsodium) dynblocks ecs fleet(hiredis) "
+	       "kvstore(hiredis) packet-cache proxy-protocol recvmmsg/sendmmsg systemd "
+	       "web(libmicrohttpd)\n");
+}
+
 static int
 parse_cli(int argc, char **argv, struct cli *c)
 {
@@ -234,7 +250,7 @@ parse_cli(int argc, char **argv, struct cli *c)
 			c->verbose = true;
 			break;
 		case 'V':
-			printf("dnslb %s\n", DLB_VERSION);
+			print_version();
 			exit(0);
 		case 'h':
 			usage(stdout);
