@@ -301,7 +301,8 @@ apply_cli(const struct cli *c, struct dlb_config *conf)
 			free(be);
 			return -1;
 		}
-		dlb_info("Added downstream server %s", be->addr_text);
+		if (!c->check_config)
+			dlb_info("Added downstream server %s", be->addr_text);
 	}
 	if (conf->nfrontends == 0) {
 		/* dnsdist's implicit default listener */
@@ -533,6 +534,7 @@ reload_settings(const struct dlb_config *n)
 	cfg->drop_empty_queries = n->drop_empty_queries;
 	cfg->allow_empty_response = n->allow_empty_response;
 	cfg->roundrobin_fail_on_no_server = n->roundrobin_fail_on_no_server;
+	cfg->truncate_tc = n->truncate_tc;
 	cfg->selfans = n->selfans;
 	cfg->whashed_perturbation = n->whashed_perturbation;
 	cfg->ecs_prefix_v4 = n->ecs_prefix_v4;
