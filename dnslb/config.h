@@ -31,7 +31,8 @@ struct dlb_frontend_cfg {
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
 	char text[64];			/* as formatted by dlb_sockaddr_format */
-	bool reuseport;			/* always applied; kept for showBinds() */
+	bool reuseport;			/* reusePort: another process may share the address
+					 * (dnslb's own workers always share it) */
 	int tcp_fastopen_qsize;		/* 0 = off */
 	int max_in_flight;		/* pipelined TCP queries processed out of order; 0 = in order */
 	int max_concurrent_tcp;		/* per frontend and worker; 0 = unlimited */

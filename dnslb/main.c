@@ -8,11 +8,13 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <pwd.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <ev.h>
@@ -272,7 +274,6 @@ apply_cli(const struct cli *c, struct dlb_config *conf)
 				return -1;
 			}
 			dlb_sockaddr_format((struct sockaddr *)&fe.addr, fe.text, sizeof(fe.text));
-			fe.reuseport = true;
 			dlb_config_add_frontend(conf, &fe);
 		}
 	}
@@ -319,6 +320,45 @@ apply_cli(const struct cli *c, struct dlb_config *conf)
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 
 		conf->workers = n < 1 ? 1 : (n > DLB_MAX_WORKERS ? DLB_MAX_WORKERS : (int)n);
+	}
+	return 0;
+}
+
+/*
+ * Is @fe's address free for this process? The workers bind one socket each
+ * with SO_REUSEPORT, which would let a second dnslb (or anything else of
+ * the same user with SO_REUSEPORT) share the address silently. dnsdist
+ * refuses to start unless the listener has reusePort=true: so for such
+ * listeners, try the address first with sockets that share nothing (no
+ * SO_REUSEPORT; the UDP one without SO_REUSEADDR either, which would share
+ * a UDP port too), and close them before the workers bind. The address can
+ * still be taken in between, by a process starting in the same instant:
+ * that window is the time to open the workers' sockets. @return 0, or -1
+ * with errno set.
+ */
+static int
+probe_frontend(const struct dlb_frontend_cfg *fe)
+{
+	static const int types[2] = { SOCK_DGRAM, SOCK_STREAM };
+
+	for (int i = 0; i < 2; i++) {
+		int fd = socket(fe->addr.ss_family, types[i] | SOCK_CLOEXEC, 0);
+		int one = 1, rc, saved;
+
+		if (fd == -1)
+			return -1;
+		if (fe->addr.ss_family == AF_INET6)
+			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+		/* TCP: only a listening socket counts, not a connection in TIME_WAIT */
+		if (types[i] == SOCK_STREAM)
+			setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		rc = bind(fd, (const struct sockaddr *)&fe->addr, fe->addrlen);
+		saved = errno;
+		close(fd);
+		if (rc == -1) {
+			errno = saved;
+			return -1;
+		}
 	}
 	return 0;
 }
@@ -980,6 +1020,13 @@ main(int argc, char **argv)
 	if (cfg->verbose || cli.verbose)
 		dlb_log_set_verbose(true);
 
+	for (int i = 0; i < cfg->nfrontends; i++) {
+		if (!cfg->frontends[i].reuseport && probe_frontend(&cfg->frontends[i]) != 0) {
+			dlb_err("Fatal error: binding socket to %s: %s", cfg->frontends[i].text,
+				strerror(errno));
+			goto out;
+		}
+	}
 	for (int i = 0; i < cfg->nfrontends; i++)
 		dlb_info("Listening on %s", cfg->frontends[i].text);
 	if (cfg->nbackends == 0)
