@@ -337,11 +337,17 @@ dlb_lua_print(lua_State *L, const char *s)
 	struct dlb_lua_conf *lc = dlb_lua_conf_of(L);
 	enum dlb_lua_phase p = lc != NULL ? dlb_lua_conf_phase(lc) : DLB_LUA_PHASE_RUNNING;
 
-	/* A console command run by the configuration prints nothing: dnsdist
-	 * drops the output it buffers for the console (print() itself prints). */
-	if (p == DLB_LUA_PHASE_CONFIG || p == DLB_LUA_PHASE_CHECK || dlb_lua_phase_throwaway(p))
+	if (dlb_lua_phase_throwaway(p))
 		return;
 	if (lua_getglobal(L, "print") == LUA_TFUNCTION) {
+		/* A console command run by the configuration prints nothing: dnsdist
+		 * drops the output it buffers for the console. Only a print() the
+		 * configuration defined itself (a Lua function) still gets it. */
+		if ((p == DLB_LUA_PHASE_CONFIG || p == DLB_LUA_PHASE_CHECK) &&
+		    lua_iscfunction(L, -1)) {
+			lua_pop(L, 1);
+			return;
+		}
 		lua_pushstring(L, s);
 		lua_call(L, 1, 0);
 	} else {
