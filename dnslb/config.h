@@ -217,6 +217,7 @@ struct dlb_config {
 	bool allow_empty_response;
 	bool roundrobin_fail_on_no_server;
 	bool truncate_tc;			/* truncateTC: strip the records of TC=1 answers */
+	bool fixup_case;			/* fixupCase: the client's qname case in answers */
 	struct dlb_selfanswer_opts selfans;
 	uint32_t whashed_perturbation;
 	int ecs_prefix_v4;			/* setECSSourcePrefixV4, default 24 */

@@ -575,6 +575,7 @@ reload_settings(const struct dlb_config *n)
 	cfg->allow_empty_response = n->allow_empty_response;
 	cfg->roundrobin_fail_on_no_server = n->roundrobin_fail_on_no_server;
 	cfg->truncate_tc = n->truncate_tc;
+	cfg->fixup_case = n->fixup_case;
 	cfg->selfans = n->selfans;
 	cfg->whashed_perturbation = n->whashed_perturbation;
 	cfg->ecs_prefix_v4 = n->ecs_prefix_v4;

@@ -2571,6 +2571,14 @@ l_truncate_tc(lua_State *L)
 	return 0;
 }
 
+/* fixupCase(bool): the answer's question name as the client wrote it (default off). */
+static int
+l_fixup_case(lua_State *L)
+{
+	conf_get(L)->cfg->fixup_case = dlb_lua_arg_bool(L, 1, "fixupCase");
+	return 0;
+}
+
 /*
  * dnsdist 1.7 tuning calls with nothing to act on in dnslb, accepted with
  * their arguments checked and no effect (docs/configuration.md, "Accepted
@@ -3000,6 +3008,7 @@ static const luaL_Reg conf_funcs[] = {
 	{ "setSecurityPollInterval", l_set_security_poll_interval },
 	{ "setSyslogFacility", l_set_syslog_facility },
 	{ "truncateTC", l_truncate_tc },
+	{ "fixupCase", l_fixup_case },
 	/* logging and utilities */
 	{ "infolog", l_infolog },
 	{ "warnlog", l_warnlog },

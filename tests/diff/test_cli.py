@@ -404,3 +404,16 @@ def test_address_in_use_is_fatal(workdir, first_reuse, second_reuse):
 def test_reuseport_both_start(workdir):
     for impl in ("dnsdist", "dnslb"):
         assert second_instance(impl, workdir, True, True) is None, impl
+
+
+# ---- legacy calls with a behaviour ---------------------------------------------
+
+@pytest.mark.parametrize("on", [False, True])
+def test_fixup_case(pair, on):
+    """fixupCase(true): the answer's question name is the query's, whatever
+    case the backend answered with (the backend lowercases it here)."""
+    from diffharness import build_query
+    p = pair('newServer({address="@B0@"})\nfixupCase(%s)\n' % ("true" if on else "false"))
+    for proto in ("udp", "tcp"):
+        a = p.query(build_query("LowerCase.Example.TEST.", qid=5), proto)
+        assert (b"\x09LowerCase" in a) == on, a
