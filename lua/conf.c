@@ -2580,6 +2580,21 @@ l_fixup_case(lua_State *L)
 }
 
 /*
+ * setAPIWritable(bool [, dir]): dnslb's HTTP API has no write operation
+ * (PUT allow-from): false is what it is; true is an error, a configuration
+ * that counts on changing the ACL over HTTP must not start without it.
+ */
+static int
+l_set_api_writable(lua_State *L)
+{
+	if (dlb_lua_arg_bool(L, 1, "setAPIWritable"))
+		return luaL_error(L, "setAPIWritable: a writable HTTP API is not supported by dnslb");
+	if (!lua_isnoneornil(L, 2))
+		dlb_lua_arg_string(L, 2, "setAPIWritable");
+	return 0;
+}
+
+/*
  * dnsdist 1.7 tuning calls with nothing to act on in dnslb, accepted with
  * their arguments checked and no effect (docs/configuration.md, "Accepted
  * and ignored"): the queue and pipe that hand TCP connections to dnsdist's
@@ -3009,6 +3024,7 @@ static const luaL_Reg conf_funcs[] = {
 	{ "setSyslogFacility", l_set_syslog_facility },
 	{ "truncateTC", l_truncate_tc },
 	{ "fixupCase", l_fixup_case },
+	{ "setAPIWritable", l_set_api_writable },
 	/* logging and utilities */
 	{ "infolog", l_infolog },
 	{ "warnlog", l_warnlog },

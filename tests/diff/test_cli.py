@@ -111,6 +111,9 @@ SAME = [
     'newServer({address="127.0.0.1:5301", source="127.0.0.1@nonexist0"})',
     'includeDirectory("/nonexistent-dnslb-test")',
     'includeDirectory("/etc/passwd")',
+    'setAPIWritable(false)',
+    'setAPIWritable(false, "/tmp")',
+    'fixupCase(true)',
 ]
 
 
@@ -169,6 +172,8 @@ DIFFERENT = [
     ('\naddDOHLocal("127.0.0.1:443", "/x.pem", "/x.key")\n', NOT_YET, ok(),
      lb_error(2, "addDOHLocal: DNS over HTTPS listeners are not supported yet by dnslb")),
     ('snmpAgent(false)\n', NOT_YET, ok(), lb_error(1, "snmpAgent: SNMP is not supported by dnslb")),
+    ('setAPIWritable(true, "/tmp")\n', NOT_YET, ok(),
+     lb_error(1, "setAPIWritable: a writable HTTP API is not supported by dnslb")),
     ('newServer({address="9.9.9.9:853", tls="openssl", subjectName="dns.quad9.net"})\n', NOT_YET,
      ok(), lb_error(1, "newServer: 'tls': DNS over TLS and HTTPS to backends is not supported "
                        "yet by dnslb")),
@@ -278,6 +283,20 @@ def test_corpus(workdir, path):
     assert r["dnsdist"][0] == 0 and r["dnsdist"][1].endswith(ok()), r["dnsdist"]
     assert known(heading)
     assert r["dnslb"] == (1, lb_error(line, msg), "")
+
+
+def test_missing_config_file(workdir):
+    """dnsdist says it cannot read the file, then OK; dnslb refuses."""
+    path = os.path.join(workdir, "missing.conf")
+    rs = {}
+    for impl, exe in (("dnsdist", DNSDIST), ("dnslb", dnslb_bin())):
+        r = subprocess.run([exe, "--check-config", "-C", path], capture_output=True, text=True,
+                           timeout=30)
+        rs[impl] = (r.returncode, r.stdout, r.stderr)
+    assert rs["dnsdist"] == (0, "Unable to read configuration from '%s'\n" % path + ok(path), "")
+    assert known(INVALID)
+    assert rs["dnslb"] == (1, "Error while parsing the configuration file '%s': cannot open %s: "
+                              "No such file or directory\n" % (path, path), "")
 
 
 def test_shipped_dnsdist_example(workdir):
