@@ -2673,24 +2673,73 @@ l_ignored_call(lua_State *L)
 }
 
 /*
- * What dnslb cannot do yet, a clear error rather than "attempt to call a
- * nil value": a configuration that asks for DNS over TLS or HTTPS, DNSCrypt
- * or SNMP must not start without it (docs/dnsdist-differences.md).
+ * What dnslb cannot do, a clear error rather than "attempt to call a nil
+ * value": a configuration that asks for DNS over TLS or HTTPS, DNSCrypt,
+ * SNMP, eBPF, protobuf or dnstap logging, LuaJIT's FFI or CDB/LMDB stores
+ * must not start without it (docs/dnsdist-differences.md). A function
+ * another part of dnslb defines is left alone (register_legacy_calls).
  */
+#define NO_DOT_DOH	"DNS over TLS and HTTPS are not supported yet by dnslb"
+#define NO_DNSCRYPT	"DNSCrypt is not supported by dnslb"
+#define NO_SNMP		"SNMP is not supported by dnslb"
+#define NO_BPF		"eBPF filtering is not supported by dnslb"
+#define NO_PBDNSTAP	"protobuf and dnstap logging are not supported by dnslb"
+#define NO_FFI		"LuaJIT's FFI is not available in dnslb (Lua 5.4)"
+#define NO_KVS		"CDB and LMDB key-value stores are not supported by dnslb"
 static const struct {
 	const char *name;
 	const char *what;
 } unsupported_calls[] = {
-	{ "addTLSLocal", "DNS over TLS listeners are not supported yet" },
-	{ "addDOHLocal", "DNS over HTTPS listeners are not supported yet" },
-	{ "addDNSCryptBind", "DNSCrypt is not supported" },
-	{ "snmpAgent", "SNMP is not supported" },
+	{ "addTLSLocal", "DNS over TLS listeners are not supported yet by dnslb" },
+	{ "addDOHLocal", "DNS over HTTPS listeners are not supported yet by dnslb" },
+	{ "getTLSFrontend", NO_DOT_DOH },
+	{ "getDOHFrontend", NO_DOT_DOH },
+	{ "newDOHResponseMapEntry", NO_DOT_DOH },
+	{ "HTTPHeaderRule", NO_DOT_DOH },
+	{ "HTTPPathRule", NO_DOT_DOH },
+	{ "HTTPPathRegexRule", NO_DOT_DOH },
+	{ "HTTPStatusAction", NO_DOT_DOH },
+	{ "SNIRule", NO_DOT_DOH },
+	{ "addDNSCryptBind", NO_DNSCRYPT },
+	{ "getDNSCryptBind", NO_DNSCRYPT },
+	{ "generateDNSCryptProviderKeys", NO_DNSCRYPT },
+	{ "generateDNSCryptCertificate", NO_DNSCRYPT },
+	{ "printDNSCryptProviderFingerprint", NO_DNSCRYPT },
+	{ "snmpAgent", NO_SNMP },
+	{ "sendCustomTrap", NO_SNMP },
+	{ "SNMPTrapAction", NO_SNMP },
+	{ "SNMPTrapResponseAction", NO_SNMP },
+	{ "newBPFFilter", NO_BPF },
+	{ "newDynBPFFilter", NO_BPF },
+	{ "setDefaultBPFFilter", NO_BPF },
+	{ "addBPFFilterDynBlocks", NO_BPF },
+	{ "registerDynBPFFilter", NO_BPF },
+	{ "unregisterDynBPFFilter", NO_BPF },
+	{ "newRemoteLogger", NO_PBDNSTAP },
+	{ "newFrameStreamTcpLogger", NO_PBDNSTAP },
+	{ "newFrameStreamUnixLogger", NO_PBDNSTAP },
+	{ "RemoteLogAction", NO_PBDNSTAP },
+	{ "RemoteLogResponseAction", NO_PBDNSTAP },
+	{ "DnstapLogAction", NO_PBDNSTAP },
+	{ "DnstapLogResponseAction", NO_PBDNSTAP },
+	{ "LuaFFIAction", NO_FFI },
+	{ "LuaFFIResponseAction", NO_FFI },
+	{ "LuaFFIRule", NO_FFI },
+	{ "LuaFFIPerThreadAction", NO_FFI },
+	{ "LuaFFIPerThreadResponseAction", NO_FFI },
+	{ "LuaFFIPerThreadRule", NO_FFI },
+	{ "setServerPolicyLuaFFI", NO_FFI },
+	{ "setServerPolicyLuaFFIPerThread", NO_FFI },
+	{ "setPoolServerPolicyLuaFFI", NO_FFI },
+	{ "setPoolServerPolicyLuaFFIPerThread", NO_FFI },
+	{ "newCDBKVStore", NO_KVS },
+	{ "newLMDBKVStore", NO_KVS },
 };
 
 static int
 l_unsupported_call(lua_State *L)
 {
-	return luaL_error(L, "%s: %s by dnslb", lua_tostring(L, lua_upvalueindex(1)),
+	return luaL_error(L, "%s: %s", lua_tostring(L, lua_upvalueindex(1)),
 			  lua_tostring(L, lua_upvalueindex(2)));
 }
 
@@ -2703,6 +2752,11 @@ register_legacy_calls(lua_State *L)
 		lua_setglobal(L, ignored_calls[i].name);
 	}
 	for (size_t i = 0; i < sizeof(unsupported_calls) / sizeof(unsupported_calls[0]); i++) {
+		int t = lua_getglobal(L, unsupported_calls[i].name);
+
+		lua_pop(L, 1);
+		if (t != LUA_TNIL)
+			continue;	/* defined by another part of dnslb */
 		lua_pushstring(L, unsupported_calls[i].name);
 		lua_pushstring(L, unsupported_calls[i].what);
 		lua_pushcclosure(L, l_unsupported_call, 2);
@@ -3118,7 +3172,6 @@ register_globals(lua_State *L)
 	lua_pushglobaltable(L);
 	luaL_setfuncs(L, conf_funcs, 0);
 	lua_pop(L, 1);
-	register_legacy_calls(L);
 
 	for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
 		struct policy_ref *r = lua_newuserdatauv(L, sizeof(*r), 0);
@@ -3195,6 +3248,7 @@ conf_setup(lua_State *L)
 	dlb_lua_fleet_register(L);
 	dlb_lua_stats_register(L);
 	dlb_lua_web_register(L);
+	register_legacy_calls(L);	/* last: it leaves what the others define */
 	if (dlb_lua_phase_throwaway(conf_get(L)->phase))
 		worker_setup(L);
 	return 0;

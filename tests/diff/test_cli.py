@@ -23,7 +23,7 @@ CHECK_NAME = "dnsdist.conf"      # the file name check_config() gives both
 
 # headings of docs/dnsdist-differences.md
 ERRORS = "Errors in the configuration name the file and line"
-NOT_YET = "DNS over TLS, DNS over HTTPS, DNSCrypt and SNMP are refused"
+NOT_YET = "Features dnslb does not have are refused"
 XPF = "XPF is refused"
 INVALID = "Invalid values are refused"
 EXTRA = "Calls dnsdist 1.7.3 refuses that dnslb accepts"
@@ -172,6 +172,14 @@ DIFFERENT = [
     ('\naddDOHLocal("127.0.0.1:443", "/x.pem", "/x.key")\n', NOT_YET, ok(),
      lb_error(2, "addDOHLocal: DNS over HTTPS listeners are not supported yet by dnslb")),
     ('snmpAgent(false)\n', NOT_YET, ok(), lb_error(1, "snmpAgent: SNMP is not supported by dnslb")),
+    ('rl = newRemoteLogger("127.0.0.1:4242")\n', NOT_YET, ok(),
+     lb_error(1, "newRemoteLogger: protobuf and dnstap logging are not supported by dnslb")),
+    ('bpf = newBPFFilter(1024, 1024, 1024)\n', NOT_YET, ok(),
+     lb_error(1, "newBPFFilter: eBPF filtering is not supported by dnslb")),
+    ('addAction(SNIRule("x"), DropAction())\n', NOT_YET, ok(),
+     lb_error(1, "SNIRule: DNS over TLS and HTTPS are not supported yet by dnslb")),
+    ('setServerPolicyLuaFFI("x", function() end)\n', NOT_YET, ok(),
+     lb_error(1, "setServerPolicyLuaFFI: LuaJIT's FFI is not available in dnslb (Lua 5.4)")),
     ('setAPIWritable(true, "/tmp")\n', NOT_YET, ok(),
      lb_error(1, "setAPIWritable: a writable HTTP API is not supported by dnslb")),
     ('newServer({address="9.9.9.9:853", tls="openssl", subjectName="dns.quad9.net"})\n', NOT_YET,
@@ -249,6 +257,9 @@ CORPUS_REFUSED = {
                                              "supported yet by dnslb"),
     "37-xpf.conf": (XPF, 2, "newServer: 'addXPF': XPF records are not supported by dnslb"),
     "38-dnscrypt.conf": (NOT_YET, 2, "addDNSCryptBind: DNSCrypt is not supported by dnslb"),
+    "40-dnstap-logging.conf": (NOT_YET, 3, "newFrameStreamUnixLogger: protobuf and dnstap "
+                                           "logging are not supported by dnslb"),
+    "41-ebpf.conf": (NOT_YET, 3, "newBPFFilter: eBPF filtering is not supported by dnslb"),
 }
 
 
