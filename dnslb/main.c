@@ -325,16 +325,17 @@ apply_cli(const struct cli *c, struct dlb_config *conf)
 }
 
 /*
- * Is @fe's address free for this process? The workers bind one socket each
- * with SO_REUSEPORT, which would let a second dnslb (or anything else of
- * the same user with SO_REUSEPORT) share the address silently. dnsdist
- * refuses to start unless the listener has reusePort=true: so for such
+ * Can @fe's address be bound? The workers bind one socket each with
+ * SO_REUSEPORT, which would let a second dnslb (or anything else of the
+ * same user with SO_REUSEPORT) share the address silently. dnsdist refuses
+ * to start unless the listener has reusePort=true: so for the other
  * listeners, try the address first with sockets that share nothing (no
  * SO_REUSEPORT; the UDP one without SO_REUSEADDR either, which would share
  * a UDP port too), and close them before the workers bind. The address can
  * still be taken in between, by a process starting in the same instant:
- * that window is the time to open the workers' sockets. @return 0, or -1
- * with errno set.
+ * that window is the time to open the workers' sockets. A reusePort=true
+ * listener is tried with SO_REUSEPORT, for the other failures (no
+ * privilege for the port, ...). @return 0, or -1 with errno set.
  */
 static int
 probe_frontend(const struct dlb_frontend_cfg *fe)
@@ -349,8 +350,12 @@ probe_frontend(const struct dlb_frontend_cfg *fe)
 			return -1;
 		if (fe->addr.ss_family == AF_INET6)
 			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+		/* as the workers' sockets (dnslb/frontend.c) */
+		setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one));
+		if (fe->reuseport)
+			setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
 		/* TCP: only a listening socket counts, not a connection in TIME_WAIT */
-		if (types[i] == SOCK_STREAM)
+		if (types[i] == SOCK_STREAM || fe->reuseport)
 			setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		rc = bind(fd, (const struct sockaddr *)&fe->addr, fe->addrlen);
 		saved = errno;
@@ -1022,7 +1027,7 @@ main(int argc, char **argv)
 		dlb_log_set_verbose(true);
 
 	for (int i = 0; i < cfg->nfrontends; i++) {
-		if (!cfg->frontends[i].reuseport && probe_frontend(&cfg->frontends[i]) != 0) {
+		if (probe_frontend(&cfg->frontends[i]) != 0) {
 			dlb_err("Fatal error: binding socket to %s: %s", cfg->frontends[i].text,
 				strerror(errno));
 			goto out;

@@ -447,3 +447,20 @@ def test_fixup_case(pair, on):
     for proto in ("udp", "tcp"):
         a = p.query(build_query("LowerCase.Example.TEST.", qid=5), proto)
         assert (b"\x09LowerCase" in a) == on, a
+
+
+def test_listener_on_an_address_not_on_the_host(workdir):
+    """dnsdist binds with IP_FREEBIND: a listener on an address the host does
+    not have (yet) starts all the same (a virtual address of a failover pair).
+    So does dnslb's."""
+    port = free_port()
+    conf = ('setSecurityPollSuffix("")\nsetLocal("192.0.2.1:%d")\n'
+            'newServer({address="192.0.2.2:53", healthCheckMode="up"})\n' % port)
+    for impl in ("dnsdist", "dnslb"):
+        proc = start(impl, workdir, impl + "-freebind", conf)
+        try:
+            time.sleep(1.0)
+            assert proc.poll() is None, (impl, proc.communicate())
+        finally:
+            proc.kill()
+            proc.communicate()
