@@ -373,6 +373,63 @@ l_set_acl(lua_State *L)
 	return acl_changed(L, "setACL");
 }
 
+/*
+ * setACLFromFile(path): setACL with the netmasks of a file, one a line;
+ * '#' starts a comment, blank lines are skipped (dnsdist 1.6+).
+ */
+static int
+l_set_acl_from_file(lua_State *L)
+{
+	const char *path = dlb_lua_arg_string(L, 1, "setACLFromFile");
+	struct stat st;
+	char *buf, *line, *next;
+	size_t len;
+	int lineno = 0, n = 0;
+	FILE *f;
+
+	if (dlb_lua_replaying(L))
+		return 0;	/* a worker's throwaway config: the ACL is not used */
+	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (64 << 20))
+		return luaL_error(L, "setACLFromFile: could not open '%s': %s", path,
+				  stat(path, &st) != 0 ? strerror(errno) : "not a file of at most 64 MiB");
+	/* the whole file in GC-owned memory, the FILE closed before any Lua call */
+	buf = lua_newuserdatauv(L, (size_t)st.st_size + 1, 0);
+	f = fopen(path, "re");
+	if (f == NULL)
+		return luaL_error(L, "setACLFromFile: could not open '%s': %s", path,
+				  strerror(errno));
+	len = fread(buf, 1, (size_t)st.st_size, f);
+	fclose(f);
+	buf[len] = '\0';
+	lua_newtable(L);
+	for (line = buf; line != NULL && *line != '\0'; line = next) {
+		char *s = line, *e, *hash;
+		struct dlb_netmask nm;
+
+		next = strchr(line, '\n');
+		if (next != NULL)
+			*next++ = '\0';
+		lineno++;
+		if ((hash = strchr(line, '#')) != NULL)
+			*hash = '\0';
+		while (isspace((unsigned char)*s))
+			s++;
+		e = s + strlen(s);
+		while (e > s && isspace((unsigned char)e[-1]))
+			*--e = '\0';
+		if (*s == '\0')
+			continue;
+		if (dlb_netmask_parse(s, &nm) != 0)
+			return luaL_error(L, "setACLFromFile: %s:%d: invalid netmask '%s'", path,
+					  lineno, s);
+		lua_pushstring(L, s);
+		lua_rawseti(L, -2, ++n);
+	}
+	lua_replace(L, 1);
+	lua_settop(L, 1);
+	return l_set_acl(L);
+}
+
 static int
 l_add_acl(lua_State *L)
 {
@@ -3077,6 +3134,7 @@ static const luaL_Reg conf_funcs[] = {
 	{ "setSecurityPollInterval", l_set_security_poll_interval },
 	{ "setSyslogFacility", l_set_syslog_facility },
 	{ "truncateTC", l_truncate_tc },
+	{ "setACLFromFile", l_set_acl_from_file },
 	{ "fixupCase", l_fixup_case },
 	{ "setAPIWritable", l_set_api_writable },
 	/* logging and utilities */

@@ -464,3 +464,20 @@ def test_listener_on_an_address_not_on_the_host(workdir):
         finally:
             proc.kill()
             proc.communicate()
+
+
+def test_set_acl_from_file(pair, workdir):
+    """setACLFromFile: one netmask a line, '#' comments, blank lines."""
+    path = os.path.join(workdir, "acl.txt")
+    with open(path, "w") as f:
+        f.write("# the clients\n192.0.2.0/24\n\n  10.0.0.0/8  \n2001:db8::/32 # v6\n127.0.0.1\n")
+    p = pair('newServer({address="@B0@"})\nsetACLFromFile("%s")\n' % path)
+    assert p.console("showACL()") == "10.0.0.0/8\n127.0.0.1/32\n192.0.2.0/24\n2001:db8::/32\n"
+    same_check_config(workdir, 'setACLFromFile("%s")\n' % path)
+    bad = os.path.join(workdir, "bad.txt")
+    with open(bad, "w") as f:
+        f.write("192.0.2.0/24\nbogus\n")
+    r = check_config(workdir, 'setACLFromFile("%s")\n' % bad)
+    assert r["dnsdist"][0] == 1 and "Unable to convert 'bogus' to a netmask" in r["dnsdist"][1]
+    assert known(ERRORS)
+    assert r["dnslb"] == (1, lb_error(1, "setACLFromFile: %s:2: invalid netmask 'bogus'" % bad), "")
