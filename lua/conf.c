@@ -2603,7 +2603,8 @@ l_set_security_poll_suffix(lua_State *L)
 static int
 l_set_security_poll_interval(lua_State *L)
 {
-	dlb_lua_arg_int(L, 1, "setSecurityPollInterval", 0, INT_MAX);
+	if (dlb_lua_arg_int(L, 1, "setSecurityPollInterval", INT_MIN, INT_MAX) <= 0)
+		conf_log(L, DLB_LOG_WARN, "setSecurityPollInterval() should be > 0, skipping");
 	return 0;
 }
 

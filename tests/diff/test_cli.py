@@ -60,6 +60,8 @@ SAME = [
     'addLocal("127.0.0.1:5300", {doTCP=true})',
     'setLocal("127.0.0.1:5300", {doTCP=true, reusePort=true})',
     'setSecurityPollInterval(3600)',
+    'setSecurityPollInterval(0)',
+    'setSecurityPollInterval(-1)',
     'setSecurityPollSuffix("")',
     'setMaxUDPOutstanding(65535)',
     'setMaxCachedTCPConnectionsPerDownstream(5)',
@@ -212,6 +214,13 @@ DIFFERENT = [
      lb_error(1, "setECSSourcePrefixV4: 33 is out of range (0..32)")),
     ('setECSSourcePrefixV6(129)\n', INVALID, ok(),
      lb_error(1, "setECSSourcePrefixV6: 129 is out of range (0..128)")),
+    # dnsdist converts any number: -1 wraps, 1.5 is cut to 1
+    ('setTCPRecvTimeout(-1)\n', INVALID, ok(),
+     lb_error(1, "setTCPRecvTimeout: -1 is out of range (0..2147483647)")),
+    ('setMaxTCPQueriesPerConnection(1.5)\n', INVALID, ok(),
+     lb_error(1, "setMaxTCPQueriesPerConnection: argument #1 must be an integer")),
+    ('setMaxTCPQueuedConnections(4294967296)\n', INVALID, ok(),
+     lb_error(1, "setMaxTCPQueuedConnections: 4294967296 is out of range (0..2147483647)")),
 ]
 
 
