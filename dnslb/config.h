@@ -34,6 +34,8 @@ struct dlb_frontend_cfg {
 	bool reuseport;			/* reusePort: another process may share the address
 					 * (dnslb's own workers always share it) */
 	int tcp_fastopen_qsize;		/* 0 = off */
+	int tcp_listen_qsize;		/* listen() backlog; 0 = SOMAXCONN */
+	char iface[16];			/* SO_BINDTODEVICE; "" = none (IFNAMSIZ) */
 	int max_in_flight;		/* pipelined TCP queries processed out of order; 0 = in order */
 	int max_concurrent_tcp;		/* per frontend and worker; 0 = unlimited */
 	int cpus[DLB_MAX_CPUS];		/* affinity hint for the workers serving it */

@@ -352,6 +352,14 @@ probe_frontend(const struct dlb_frontend_cfg *fe)
 			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 		/* as the workers' sockets (dnslb/frontend.c) */
 		setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one));
+		if (fe->iface[0] != '\0' &&
+		    setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, fe->iface,
+			       (socklen_t)strlen(fe->iface)) == -1) {
+			saved = errno;
+			close(fd);
+			errno = saved;
+			return -1;
+		}
 		if (fe->reuseport)
 			setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
 		/* TCP: only a listening socket counts, not a connection in TIME_WAIT */

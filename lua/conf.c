@@ -250,14 +250,14 @@ config_time_only(lua_State *L, const char *fn)
 
 static const char *const frontend_opts[] = {
 	"reusePort", "tcpFastOpenQueueSize", "maxInFlight", "maxConcurrentTCPConnections",
-	"cpus", "doTCP", NULL,
+	"cpus", "doTCP", "interface", "tcpListenQueueSize", NULL,
 };
 
 /* Parse setLocal/addLocal arguments (address at 1, options at 2) into @fe. */
 static void
 parse_frontend(lua_State *L, const char *fn, struct dlb_frontend_cfg *fe)
 {
-	const char *addr = dlb_lua_arg_string(L, 1, fn);
+	const char *addr = dlb_lua_arg_string(L, 1, fn), *s;
 
 	memset(fe, 0, sizeof(*fe));
 	if (dlb_sockaddr_parse(addr, DLB_DEFAULT_PORT, &fe->addr, &fe->addrlen) != 0)
@@ -269,6 +269,13 @@ parse_frontend(lua_State *L, const char *fn, struct dlb_frontend_cfg *fe)
 		dlb_lua_opt_bool(L, 2, fn, "reusePort", &fe->reuseport);
 		dlb_lua_opt_int(L, 2, fn, "tcpFastOpenQueueSize", 0, INT_MAX,
 				&fe->tcp_fastopen_qsize);
+		dlb_lua_opt_int(L, 2, fn, "tcpListenQueueSize", 0, INT_MAX, &fe->tcp_listen_qsize);
+		if ((s = dlb_lua_opt_string_push(L, 2, fn, "interface")) != NULL) {
+			if (strlen(s) >= sizeof(fe->iface) || strpbrk(s, "/ \t") != NULL)
+				luaL_error(L, "%s: invalid interface '%s'", fn, s);
+			memcpy(fe->iface, s, strlen(s) + 1);
+			lua_pop(L, 1);
+		}
 		dlb_lua_opt_int(L, 2, fn, "maxInFlight", 0, 65535, &fe->max_in_flight);
 		dlb_lua_opt_int(L, 2, fn, "maxConcurrentTCPConnections", 0, INT_MAX,
 				&fe->max_concurrent_tcp);

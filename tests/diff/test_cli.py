@@ -490,3 +490,35 @@ def test_set_acl_from_file(pair, workdir):
     assert r["dnsdist"][0] == 1 and "Unable to convert 'bogus' to a netmask" in r["dnsdist"][1]
     assert known(ERRORS)
     assert r["dnslb"] == (1, lb_error(1, "setACLFromFile: %s:2: invalid netmask 'bogus'" % bad), "")
+
+
+def test_listener_interface(pair):
+    """interface="lo": SO_BINDTODEVICE, queries on it answered alike."""
+    from diffharness import build_query
+    p = pair('newServer({address="@B0@"})\n', listen_opts={"interface": "lo",
+                                                            "tcpListenQueueSize": 64})
+    for proto in ("udp", "tcp"):
+        p.query(build_query("www.example.test.", qid=9), proto)
+
+
+def test_listener_interface_missing(workdir):
+    """An interface that does not exist: dnsdist logs `Error setting up the
+    interface ...` and listens on every interface; dnslb refuses to start."""
+    port = free_port()
+    conf = ('setSecurityPollSuffix("")\nsetLocal("127.0.0.1:%d", {interface="nonexist0"})\n'
+            'newServer({address="192.0.2.2:53", healthCheckMode="up"})\n' % port)
+    proc = start("dnsdist", workdir, "dnsdist-if", conf)
+    try:
+        time.sleep(1.0)
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        out, _ = proc.communicate()
+    assert ("Error setting up the interface on local address '127.0.0.1:%d': No such device"
+            % port) in out.splitlines()
+    assert known(INVALID)
+    proc = start("dnslb", workdir, "dnslb-if", conf)
+    out, err = proc.communicate(timeout=10)
+    assert (proc.returncode, out, err) == (
+        1, "Added downstream server 192.0.2.2:53\nFatal error: binding socket to 127.0.0.1:%d: "
+           "No such device\n" % port, "")

@@ -231,6 +231,13 @@ test_listeners(void **state)
 	assert_true(cfg->frontends[2].reuseport);
 	assert_string_equal(cfg->frontends[3].text, "127.0.0.2:5353");
 
+	/* interface (SO_BINDTODEVICE) and the listen() backlog */
+	run(f, "setLocal('127.0.0.1:5300', {interface='lo', tcpListenQueueSize=64})");
+	assert_string_equal(cfg->frontends[0].iface, "lo");
+	assert_int_equal(cfg->frontends[0].tcp_listen_qsize, 64);
+	run_fail(f, "setLocal('127.0.0.1:5300', {interface='a-very-long-interface-name'})",
+		 "invalid interface");
+
 	/* setLocal replaces everything */
 	run(f, "setLocal('127.0.0.1:5300')");
 	assert_int_equal(cfg->nfrontends, 1);
