@@ -522,3 +522,30 @@ def test_listener_interface_missing(workdir):
     assert (proc.returncode, out, err) == (
         1, "Added downstream server 192.0.2.2:53\nFatal error: binding socket to 127.0.0.1:%d: "
            "No such device\n" % port, "")
+
+
+def test_unknown_keys_logged_at_startup(pair):
+    """dnsdist 1.7 is silent about an unknown key; the daemon dnslb logs it
+    (and --check-config says nothing, see SAME)."""
+    p = pair('newServer({address="@B0@", tcpReceiveTimeout=5})\n')
+    line = "newServer: unknown key 'tcpReceiveTimeout'"
+    assert not any("tcpReceiveTimeout" in l for l in p.theirs.daemon.output().splitlines())
+    assert known("Unknown option keys are logged at startup")
+    assert line in p.ours.daemon.output().splitlines()
+
+
+IGNORED_TUNING = ['setMaxCachedTCPConnectionsPerDownstream(20)',
+                  'setTCPDownstreamCleanupInterval(30)', 'setTCPDownstreamMaxIdleTime(120)',
+                  'addCapabilitiesToRetain({"CAP_NET_BIND_SERVICE"})',
+                  'setMaxTCPClientThreads(20)', 'setMaxTCPQueuedConnections(1000)',
+                  'setTCPInternalPipeBufferSize(1048576)']
+
+
+def test_ignored_tuning_calls(pair):
+    """Accepted without a word, as dnsdist; no effect in dnslb (documented):
+    traffic goes through alike."""
+    from diffharness import build_query
+    assert known("Tuning calls dnslb accepts and ignores")
+    p = pair('newServer({address="@B0@"})\n' + "\n".join(IGNORED_TUNING) + "\n")
+    for proto in ("udp", "tcp"):
+        p.query(build_query("www.example.test.", qid=3), proto)
