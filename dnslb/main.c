@@ -637,6 +637,15 @@ reload_listeners(const struct dlb_config *ncfg, struct dlb_reload_plan *plan, ch
 	char why[256];
 
 	reload_nfe_opened = 0;
+	/* a new address: free, as at startup (a listener a reload brings back may
+	 * still hold its own UDP socket: not tried) */
+	for (int j = 0; j < ncfg->nfrontends; j++) {
+		if (plan->fe_map[j] < 0 && probe_frontend(&ncfg->frontends[j]) != 0) {
+			snprintf(err, errlen, "could not open a new listener: binding socket to %s: %s",
+				 ncfg->frontends[j].text, strerror(errno));
+			return -1;
+		}
+	}
 	for (int j = 0; j < ncfg->nfrontends; j++) {
 		int i = plan->fe_map[j];
 
