@@ -7,14 +7,14 @@
 #include <getopt.h>
 #include <grp.h>
 #include <inttypes.h>
-#include <pwd.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <ev.h>

@@ -339,15 +339,16 @@ dlb_lua_print(lua_State *L, const char *s)
 
 	if (dlb_lua_phase_throwaway(p))
 		return;
-	if (lua_getglobal(L, "print") == LUA_TFUNCTION) {
-		/* A console command run by the configuration prints nothing: dnsdist
-		 * drops the output it buffers for the console. Only a print() the
-		 * configuration defined itself (a Lua function) still gets it. */
-		if ((p == DLB_LUA_PHASE_CONFIG || p == DLB_LUA_PHASE_CHECK) &&
-		    lua_iscfunction(L, -1)) {
+	/* A console command run by the configuration prints nothing: dnsdist
+	 * drops the output it buffers for the console. Only a print() the
+	 * configuration defined itself (a Lua function) still gets it. */
+	if (lua_getglobal(L, "print") != LUA_TFUNCTION || lua_iscfunction(L, -1)) {
+		if (p == DLB_LUA_PHASE_CONFIG || p == DLB_LUA_PHASE_CHECK) {
 			lua_pop(L, 1);
 			return;
 		}
+	}
+	if (lua_type(L, -1) == LUA_TFUNCTION) {
 		lua_pushstring(L, s);
 		lua_call(L, 1, 0);
 	} else {
