@@ -452,6 +452,10 @@ frontend_merge(struct dlb_frontend_cfg *dst, const struct dlb_frontend_cfg *src)
 	dst->reuseport = dst->reuseport || src->reuseport;
 	if (src->tcp_fastopen_qsize != 0)
 		dst->tcp_fastopen_qsize = src->tcp_fastopen_qsize;
+	if (src->tcp_listen_qsize != 0)
+		dst->tcp_listen_qsize = src->tcp_listen_qsize;
+	if (src->iface[0] != '\0')
+		memcpy(dst->iface, src->iface, sizeof(dst->iface));
 	if (src->max_in_flight != 0)
 		dst->max_in_flight = src->max_in_flight;
 	if (src->max_concurrent_tcp != 0)

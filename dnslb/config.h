@@ -31,8 +31,11 @@ struct dlb_frontend_cfg {
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
 	char text[64];			/* as formatted by dlb_sockaddr_format */
-	bool reuseport;			/* always applied; kept for showBinds() */
+	bool reuseport;			/* reusePort: another process may share the address
+					 * (dnslb's own workers always share it) */
 	int tcp_fastopen_qsize;		/* 0 = off */
+	int tcp_listen_qsize;		/* listen() backlog; 0 = SOMAXCONN */
+	char iface[16];			/* SO_BINDTODEVICE; "" = none (IFNAMSIZ) */
 	int max_in_flight;		/* pipelined TCP queries processed out of order; 0 = in order */
 	int max_concurrent_tcp;		/* per frontend and worker; 0 = unlimited */
 	int cpus[DLB_MAX_CPUS];		/* affinity hint for the workers serving it */
@@ -215,6 +218,8 @@ struct dlb_config {
 	bool drop_empty_queries;
 	bool allow_empty_response;
 	bool roundrobin_fail_on_no_server;
+	bool truncate_tc;			/* truncateTC: strip the records of TC=1 answers */
+	bool fixup_case;			/* fixupCase: the client's qname case in answers */
 	struct dlb_selfanswer_opts selfans;
 	uint32_t whashed_perturbation;
 	int ecs_prefix_v4;			/* setECSSourcePrefixV4, default 24 */

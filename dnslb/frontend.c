@@ -88,6 +88,15 @@ open_socket(const struct dlb_frontend_cfg *fe, int type, const struct dlb_config
 		goto out_close;
 	if (fam == AF_INET6)
 		set_sockopt_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
+	/* as dnsdist: an address not (yet) configured on the host binds all the
+	 * same (a virtual address that comes with a failover, an interface up
+	 * after dnslb) */
+	if (!is_wildcard((const struct sockaddr *)&fe->addr))
+		set_sockopt_int(fd, IPPROTO_IP, IP_FREEBIND, 1);
+	/* interface=: only what arrives on it (checked fatal at startup) */
+	if (fe->iface[0] != '\0' &&
+	    setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, fe->iface, (socklen_t)strlen(fe->iface)) == -1)
+		goto out_close;
 	if (type == SOCK_DGRAM) {
 		/* only a wildcard bind needs to learn which address was asked */
 		if (fam == AF_INET && is_wildcard((const struct sockaddr *)&fe->addr))
@@ -107,7 +116,8 @@ open_socket(const struct dlb_frontend_cfg *fe, int type, const struct dlb_config
 	}
 	if (bind(fd, (const struct sockaddr *)&fe->addr, fe->addrlen) == -1)
 		goto out_close;
-	if (type == SOCK_STREAM && listen(fd, SOMAXCONN) == -1)
+	if (type == SOCK_STREAM &&
+	    listen(fd, fe->tcp_listen_qsize > 0 ? fe->tcp_listen_qsize : SOMAXCONN) == -1)
 		goto out_close;
 	return fd;
 out_close:

@@ -7,11 +7,13 @@
 #include <getopt.h>
 #include <grp.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -292,7 +294,6 @@ apply_cli(const struct cli *c, struct dlb_config *conf)
 				return -1;
 			}
 			dlb_sockaddr_format((struct sockaddr *)&fe.addr, fe.text, sizeof(fe.text));
-			fe.reuseport = true;
 			dlb_config_add_frontend(conf, &fe);
 		}
 	}
@@ -321,7 +322,8 @@ apply_cli(const struct cli *c, struct dlb_config *conf)
 			free(be);
 			return -1;
 		}
-		dlb_info("Added downstream server %s", be->addr_text);
+		if (!c->check_config)
+			dlb_info("Added downstream server %s", be->addr_text);
 	}
 	if (conf->nfrontends == 0) {
 		/* dnsdist's implicit default listener */
@@ -338,6 +340,58 @@ apply_cli(const struct cli *c, struct dlb_config *conf)
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 
 		conf->workers = n < 1 ? 1 : (n > DLB_MAX_WORKERS ? DLB_MAX_WORKERS : (int)n);
+	}
+	return 0;
+}
+
+/*
+ * Can @fe's address be bound? The workers bind one socket each with
+ * SO_REUSEPORT, which would let a second dnslb (or anything else of the
+ * same user with SO_REUSEPORT) share the address silently. dnsdist refuses
+ * to start unless the listener has reusePort=true: so for the other
+ * listeners, try the address first with sockets that share nothing (no
+ * SO_REUSEPORT; the UDP one without SO_REUSEADDR either, which would share
+ * a UDP port too), and close them before the workers bind. The address can
+ * still be taken in between, by a process starting in the same instant:
+ * that window is the time to open the workers' sockets. A reusePort=true
+ * listener is tried with SO_REUSEPORT, for the other failures (no
+ * privilege for the port, ...). @return 0, or -1 with errno set.
+ */
+static int
+probe_frontend(const struct dlb_frontend_cfg *fe)
+{
+	static const int types[2] = { SOCK_DGRAM, SOCK_STREAM };
+
+	for (int i = 0; i < 2; i++) {
+		int fd = socket(fe->addr.ss_family, types[i] | SOCK_CLOEXEC, 0);
+		int one = 1, rc, saved;
+
+		if (fd == -1)
+			return -1;
+		if (fe->addr.ss_family == AF_INET6)
+			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+		/* as the workers' sockets (dnslb/frontend.c) */
+		setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one));
+		if (fe->iface[0] != '\0' &&
+		    setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, fe->iface,
+			       (socklen_t)strlen(fe->iface)) == -1) {
+			saved = errno;
+			close(fd);
+			errno = saved;
+			return -1;
+		}
+		if (fe->reuseport)
+			setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+		/* TCP: only a listening socket counts, not a connection in TIME_WAIT */
+		if (types[i] == SOCK_STREAM || fe->reuseport)
+			setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		rc = bind(fd, (const struct sockaddr *)&fe->addr, fe->addrlen);
+		saved = errno;
+		close(fd);
+		if (rc == -1) {
+			errno = saved;
+			return -1;
+		}
 	}
 	return 0;
 }
@@ -553,6 +607,8 @@ reload_settings(const struct dlb_config *n)
 	cfg->drop_empty_queries = n->drop_empty_queries;
 	cfg->allow_empty_response = n->allow_empty_response;
 	cfg->roundrobin_fail_on_no_server = n->roundrobin_fail_on_no_server;
+	cfg->truncate_tc = n->truncate_tc;
+	cfg->fixup_case = n->fixup_case;
 	cfg->selfans = n->selfans;
 	cfg->whashed_perturbation = n->whashed_perturbation;
 	cfg->ecs_prefix_v4 = n->ecs_prefix_v4;
@@ -601,6 +657,15 @@ reload_listeners(const struct dlb_config *ncfg, struct dlb_reload_plan *plan, ch
 	char why[256];
 
 	reload_nfe_opened = 0;
+	/* a new address: free, as at startup (a listener a reload brings back may
+	 * still hold its own UDP socket: not tried) */
+	for (int j = 0; j < ncfg->nfrontends; j++) {
+		if (plan->fe_map[j] < 0 && probe_frontend(&ncfg->frontends[j]) != 0) {
+			snprintf(err, errlen, "could not open a new listener: binding socket to %s: %s",
+				 ncfg->frontends[j].text, strerror(errno));
+			return -1;
+		}
+	}
 	for (int j = 0; j < ncfg->nfrontends; j++) {
 		int i = plan->fe_map[j];
 
@@ -1002,6 +1067,13 @@ main(int argc, char **argv)
 	if (cfg->verbose || cli.verbose)
 		dlb_log_set_verbose(true);
 
+	for (int i = 0; i < cfg->nfrontends; i++) {
+		if (probe_frontend(&cfg->frontends[i]) != 0) {
+			dlb_err("Fatal error: binding socket to %s: %s", cfg->frontends[i].text,
+				strerror(errno));
+			goto out;
+		}
+	}
 	for (int i = 0; i < cfg->nfrontends; i++)
 		dlb_info("Listening on %s", cfg->frontends[i].text);
 	if (cfg->nbackends == 0)

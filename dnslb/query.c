@@ -811,6 +811,9 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 	dlb_wr16(pkt, s->client.orig_id);
 	flags = (uint16_t)((flags & ~keep) | (s->client.orig_flags & keep));
 	dlb_wr16(pkt + 2, flags);
+	/* fixupCase: the response matched the question (same name, any case) */
+	if (w->cfg->fixup_case && dlb_rd16(pkt + 4) > 0 && len >= 12u + s->key.qname_len)
+		memcpy(pkt + 12, s->qname_wire, s->key.qname_len);
 
 	bs->responses++;
 	if (DLB_RCODE(flags) == DLB_RCODE_SERVFAIL)

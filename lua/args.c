@@ -241,7 +241,11 @@ void
 dlb_lua_warn_unknown_keys(lua_State *L, int t, const char *fn, const char *what,
 			  const char *const *known)
 {
-	if (t == 0 || dlb_lua_silent(L))
+	struct dlb_lua_conf *lc = dlb_lua_conf_of(L);
+
+	/* dnsdist 1.7 ignores unknown keys silently: --check-config prints
+	 * nothing; the daemon logs them, a typo is worth a line in the log */
+	if (t == 0 || dlb_lua_silent(L) || dlb_lua_conf_phase(lc) == DLB_LUA_PHASE_CHECK)
 		return;
 	lua_pushnil(L);
 	while (lua_next(L, t) != 0) {
@@ -330,7 +334,21 @@ dlb_lua_replaying(lua_State *L)
 void
 dlb_lua_print(lua_State *L, const char *s)
 {
-	if (lua_getglobal(L, "print") == LUA_TFUNCTION) {
+	struct dlb_lua_conf *lc = dlb_lua_conf_of(L);
+	enum dlb_lua_phase p = lc != NULL ? dlb_lua_conf_phase(lc) : DLB_LUA_PHASE_RUNNING;
+
+	if (dlb_lua_phase_throwaway(p))
+		return;
+	/* A console command run by the configuration prints nothing: dnsdist
+	 * drops the output it buffers for the console. Only a print() the
+	 * configuration defined itself (a Lua function) still gets it. */
+	if (lua_getglobal(L, "print") != LUA_TFUNCTION || lua_iscfunction(L, -1)) {
+		if (p == DLB_LUA_PHASE_CONFIG || p == DLB_LUA_PHASE_CHECK) {
+			lua_pop(L, 1);
+			return;
+		}
+	}
+	if (lua_type(L, -1) == LUA_TFUNCTION) {
 		lua_pushstring(L, s);
 		lua_call(L, 1, 0);
 	} else {

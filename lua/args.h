@@ -146,7 +146,9 @@ bool dlb_lua_silent(lua_State *L);
 bool dlb_lua_replaying(lua_State *L);
 /**
  * A line of show*() output: through the global print, so the console can
- * capture it; to stdout when print is not a function.
+ * capture it; to stdout when print is not a function. While the
+ * configuration is evaluated (and in --check-config) it is dropped, as
+ * dnsdist drops it, unless print is a Lua function of the configuration's.
  */
 void dlb_lua_print(lua_State *L, const char *s);
 

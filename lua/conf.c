@@ -38,6 +38,7 @@
 #include <lua.h>
 #include <lualib.h>
 #include <math.h>
+#include <net/if.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -216,9 +217,16 @@ conf_get(lua_State *L)
 	return lc;
 }
 
-/* A replay in a worker state logs nothing: the config state did already. */
+/*
+ * A replay in a worker state logs nothing: the config state did already.
+ * --check-config prints what dnsdist prints there: warnings and errors, but
+ * not the informational lines ("Added downstream server ...").
+ */
 #define conf_log(L, lvl, ...) do {					\
-	if (!dlb_lua_phase_throwaway(conf_get(L)->phase))		\
+	enum dlb_lua_phase p_ = conf_get(L)->phase;			\
+									\
+	if (!dlb_lua_phase_throwaway(p_) &&				\
+	    ((lvl) != DLB_LOG_INFO || p_ != DLB_LUA_PHASE_CHECK))	\
 		dlb_log((lvl), __VA_ARGS__);				\
 } while (0)
 
@@ -242,14 +250,14 @@ config_time_only(lua_State *L, const char *fn)
 
 static const char *const frontend_opts[] = {
 	"reusePort", "tcpFastOpenQueueSize", "maxInFlight", "maxConcurrentTCPConnections",
-	"cpus", "doTCP", NULL,
+	"cpus", "doTCP", "interface", "tcpListenQueueSize", NULL,
 };
 
 /* Parse setLocal/addLocal arguments (address at 1, options at 2) into @fe. */
 static void
 parse_frontend(lua_State *L, const char *fn, struct dlb_frontend_cfg *fe)
 {
-	const char *addr = dlb_lua_arg_string(L, 1, fn);
+	const char *addr = dlb_lua_arg_string(L, 1, fn), *s;
 
 	memset(fe, 0, sizeof(*fe));
 	if (dlb_sockaddr_parse(addr, DLB_DEFAULT_PORT, &fe->addr, &fe->addrlen) != 0)
@@ -261,6 +269,13 @@ parse_frontend(lua_State *L, const char *fn, struct dlb_frontend_cfg *fe)
 		dlb_lua_opt_bool(L, 2, fn, "reusePort", &fe->reuseport);
 		dlb_lua_opt_int(L, 2, fn, "tcpFastOpenQueueSize", 0, INT_MAX,
 				&fe->tcp_fastopen_qsize);
+		dlb_lua_opt_int(L, 2, fn, "tcpListenQueueSize", 0, INT_MAX, &fe->tcp_listen_qsize);
+		if ((s = dlb_lua_opt_string_push(L, 2, fn, "interface")) != NULL) {
+			if (strlen(s) >= sizeof(fe->iface) || strpbrk(s, "/ \t") != NULL)
+				luaL_error(L, "%s: invalid interface '%s'", fn, s);
+			memcpy(fe->iface, s, strlen(s) + 1);
+			lua_pop(L, 1);
+		}
 		dlb_lua_opt_int(L, 2, fn, "maxInFlight", 0, 65535, &fe->max_in_flight);
 		dlb_lua_opt_int(L, 2, fn, "maxConcurrentTCPConnections", 0, INT_MAX,
 				&fe->max_concurrent_tcp);
@@ -284,8 +299,8 @@ parse_frontend(lua_State *L, const char *fn, struct dlb_frontend_cfg *fe)
 			}
 		}
 		lua_pop(L, 1);
-	} else if (!lua_isnoneornil(L, 2) && lua_type(L, 2) != LUA_TBOOLEAN) {
-		/* a boolean is the pre-1.4 doTCP argument: accepted and ignored */
+	} else if (!lua_isnoneornil(L, 2)) {
+		/* dnsdist 1.7 refuses the pre-1.4 doTCP boolean here too */
 		luaL_error(L, "%s: argument #2 must be a table of options", fn);
 	}
 }
@@ -363,6 +378,63 @@ l_set_acl(lua_State *L)
 			return luaL_error(L, "setACL: out of memory");
 	}
 	return acl_changed(L, "setACL");
+}
+
+/*
+ * setACLFromFile(path): setACL with the netmasks of a file, one a line;
+ * '#' starts a comment, blank lines are skipped (dnsdist 1.6+).
+ */
+static int
+l_set_acl_from_file(lua_State *L)
+{
+	const char *path = dlb_lua_arg_string(L, 1, "setACLFromFile");
+	struct stat st;
+	char *buf, *line, *next;
+	size_t len;
+	int lineno = 0, n = 0;
+	FILE *f;
+
+	if (dlb_lua_replaying(L))
+		return 0;	/* a worker's throwaway config: the ACL is not used */
+	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (64 << 20))
+		return luaL_error(L, "setACLFromFile: could not open '%s': %s", path,
+				  stat(path, &st) != 0 ? strerror(errno) : "not a file of at most 64 MiB");
+	/* the whole file in GC-owned memory, the FILE closed before any Lua call */
+	buf = lua_newuserdatauv(L, (size_t)st.st_size + 1, 0);
+	f = fopen(path, "re");
+	if (f == NULL)
+		return luaL_error(L, "setACLFromFile: could not open '%s': %s", path,
+				  strerror(errno));
+	len = fread(buf, 1, (size_t)st.st_size, f);
+	fclose(f);
+	buf[len] = '\0';
+	lua_newtable(L);
+	for (line = buf; line != NULL && *line != '\0'; line = next) {
+		char *s = line, *e, *hash;
+		struct dlb_netmask nm;
+
+		next = strchr(line, '\n');
+		if (next != NULL)
+			*next++ = '\0';
+		lineno++;
+		if ((hash = strchr(line, '#')) != NULL)
+			*hash = '\0';
+		while (isspace((unsigned char)*s))
+			s++;
+		e = s + strlen(s);
+		while (e > s && isspace((unsigned char)e[-1]))
+			*--e = '\0';
+		if (*s == '\0')
+			continue;
+		if (dlb_netmask_parse(s, &nm) != 0)
+			return luaL_error(L, "setACLFromFile: %s:%d: invalid netmask '%s'", path,
+					  lineno, s);
+		lua_pushstring(L, s);
+		lua_rawseti(L, -2, ++n);
+	}
+	lua_replace(L, 1);
+	lua_settop(L, 1);
+	return l_set_acl(L);
 }
 
 static int
@@ -724,7 +796,35 @@ static const char *const server_keys[] = {
 	"maxInFlight", "source", "lazyHealthCheckSampleSize", "lazyHealthCheckMinSampleCount",
 	"lazyHealthCheckThreshold", "lazyHealthCheckFailedInterval",
 	"lazyHealthCheckUseExponentialBackOff", "lazyHealthCheckMaxBackOff", "lazyHealthCheckMode",
-	"useClientSubnet", "useProxyProtocol", NULL,
+	"useClientSubnet", "useProxyProtocol",
+	/* dnsdist 1.7 keys accepted and ignored: per-backend responder threads
+	 * (cpus), socket details (ipBindAddrNoPort, tcpFastOpen, reconnectOnUp)
+	 * and the zero-scope cache lookup dnslb does not make (disableZeroScope) */
+	"cpus", "ipBindAddrNoPort", "tcpFastOpen", "reconnectOnUp", "disableZeroScope",
+	NULL,
+};
+
+/*
+ * dnsdist 1.7 keys dnslb cannot honour yet: a backend reached over TLS or
+ * HTTPS must never be reached in clear, and one that expects XPF records
+ * must not get queries without them. An error, not a warning.
+ */
+static const struct {
+	const char *key;
+	const char *why;
+} server_unsupported_keys[] = {
+	{ "tls", "DNS over TLS and HTTPS to backends is not supported yet" },
+	{ "subjectName", "DNS over TLS and HTTPS to backends is not supported yet" },
+	{ "subjectAddr", "DNS over TLS and HTTPS to backends is not supported yet" },
+	{ "validateCertificates", "DNS over TLS and HTTPS to backends is not supported yet" },
+	{ "caStore", "DNS over TLS and HTTPS to backends is not supported yet" },
+	{ "ciphers", "DNS over TLS and HTTPS to backends is not supported yet" },
+	{ "ciphersTLS13", "DNS over TLS and HTTPS to backends is not supported yet" },
+	{ "dohPath", "DNS over TLS and HTTPS to backends is not supported yet" },
+	{ "addXForwardedHeaders", "DNS over TLS and HTTPS to backends is not supported yet" },
+	{ "releaseBuffers", "DNS over TLS and HTTPS to backends is not supported yet" },
+	{ "enableRenegotiation", "DNS over TLS and HTTPS to backends is not supported yet" },
+	{ "addXPF", "XPF records are not supported" },
 };
 
 static void
@@ -791,8 +891,16 @@ set_server_source(lua_State *L, struct dlb_backend *be, const char *src)
 	if (iface != NULL) {
 		size_t n = strlen(iface);
 
-		if (n == 0 || n >= sizeof(be->source_iface) || strpbrk(iface, "/ \t") != NULL)
-			luaL_error(L, "newServer: invalid source interface '%s'", iface);
+		if (n == 0 || n >= sizeof(be->source_iface) || strpbrk(iface, "/ \t") != NULL ||
+		    if_nametoindex(iface) == 0) {
+			/* dnsdist's warning: the server is used without a source */
+			conf_log(L, DLB_LOG_WARN, "Dismissing source %s because '%s' is not a "
+				 "valid interface name", src, iface);
+			memset(&be->source, 0, sizeof(be->source));
+			be->sourcelen = 0;
+			be->source_iface[0] = '\0';
+			return;
+		}
 		memcpy(be->source_iface, iface, n + 1);
 	}
 }
@@ -867,6 +975,13 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
 	const char *s;
 	lua_Number secs = 0;
 
+	for (size_t i = 0; i < sizeof(server_unsupported_keys) / sizeof(server_unsupported_keys[0]);
+	     i++) {
+		if (lua_getfield(L, 1, server_unsupported_keys[i].key) != LUA_TNIL)
+			luaL_error(L, "newServer: '%s': %s by dnslb", server_unsupported_keys[i].key,
+				   server_unsupported_keys[i].why);
+		lua_pop(L, 1);
+	}
 	dlb_lua_warn_unknown_keys(L, 1, fn, "key", server_keys);
 
 	s = dlb_lua_opt_string_push(L, 1, fn, "address");
@@ -974,7 +1089,20 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
 
 	dlb_lua_opt_bool(L, 1, fn, "useClientSubnet", &be->use_ecs);
 	dlb_lua_opt_bool(L, 1, fn, "useProxyProtocol", &be->use_proxy_protocol);
-	dlb_lua_opt_int(L, 1, fn, "sockets", 1, DLB_MAX_SOCKETS_PER_BACKEND, &be->sockets);
+	if (lua_getfield(L, 1, "sockets") != LUA_TNIL) {
+		lua_Integer n = 0;
+
+		/* dnsdist's warning for 0, and its fallback */
+		if (dlb_lua_to_integer(L, -1, &n) && n == 0) {
+			conf_log(L, DLB_LOG_WARN, "Dismissing invalid number of sockets '0', "
+				 "using 1 instead");
+			be->sockets = 1;
+		} else {
+			dlb_lua_opt_int(L, 1, fn, "sockets", 1, DLB_MAX_SOCKETS_PER_BACKEND,
+					&be->sockets);
+		}
+	}
+	lua_pop(L, 1);
 	dlb_lua_opt_bool(L, 1, fn, "tcpOnly", &be->tcp_only);
 
 	if (lua_getfield(L, 1, "udpTimeout") != LUA_TNIL) {
@@ -1522,8 +1650,8 @@ l_new_packet_cache(lua_State *L)
 		parse_cache_positional(L, fn, &o);
 	}
 	if (o.max_entries < o.shards) {
-		/* dnsdist's warning, but only when the shards were asked for */
-		if (o.shards != def.shards)
+		/* dnsdist's warning, only when the default number of shards is cut */
+		if (o.shards == def.shards)
 			conf_log(L, DLB_LOG_WARN, "The number of entries (%u) in the packet cache "
 				 "is smaller than the number of shards (%u), decreasing the number "
 				 "of shards to %u", o.max_entries, o.shards, o.max_entries);
@@ -2399,7 +2527,9 @@ l_set_udp_multiple_messages_vector_size(lua_State *L)
 {
 	config_time_only(L, "setUDPMultipleMessagesVectorSize");
 	conf_get(L)->cfg->udp_vector_size =
-		(int)dlb_lua_arg_int(L, 1, "setUDPMultipleMessagesVectorSize", 1, DLB_UDP_BATCH);
+		(int)dlb_lua_arg_int(L, 1, "setUDPMultipleMessagesVectorSize", 0, DLB_UDP_BATCH);
+	if (conf_get(L)->cfg->udp_vector_size == 0)
+		conf_get(L)->cfg->udp_vector_size = 1;	/* dnsdist: 0 and 1 both mean off */
 	return 0;
 }
 
@@ -2505,7 +2635,8 @@ l_set_security_poll_suffix(lua_State *L)
 static int
 l_set_security_poll_interval(lua_State *L)
 {
-	dlb_lua_arg_int(L, 1, "setSecurityPollInterval", 0, INT_MAX);
+	if (dlb_lua_arg_int(L, 1, "setSecurityPollInterval", INT_MIN, INT_MAX) <= 0)
+		conf_log(L, DLB_LOG_WARN, "setSecurityPollInterval() should be > 0, skipping");
 	return 0;
 }
 
@@ -2519,12 +2650,218 @@ l_set_syslog_facility(lua_State *L)
 	return 0;
 }
 
+/*
+ * truncateTC(bool): strip the records of a truncated (TC=1) backend answer
+ * before it goes to the client, as dnsdist 1.7 does (default off).
+ */
+static int
+l_truncate_tc(lua_State *L)
+{
+	conf_get(L)->cfg->truncate_tc = dlb_lua_arg_bool(L, 1, "truncateTC");
+	return 0;
+}
+
+/* fixupCase(bool): the answer's question name as the client wrote it (default off). */
+static int
+l_fixup_case(lua_State *L)
+{
+	conf_get(L)->cfg->fixup_case = dlb_lua_arg_bool(L, 1, "fixupCase");
+	return 0;
+}
+
+/*
+ * setAPIWritable(bool [, dir]): dnslb's HTTP API has no write operation
+ * (PUT allow-from): false is what it is; true is an error, a configuration
+ * that counts on changing the ACL over HTTP must not start without it.
+ */
+static int
+l_set_api_writable(lua_State *L)
+{
+	if (dlb_lua_arg_bool(L, 1, "setAPIWritable"))
+		return luaL_error(L, "setAPIWritable: a writable HTTP API is not supported by dnslb");
+	if (!lua_isnoneornil(L, 2))
+		dlb_lua_arg_string(L, 2, "setAPIWritable");
+	return 0;
+}
+
+/*
+ * dnsdist 1.7 tuning calls with nothing to act on in dnslb, accepted with
+ * their arguments checked and no effect (docs/configuration.md, "Accepted
+ * and ignored"): the queue and pipe that hand TCP connections to dnsdist's
+ * TCP threads (dnslb's workers accept their own), the pools of outgoing
+ * DoT/DoH connections and TLS sessions (dnslb has no DoT/DoH backends),
+ * the incoming proxy-protocol size limit (dnslb does not accept the
+ * protocol from clients), the pruning of idle backend TCP connections
+ * (dnslb closes them as the backend does) and the capabilities kept after
+ * dropping privileges (dnslb binds everything before). @args: one letter
+ * per argument, i integer, b boolean, s string, c a string or a table of
+ * strings; uppercase is optional.
+ */
+static const struct ignored_call {
+	const char *name;
+	const char *args;
+	bool config_time;
+} ignored_calls[] = {
+	{ "setMaxTCPQueuedConnections", "i", true },
+	{ "setTCPInternalPipeBufferSize", "i", true },
+	{ "setMaxCachedTCPConnectionsPerDownstream", "i", false },
+	{ "setTCPDownstreamCleanupInterval", "i", false },
+	{ "setTCPDownstreamMaxIdleTime", "i", false },
+	{ "setOutgoingDoHWorkerThreads", "i", true },
+	{ "setMaxIdleDoHConnectionsPerDownstream", "i", false },
+	{ "setDoHDownstreamCleanupInterval", "i", false },
+	{ "setDoHDownstreamMaxIdleTime", "i", false },
+	{ "setOutgoingTLSSessionsCacheMaxTicketsPerBackend", "i", false },
+	{ "setOutgoingTLSSessionsCacheCleanupDelay", "i", false },
+	{ "setOutgoingTLSSessionsCacheMaxTicketValidity", "i", false },
+	{ "setProxyProtocolMaximumPayloadSize", "i", false },
+	{ "addCapabilitiesToRetain", "c", true },
+};
+
+static int
+l_ignored_call(lua_State *L)
+{
+	const struct ignored_call *c = lua_touserdata(L, lua_upvalueindex(1));
+
+	if (c->config_time)
+		config_time_only(L, c->name);
+	for (int i = 0; c->args[i] != '\0'; i++) {
+		int arg = i + 1;
+		char k = c->args[i];
+
+		if (k >= 'A' && k <= 'Z') {
+			if (lua_isnoneornil(L, arg))
+				continue;
+			k = (char)(k - 'A' + 'a');
+		}
+		switch (k) {
+		case 'i':
+			dlb_lua_arg_int(L, arg, c->name, 0, INT_MAX);
+			break;
+		case 'b':
+			dlb_lua_arg_bool(L, arg, c->name);
+			break;
+		case 's':
+			dlb_lua_arg_string(L, arg, c->name);
+			break;
+		case 'c':
+			if (lua_type(L, arg) == LUA_TTABLE) {
+				lua_Integer n = (lua_Integer)lua_rawlen(L, arg);
+
+				for (lua_Integer j = 1; j <= n; j++) {
+					if (lua_rawgeti(L, arg, j) != LUA_TSTRING)
+						luaL_error(L, "%s: expected a table of strings", c->name);
+					lua_pop(L, 1);
+				}
+			} else {
+				dlb_lua_arg_string(L, arg, c->name);
+			}
+			break;
+		}
+	}
+	return 0;
+}
+
+/*
+ * What dnslb cannot do, a clear error rather than "attempt to call a nil
+ * value": a configuration that asks for DNS over TLS or HTTPS, DNSCrypt,
+ * SNMP, eBPF, protobuf or dnstap logging, LuaJIT's FFI or CDB/LMDB stores
+ * must not start without it (docs/dnsdist-differences.md). A function
+ * another part of dnslb defines is left alone (register_legacy_calls).
+ */
+#define NO_DOT_DOH	"DNS over TLS and HTTPS are not supported yet by dnslb"
+#define NO_DNSCRYPT	"DNSCrypt is not supported by dnslb"
+#define NO_SNMP		"SNMP is not supported by dnslb"
+#define NO_BPF		"eBPF filtering is not supported by dnslb"
+#define NO_PBDNSTAP	"protobuf and dnstap logging are not supported by dnslb"
+#define NO_FFI		"LuaJIT's FFI is not available in dnslb (Lua 5.4)"
+#define NO_KVS		"CDB and LMDB key-value stores are not supported by dnslb"
+static const struct {
+	const char *name;
+	const char *what;
+} unsupported_calls[] = {
+	{ "addTLSLocal", "DNS over TLS listeners are not supported yet by dnslb" },
+	{ "addDOHLocal", "DNS over HTTPS listeners are not supported yet by dnslb" },
+	{ "getTLSFrontend", NO_DOT_DOH },
+	{ "getDOHFrontend", NO_DOT_DOH },
+	{ "newDOHResponseMapEntry", NO_DOT_DOH },
+	{ "HTTPHeaderRule", NO_DOT_DOH },
+	{ "HTTPPathRule", NO_DOT_DOH },
+	{ "HTTPPathRegexRule", NO_DOT_DOH },
+	{ "HTTPStatusAction", NO_DOT_DOH },
+	{ "SNIRule", NO_DOT_DOH },
+	{ "addDNSCryptBind", NO_DNSCRYPT },
+	{ "getDNSCryptBind", NO_DNSCRYPT },
+	{ "generateDNSCryptProviderKeys", NO_DNSCRYPT },
+	{ "generateDNSCryptCertificate", NO_DNSCRYPT },
+	{ "printDNSCryptProviderFingerprint", NO_DNSCRYPT },
+	{ "snmpAgent", NO_SNMP },
+	{ "sendCustomTrap", NO_SNMP },
+	{ "SNMPTrapAction", NO_SNMP },
+	{ "SNMPTrapResponseAction", NO_SNMP },
+	{ "newBPFFilter", NO_BPF },
+	{ "newDynBPFFilter", NO_BPF },
+	{ "setDefaultBPFFilter", NO_BPF },
+	{ "addBPFFilterDynBlocks", NO_BPF },
+	{ "registerDynBPFFilter", NO_BPF },
+	{ "unregisterDynBPFFilter", NO_BPF },
+	{ "newRemoteLogger", NO_PBDNSTAP },
+	{ "newFrameStreamTcpLogger", NO_PBDNSTAP },
+	{ "newFrameStreamUnixLogger", NO_PBDNSTAP },
+	{ "RemoteLogAction", NO_PBDNSTAP },
+	{ "RemoteLogResponseAction", NO_PBDNSTAP },
+	{ "DnstapLogAction", NO_PBDNSTAP },
+	{ "DnstapLogResponseAction", NO_PBDNSTAP },
+	{ "LuaFFIAction", NO_FFI },
+	{ "LuaFFIResponseAction", NO_FFI },
+	{ "LuaFFIRule", NO_FFI },
+	{ "LuaFFIPerThreadAction", NO_FFI },
+	{ "LuaFFIPerThreadResponseAction", NO_FFI },
+	{ "LuaFFIPerThreadRule", NO_FFI },
+	{ "setServerPolicyLuaFFI", NO_FFI },
+	{ "setServerPolicyLuaFFIPerThread", NO_FFI },
+	{ "setPoolServerPolicyLuaFFI", NO_FFI },
+	{ "setPoolServerPolicyLuaFFIPerThread", NO_FFI },
+	{ "newCDBKVStore", NO_KVS },
+	{ "newLMDBKVStore", NO_KVS },
+};
+
+static int
+l_unsupported_call(lua_State *L)
+{
+	return luaL_error(L, "%s: %s", lua_tostring(L, lua_upvalueindex(1)),
+			  lua_tostring(L, lua_upvalueindex(2)));
+}
+
+static void
+register_legacy_calls(lua_State *L)
+{
+	for (size_t i = 0; i < sizeof(ignored_calls) / sizeof(ignored_calls[0]); i++) {
+		lua_pushlightuserdata(L, (void *)&ignored_calls[i]);
+		lua_pushcclosure(L, l_ignored_call, 1);
+		lua_setglobal(L, ignored_calls[i].name);
+	}
+	for (size_t i = 0; i < sizeof(unsupported_calls) / sizeof(unsupported_calls[0]); i++) {
+		int t = lua_getglobal(L, unsupported_calls[i].name);
+
+		lua_pop(L, 1);
+		if (t != LUA_TNIL)
+			continue;	/* defined by another part of dnslb */
+		lua_pushstring(L, unsupported_calls[i].name);
+		lua_pushstring(L, unsupported_calls[i].what);
+		lua_pushcclosure(L, l_unsupported_call, 2);
+		lua_setglobal(L, unsupported_calls[i].name);
+	}
+}
+
 /* ---- logging and utilities ---------------------------------------------- */
 
 static int
 l_infolog(lua_State *L)
 {
-	conf_log(L, DLB_LOG_INFO, "%s", luaL_checkstring(L, 1));
+	/* printed by --check-config too, as dnsdist does */
+	if (!dlb_lua_phase_throwaway(conf_get(L)->phase))
+		dlb_log(DLB_LOG_INFO, "%s", luaL_checkstring(L, 1));
 	return 0;
 }
 
@@ -2588,6 +2925,20 @@ l_include_directory(lua_State *L)
 	sep = dir[0] != '\0' && dir[strlen(dir) - 1] == '/' ? "" : "/";
 	if (lc->including)
 		return luaL_error(L, "includeDirectory() cannot be used recursively");
+	{
+		struct stat st;
+
+		/* dnsdist goes on without the directory, with these messages */
+		if (stat(dir, &st) != 0) {
+			conf_log(L, DLB_LOG_ERR, "The included directory %s does not exist!", dir);
+			return 0;
+		}
+		if (!S_ISDIR(st.st_mode)) {
+			conf_log(L, DLB_LOG_ERR, "The included directory %s is not a directory!",
+				 dir);
+			return 0;
+		}
+	}
 
 	lua_newtable(L);			/* names, anchoring the strings */
 	files = lua_gettop(L);
@@ -2816,6 +3167,10 @@ static const luaL_Reg conf_funcs[] = {
 	{ "setSecurityPollSuffix", l_set_security_poll_suffix },
 	{ "setSecurityPollInterval", l_set_security_poll_interval },
 	{ "setSyslogFacility", l_set_syslog_facility },
+	{ "truncateTC", l_truncate_tc },
+	{ "setACLFromFile", l_set_acl_from_file },
+	{ "fixupCase", l_fixup_case },
+	{ "setAPIWritable", l_set_api_writable },
 	/* logging and utilities */
 	{ "infolog", l_infolog },
 	{ "warnlog", l_warnlog },
@@ -2985,6 +3340,7 @@ conf_setup(lua_State *L)
 	dlb_lua_fleet_register(L);
 	dlb_lua_stats_register(L);
 	dlb_lua_web_register(L);
+	register_legacy_calls(L);	/* last: it leaves what the others define */
 	if (dlb_lua_phase_throwaway(conf_get(L)->phase))
 		worker_setup(L);
 	return 0;

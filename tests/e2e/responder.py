@@ -42,6 +42,7 @@ to port 0 and read `.port`.  Every query it receives is recorded (see
                      NXDOMAIN / NOERROR-no-data with a SOA in the authority
                      section: RR TTL <ttl>, SOA MINIMUM <min> (default <ttl>)
   tcdata             TC=1 but with the normal records (TTL 300)
+  lowercase          the normal answer, its question name in lower case
 
 Health-check queries (qname in `check_names`, by default
 {"a.root-servers.net."}, case-insensitive) get the normal answer unless
@@ -557,6 +558,9 @@ class Responder:
             body = ans[:len(ans) - len(opt)] if opt else ans
             ans = body[:8] + struct.pack("!H", 1) + body[10:] + _soa_rr(ttl, minimum) + opt
             return [(0, ans, m.group(1))]
+        if label == "lowercase":
+            lower = q.qname_wire.lower() + struct.pack("!HH", q.qtype, q.qclass)
+            return [(0, build_answer(q, answers=_normal_records(q), question=lower), "normal")]
         if label == "tcdata":
             return [(0, build_answer(q, answers=_normal_records(q), flags_set=TC), "tc")]
         if label == "twice":
