@@ -55,6 +55,7 @@
 #include "dnslb/wire.h"
 #include "lua/abuse_lua.h"
 #include "lua/args.h"
+#include "lua/compat_lua.h"
 #include "lua/console_lua.h"
 #include "lua/dynblock_lua.h"
 #include "lua/explain.h"
@@ -2805,35 +2806,6 @@ static const luaL_Reg conf_funcs[] = {
 };
 
 static void
-open_libs(lua_State *L)
-{
-	static const char *const os_keep[] = { "getenv", "time", "date" };
-	static const luaL_Reg libs[] = {
-		{ LUA_GNAME, luaopen_base },
-		{ LUA_STRLIBNAME, luaopen_string },
-		{ LUA_TABLIBNAME, luaopen_table },
-		{ LUA_MATHLIBNAME, luaopen_math },
-		{ LUA_UTF8LIBNAME, luaopen_utf8 },
-		{ LUA_OSLIBNAME, luaopen_os },
-		{ NULL, NULL },
-	};
-
-	for (const luaL_Reg *lib = libs; lib->func != NULL; lib++) {
-		luaL_requiref(L, lib->name, lib->func, 1);
-		lua_pop(L, 1);
-	}
-	/* os: only what configs use; no execute, exit, remove, rename, tmpname... */
-	lua_getglobal(L, LUA_OSLIBNAME);
-	lua_createtable(L, 0, 3);
-	for (size_t i = 0; i < sizeof(os_keep) / sizeof(os_keep[0]); i++) {
-		lua_getfield(L, -2, os_keep[i]);
-		lua_setfield(L, -2, os_keep[i]);
-	}
-	lua_setglobal(L, LUA_OSLIBNAME);
-	lua_pop(L, 1);
-}
-
-static void
 register_metatables(lua_State *L)
 {
 	luaL_newmetatable(L, MT_SERVER);
@@ -2921,6 +2893,7 @@ worker_setup(lua_State *L)
 	lua_rawsetp(L, LUA_REGISTRYINDEX, &print_key);
 	lua_pushcfunction(L, l_quiet_print);
 	lua_setglobal(L, "print");
+	dlb_lua_compat_quiet_io(L);
 
 	lua_newtable(L);
 	lua_createtable(L, 0, 1);
@@ -2944,7 +2917,8 @@ conf_panic(lua_State *L)
 static int
 conf_setup(lua_State *L)
 {
-	open_libs(L);
+	/* every standard library, as dnsdist's config state has (lua/compat_lua.h) */
+	dlb_lua_compat_open(L);
 	register_metatables(L);
 	register_globals(L);
 	dlb_lua_objects_register(L);
@@ -3278,6 +3252,7 @@ conf_rebind_cb(lua_State *L)
 		lua_pop(L, 1);
 		lua_setglobal(L, "print");
 	}
+	dlb_lua_compat_loud_io(L);
 	return 0;
 }
 

@@ -40,6 +40,7 @@
 #include "lua/worker.h"
 
 #include <lauxlib.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,7 @@
 #include "dnslb/log.h"
 #include "dnslb/netmask.h"
 #include "dnslb/wire.h"
+#include "lua/compat_lua.h"
 #include "lua/conf.h"
 #include "lua/objects.h"
 #include "rules/rules.h"
@@ -88,6 +90,10 @@ struct dq_box {
 	unsigned rewrites;		/* setContent/spoof calls: the packet was replaced */
 	char pool[64];			/* the last name given to dq.pool in this call */
 	bool pool_named;
+	/* dnsdist_ffi_dnsquestion_set_result() of this call: a LuaFFIAction's string */
+	bool result_set;
+	size_t result_len;
+	char result[256];
 };
 
 /* The dq.dh userdata: the header of the same query, valid as long as the dq. */
@@ -124,6 +130,8 @@ static const char *const rule_allow[] = {
 	/* lua/objects.h */
 	"newDNSName", "newDNSNameFromRaw", "newCA", "newCAFromRaw", "newNetmask", "newNMG",
 	"newSuffixMatchNode", "newDNSNameSet", "newQPSLimiter",
+	/* Lua 5.1 / LuaJIT names (lua/compat_lua.c) */
+	"unpack", "loadstring",
 	NULL,
 };
 
@@ -1152,6 +1160,90 @@ static const luaL_Reg dh_methods[] = {
 	{ NULL, NULL },
 };
 
+/* ---- the C functions of the ffi module (lua/compat_lua.c) ------------------------ */
+
+/* set_result(dq, s): the string of a LuaFFIAction (Spoof's address, Pool's name, ...). */
+static int
+l_ffi_set_result(lua_State *L)
+{
+	struct dq_box *b = luaL_checkudata(L, 1, MT_DQ);
+	size_t len;
+	const char *s = luaL_checklstring(L, 2, &len);
+
+	live_dq(L, b);
+	if (len >= sizeof(b->result))
+		len = sizeof(b->result) - 1;
+	memcpy(b->result, s, len);
+	b->result[len] = '\0';
+	b->result_len = len;
+	b->result_set = true;
+	return 0;
+}
+
+/*
+ * addr(dq, local[, bits]): the address of the client (local: the one it
+ * asked) in network order, 4 or 16 octets, masked to @bits when given;
+ * nil when there is none.
+ */
+static int
+l_ffi_addr(lua_State *L)
+{
+	struct dlb_dq *dq = check_dq(L, 1);
+	const struct sockaddr *sa = lua_toboolean(L, 2) ? dq->local : dq->remote;
+	lua_Integer bits = luaL_optinteger(L, 3, -1);
+	uint8_t a[16];
+	size_t n;
+
+	if (sa == NULL || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)) {
+		lua_pushnil(L);
+		return 1;
+	}
+	if (sa->sa_family == AF_INET) {
+		n = 4;
+		memcpy(a, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, n);
+	} else {
+		n = 16;
+		memcpy(a, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, n);
+	}
+	if (bits >= 0)
+		for (size_t i = 0; i < n; i++) {
+			lua_Integer keep = bits - (lua_Integer)i * 8;
+
+			if (keep < 8)
+				a[i] = keep <= 0 ? 0 : (uint8_t)(a[i] & (0xff << (8 - keep)));
+		}
+	lua_pushlstring(L, (const char *)a, n);
+	return 1;
+}
+
+/* qname_raw(dq): the qname as the packet has it, in wire form. */
+static int
+l_ffi_qname_raw(lua_State *L)
+{
+	struct dlb_dq *dq = check_dq(L, 1);
+	const struct dlb_dnsmsg *m = dq->m;
+
+	if (m->qdcount == 0 || m->qname_len == 0 ||
+	    (size_t)m->qname_off + m->qname_len > dq->len)
+		lua_pushliteral(L, "");
+	else
+		lua_pushlstring(L, (const char *)dq->pkt + m->qname_off, m->qname_len);
+	return 1;
+}
+
+void
+dlb_luaw_push_ffi(lua_State *L)
+{
+	static const luaL_Reg fns[] = {
+		{ "set_result", l_ffi_set_result },
+		{ "addr", l_ffi_addr },
+		{ "qname_raw", l_ffi_qname_raw },
+		{ NULL, NULL },
+	};
+
+	luaL_newlib(L, fns);
+}
+
 /* ---- building a state -------------------------------------------------------------- */
 
 static int
@@ -1207,6 +1299,7 @@ setup_rules_cb(lua_State *L)
 		lua_pop(L, 1);
 	}
 	lua_pop(L, 1);
+	dlb_lua_compat_restrict(L);
 
 	b = lua_newuserdatauv(L, sizeof(*b), 0);
 	memset(b, 0, sizeof(*b));
@@ -1504,6 +1597,7 @@ call_fn_pool(struct dlb_lua_worker *lw, const char *what, int fn, const char *sr
 	lw->box->dq = dq;
 	lw->box->response = response;
 	lw->box->pool_named = false;
+	lw->box->result_set = false;
 	arm(lw);
 	st = lua_pcall(L, nargs, nres, SLOT_MSGH);
 	lw->box->dq = NULL;
@@ -1605,6 +1699,10 @@ dlb_luaw_action(struct dlb_lua_worker *lw, int fn, const char *src, struct dlb_d
 		log_error(lw, what, lw->srcs[fn], "its second value must be a string");
 		lua_settop(L, SLOT__TOP);
 		return -1;
+	} else if (lw->box->result_set) {
+		/* a LuaFFIAction gives its string through dnsdist_ffi_dnsquestion_set_result */
+		s = lw->box->result;
+		len = lw->box->result_len;
 	}
 	if (s != NULL && argsz > 0) {
 		size_t n = len < argsz - 1 ? len : argsz - 1;
