@@ -168,7 +168,32 @@ static const char config_text[] =
 	"end)\n"
 	"addAction(QNameRule('chain.example.'), LuaAction(function(dq) --@CHAIN\n"
 	"  return DNSAction.Spoof, '192.0.2.42'\n"
-	"end))\n";
+	"end))\n"
+	"local ffi = require('ffi')\n"
+	"local null = io.open('/dev/null')\n"
+	"a_libs = LuaAction(function(dq) --@LIBS\n"
+	"  local r = {}\n"
+	"  for _, f in ipairs({function() return io.open('/dev/null') end, function() return os.execute('true') end,\n"
+	"      function() return dofile('/dev/null') end, function() return debug.sethook() end,\n"
+	"      function() return require('no_such_module') end, function() return require('ffi') == ffi end,\n"
+	"      function() return require('bit') == bit end, function() return null:read('*a') end,\n"
+	"      function() return type(os.getenv('PATH')) end, function() return unpack({7}) end}) do\n"
+	"    local ok, e = pcall(f)\n"
+	"    r[#r + 1] = ok and tostring(e) or e:gsub('^[^ ]*: ', '')\n"
+	"  end\n"
+	"  return DNSAction.None, table.concat(r, '|')\n"
+	"end)\n"
+	"a_ffi = LuaFFIAction(function(dq) --@FFI\n"
+	"  local C = ffi.C\n"
+	"  local ref, len = ffi.new('const char *[1]'), ffi.new('size_t[1]')\n"
+	"  C.dnsdist_ffi_dnsquestion_get_qname_raw(dq, ref, len)\n"
+	"  local s = C.dnsdist_ffi_dnsquestion_get_qtype(dq) .. ' ' .. #ffi.string(ref[0], len[0])\n"
+	"    .. ' ' .. C.dnsdist_ffi_dnsquestion_get_remote_port(dq)\n"
+	"  C.dnsdist_ffi_dnsquestion_set_tag(dq, 'k', 'v')\n"
+	"  s = s .. ' ' .. ffi.string(C.dnsdist_ffi_dnsquestion_get_tag(dq, 'k'))\n"
+	"  C.dnsdist_ffi_dnsquestion_set_result(dq, s, #s)\n"
+	"  return DNSAction.None\n"
+	"end)\n";
 
 /* The function number of a marker: its rank among the markers. */
 static int
@@ -504,6 +529,26 @@ test_blocked(void **state)
 			    "newServer cannot be called from a rule");
 	assert_null(dlb_config_find_pool(f->cfg, "nope"));
 	assert_null(dlb_config_find_pool(f->cfg, "y"));
+}
+
+/* What a rule keeps of the standard libraries (lua/compat_lua.h), and the ffi module. */
+static void
+test_libraries_in_rules(void **state)
+{
+	struct fixture *f = *state;
+	struct query q;
+
+	assert_int_equal(act_q(f, 0, "LIBS", &q), DLB_DA_NONE);
+	assert_string_equal(f->arg,
+			    "io.open cannot be called from a rule|"
+			    "os.execute cannot be called from a rule|"
+			    "dofile cannot be called from a rule|"
+			    "debug.sethook cannot be called from a rule|"
+			    "require 'no_such_module': a rule cannot load a module, require it at the "
+			    "top level of the configuration|"
+			    "true|true||string|7");
+	assert_int_equal(act_q(f, 1, "FFI", &q), DLB_DA_NONE);
+	assert_string_equal(f->arg, "1 17 5353 v");
 }
 
 static void
@@ -923,6 +968,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_instruction_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_memory_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_blocked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_libraries_in_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_objects_in_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_globals_per_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_qps_limiter_shared, setup, teardown),
