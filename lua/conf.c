@@ -2061,7 +2061,7 @@ l_show_pool_server_policy(lua_State *L)
  * 1-based position), or nil for "no server".
  */
 static int
-new_lua_policy(lua_State *L, const char *fn, int name_idx, int fn_idx)
+new_lua_policy_ffi(lua_State *L, const char *fn, int name_idx, int fn_idx, bool ffi)
 {
 	struct dlb_config *cfg = conf_get(L)->cfg;
 	const char *name = dlb_lua_arg_string(L, name_idx, fn);
@@ -2073,6 +2073,7 @@ new_lua_policy(lua_State *L, const char *fn, int name_idx, int fn_idx)
 		return luaL_error(L, "%s: too many Lua policies (%d)", fn, DLB_MAX_LUA_POLICIES);
 	lp = &cfg->lua_policies[cfg->nlua_policies];
 	snprintf(lp->name, sizeof(lp->name), "%s", name);
+	lp->ffi = ffi;
 	lp->fn = dlb_lua_register_fn(L, fn_idx, lp->src, sizeof(lp->src));
 	r = lua_newuserdatauv(L, sizeof(*r), 1);
 	r->policy = DLB_POLICY_LUA + cfg->nlua_policies;
@@ -2082,6 +2083,12 @@ new_lua_policy(lua_State *L, const char *fn, int name_idx, int fn_idx)
 	/* published last: workers read nlua_policies only through a policy number */
 	__atomic_store_n(&cfg->nlua_policies, cfg->nlua_policies + 1, __ATOMIC_RELEASE);
 	return 1;
+}
+
+static int
+new_lua_policy(lua_State *L, const char *fn, int name_idx, int fn_idx)
+{
+	return new_lua_policy_ffi(L, fn, name_idx, fn_idx, false);
 }
 
 static int
@@ -2108,6 +2115,61 @@ l_set_pool_server_policy_lua(lua_State *L)
 
 	new_lua_policy(L, fn, 1, 2);
 	__atomic_store_n(&pool->policy, check_policy(L, -1), __ATOMIC_RELAXED);
+	return 0;
+}
+
+/*
+ * The FFI policies (dnsdist 1.7, LuaJIT there): f(servers, dq) gets the
+ * pool's Server objects as the list of the ffi module's
+ * dnsdist_ffi_servers_list_* functions (lua/compat_lua.c) and returns the
+ * 0-based index of the server. PerThread: the code returns the function.
+ */
+static void
+ffi_policy(lua_State *L, const char *fn, bool per_thread, int pool_arg)
+{
+	struct dlb_pool *pool = NULL;
+
+	dlb_lua_arg_string(L, 1, fn);
+	if (pool_arg > 0)
+		pool = get_pool(L, fn, dlb_lua_arg_string(L, pool_arg, fn));
+	if (per_thread) {
+		dlb_lua_per_thread_fn(L, 2, fn);
+		lua_replace(L, 2);
+	} else {
+		dlb_lua_arg_function(L, 2, fn);
+	}
+	new_lua_policy_ffi(L, fn, 1, 2, true);
+	if (pool != NULL)
+		__atomic_store_n(&pool->policy, check_policy(L, -1), __ATOMIC_RELAXED);
+	else
+		__atomic_store_n(&conf_get(L)->cfg->policy, check_policy(L, -1), __ATOMIC_RELAXED);
+}
+
+static int
+l_set_server_policy_lua_ffi(lua_State *L)
+{
+	ffi_policy(L, "setServerPolicyLuaFFI", false, 0);
+	return 0;
+}
+
+static int
+l_set_pool_server_policy_lua_ffi(lua_State *L)
+{
+	ffi_policy(L, "setPoolServerPolicyLuaFFI", false, 3);
+	return 0;
+}
+
+static int
+l_set_server_policy_lua_ffi_per_thread(lua_State *L)
+{
+	ffi_policy(L, "setServerPolicyLuaFFIPerThread", true, 0);
+	return 0;
+}
+
+static int
+l_set_pool_server_policy_lua_ffi_per_thread(lua_State *L)
+{
+	ffi_policy(L, "setPoolServerPolicyLuaFFIPerThread", true, 3);
 	return 0;
 }
 
@@ -2761,6 +2823,10 @@ static const luaL_Reg conf_funcs[] = {
 	{ "newServerPolicy", l_new_server_policy },
 	{ "setServerPolicyLua", l_set_server_policy_lua },
 	{ "setPoolServerPolicyLua", l_set_pool_server_policy_lua },
+	{ "setServerPolicyLuaFFI", l_set_server_policy_lua_ffi },
+	{ "setPoolServerPolicyLuaFFI", l_set_pool_server_policy_lua_ffi },
+	{ "setServerPolicyLuaFFIPerThread", l_set_server_policy_lua_ffi_per_thread },
+	{ "setPoolServerPolicyLuaFFIPerThread", l_set_pool_server_policy_lua_ffi_per_thread },
 	{ "showServerPolicy", l_show_server_policy },
 	{ "setPoolServerPolicy", l_set_pool_server_policy },
 	{ "showPoolServerPolicy", l_show_pool_server_policy },

@@ -1307,21 +1307,21 @@ l_lua_rule(lua_State *L)
 }
 
 /*
- * The function of a LuaFFIPerThread* object: @code (argument 1) evaluated
+ * The function of a LuaFFIPerThread* object: the code at @idx evaluated
  * in this state must return one. dnsdist runs it in a bare state of each
  * thread; dnslb's worker states are per thread already, so it is evaluated
  * here, once in each state, and the function numbered as a LuaRule's.
  * Leaves the function on the stack top.
  */
-static void
-per_thread_fn(lua_State *L, const char *fn)
+void
+dlb_lua_per_thread_fn(lua_State *L, int idx, const char *fn)
 {
 	size_t len;
 	const char *code;
 	char name[96];
 
-	dlb_lua_arg_string(L, 1, fn);
-	code = lua_tolstring(L, 1, &len);
+	dlb_lua_arg_string(L, idx, fn);
+	code = lua_tolstring(L, idx, &len);
 	luaL_where(L, 1);
 	snprintf(name, sizeof(name), "=%s%s", lua_tostring(L, -1), fn);
 	lua_pop(L, 1);
@@ -1353,7 +1353,7 @@ l_lua_ffi_rule(lua_State *L)
 static int
 l_lua_ffi_per_thread_rule(lua_State *L)
 {
-	per_thread_fn(L, "LuaFFIPerThreadRule");
+	dlb_lua_per_thread_fn(L, 1, "LuaFFIPerThreadRule");
 	return lua_rule(L, lua_gettop(L), "Lua FFI per-thread script");
 }
 
@@ -2008,7 +2008,7 @@ l_lua_ffi_action(lua_State *L)
 static int
 lua_per_thread_action(lua_State *L, enum dlb_act_type type, bool response, const char *fn)
 {
-	per_thread_fn(L, fn);
+	dlb_lua_per_thread_fn(L, 1, fn);
 	lua_replace(L, 1);
 	lua_settop(L, 1);
 	return lua_action(L, type, response, fn, "Lua FFI per-thread script");

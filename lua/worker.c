@@ -1722,11 +1722,31 @@ dlb_luaw_policy(struct dlb_lua_worker *lw, int fn, const char *src, const struct
 	lua_State *L;
 	struct dlb_backend *be;
 	int idx = -1;
+	bool ffi = false;
 
 	if (lw == NULL || call_fn_pool(lw, "Lua policy", fn, src, dq, false, pool, 1) != 0)
 		return -1;
 	L = lw->L;
-	if (lua_isinteger(L, -1)) {
+	/* an FFI policy (setServerPolicyLuaFFI) returns a 0-based index; few policies */
+	if (dq->cfg != NULL) {
+		int np = __atomic_load_n(&dq->cfg->nlua_policies, __ATOMIC_ACQUIRE);
+
+		for (int k = 0; k < np; k++)
+			if (dq->cfg->lua_policies[k].fn == fn)
+				ffi = dq->cfg->lua_policies[k].ffi;
+	}
+	if (ffi) {
+		int isnum = 0;
+		lua_Integer i = lua_tointegerx(L, -1, &isnum);
+
+		if (!isnum || i < 0 || i >= pool->n) {
+			log_error(lw, "Lua FFI policy", lw->srcs[fn], "it must return the 0-based "
+				  "index of a server of the list");
+			lua_settop(L, SLOT__TOP);
+			return -1;
+		}
+		idx = pool->members[i]->index;
+	} else if (lua_isinteger(L, -1)) {
 		lua_Integer i = lua_tointeger(L, -1);
 
 		if (i >= 1 && i <= pool->n)

@@ -350,13 +350,66 @@ def test_ffi_config_errors(workdir):
     assert r["dnsdist"][0] == 0
     rc, out, _ = r["dnslb"]
     assert rc == 1 and "ffi.cast does not exist in dnslb" in out
-    r = check_config(workdir, 'local ffi = require("ffi")\nlocal f = ffi.C.dnsdist_ffi_server_is_up\n')
+    r = check_config(workdir, 'local ffi = require("ffi")\nlocal f = ffi.C.dnsdist_ffi_servers_list_chashed\n')
     assert r["dnsdist"][0] == 0
     rc, out, _ = r["dnslb"]
-    assert rc == 1 and "ffi.C.dnsdist_ffi_server_is_up does not exist in dnslb" in out
+    assert rc == 1 and "ffi.C.dnsdist_ffi_servers_list_chashed does not exist in dnslb" in out
 
 
 def test_ffi_per_thread_code_errors(workdir):
     # both refuse code that does not return a function; the messages differ
     r = check_config(workdir, 'addAction(LuaFFIPerThreadRule("return 1"), DropAction())\n')
     assert r["dnslb"][0] == 1 and "the code must return a function" in r["dnslb"][1]
+
+
+FFI_POLICY = r'''
+newServer({address="@B0@", name="first", pool="", weight=3, order=1})
+newServer({address="@B1@", name="second", pool="", weight=5, order=2})
+newServer({address="@B0@", name="p-first", pool="p"})
+newServer({address="@B1@", name="p-second", pool="p"})
+local ffi = require("ffi")
+local C = ffi.C
+local ref = ffi.new("const dnsdist_ffi_server_t *[1]")
+
+-- the global policy: by name, weight and order, then the qtype
+setServerPolicyLuaFFI("pick", function(list, dq)
+  local n = tonumber(C.dnsdist_ffi_servers_list_get_count(list))  -- a size_t: a cdata in LuaJIT
+  local qt = C.dnsdist_ffi_dnsquestion_get_qtype(dq)
+  for i = 0, n - 1 do
+    C.dnsdist_ffi_servers_list_get_server(list, i, ref)
+    local s = ref[0]
+    local name = ffi.string(C.dnsdist_ffi_server_get_name(s))
+    if qt == DNSQType.MX and name == "second" and C.dnsdist_ffi_server_get_weight(s) == 5
+        and C.dnsdist_ffi_server_get_order(s) == 2 and C.dnsdist_ffi_server_is_up(s)
+        and tonumber(C.dnsdist_ffi_server_get_outstanding(s)) == 0 then
+      return i
+    end
+  end
+  return qt % n
+end)
+
+-- a pool's own, per thread
+setPoolServerPolicyLuaFFIPerThread("pt", [[
+  local ffi = require("ffi")
+  return function(list, dq)
+    local raw = ffi.new("const char *[1]")
+    local len = ffi.new("size_t[1]")
+    ffi.C.dnsdist_ffi_dnsquestion_get_qname_raw(dq, raw, len)
+    return tonumber(len[0]) % tonumber(ffi.C.dnsdist_ffi_servers_list_get_count(list))
+  end
+]], "p")
+addAction("pool.example.", PoolAction("p"))
+'''
+
+
+def test_ffi_server_policies(pair):
+    p = pair(FFI_POLICY, backends=({}, {}))
+    for proto in ("udp", "tcp"):
+        for name, qtype in (("www.example.test.", A), ("www.example.test.", AAAA),
+                            ("www.example.test.", MX), ("www.example.test.", TXT),
+                            ("a.pool.example.", A), ("ab.pool.example.", A),
+                            ("abc.pool.example.", A)):
+            p.query(build_query(name, qtype=qtype, qid=3), proto)
+    p.console("showServerPolicy()")
+    p.console("showPoolServerPolicy('p')")
+    same_counters(p)
