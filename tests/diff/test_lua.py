@@ -413,3 +413,75 @@ def test_ffi_server_policies(pair):
     p.console("showServerPolicy()")
     p.console("showPoolServerPolicy('p')")
     same_counters(p)
+
+
+FFI_PROBE = r'''
+newServer({address="@B0@"})
+local ffi = require("ffi")
+local C = ffi.C
+local function n(x) return tostring(tonumber(x)) end
+local function b(x) return x and "t" or "f" end
+
+-- the values of the getters (and of the setters, read back), as the labels of a CNAME
+addAction(AllRule(), LuaFFIAction(function(dq)
+  local q = "dnsdist_ffi_dnsquestion_"
+  local v = {}
+  v[#v + 1] = "s" .. n(C[q .. "get_size"](dq))
+  v[#v + 1] = "o" .. n(C[q .. "get_opcode"](dq))
+  v[#v + 1] = "d" .. b(C[q .. "get_do"](dq))
+  v[#v + 1] = "r" .. n(C[q .. "get_rcode"](dq))
+  v[#v + 1] = "t" .. b(C[q .. "get_tcp"](dq))
+  v[#v + 1] = "sc" .. b(C[q .. "get_skip_cache"](dq))
+  C[q .. "set_skip_cache"](dq, true)
+  v[#v + 1] = "sc" .. b(C[q .. "get_skip_cache"](dq))
+  v[#v + 1] = "ue" .. b(C[q .. "get_use_ecs"](dq))
+  v[#v + 1] = "eo" .. b(C[q .. "get_ecs_override"](dq))
+  C[q .. "set_ecs_override"](dq, true)
+  v[#v + 1] = "eo" .. b(C[q .. "get_ecs_override"](dq))
+  v[#v + 1] = "ep" .. n(C[q .. "get_ecs_prefix_length"](dq))
+  C[q .. "set_ecs_prefix_length"](dq, 20)
+  v[#v + 1] = "ep" .. n(C[q .. "get_ecs_prefix_length"](dq))
+  v[#v + 1] = "tf" .. b(C[q .. "is_temp_failure_ttl_set"](dq)) .. n(C[q .. "get_temp_failure_ttl"](dq))
+  C[q .. "set_temp_failure_ttl"](dq, 42)
+  v[#v + 1] = "tf" .. b(C[q .. "is_temp_failure_ttl_set"](dq)) .. n(C[q .. "get_temp_failure_ttl"](dq))
+  C[q .. "unset_temp_failure_ttl"](dq)
+  v[#v + 1] = "tf" .. b(C[q .. "is_temp_failure_ttl_set"](dq))
+  v[#v + 1] = "lp" .. b(C[q .. "get_local_port"](dq) > 0)
+  local addr, size = ffi.new("const void *[1]"), ffi.new("size_t[1]")
+  C[q .. "get_localaddr"](dq, addr, size)
+  v[#v + 1] = "la" .. b(ffi.string(addr[0], size[0]) == "\127\0\0\1")
+  C[q .. "set_tag"](dq, "a", "1")
+  C[q .. "set_tag"](dq, "b", "2")
+  local tags = ffi.new("const dnsdist_ffi_tag_t *[1]")
+  local count = tonumber(C[q .. "get_tag_array"](dq, tags))
+  local seen = {}
+  for i = 0, count - 1 do
+    seen[#seen + 1] = ffi.string(tags[0][i].name) .. ffi.string(tags[0][i].value)
+  end
+  table.sort(seen)
+  v[#v + 1] = "tg" .. count .. table.concat(seen)
+  v[#v + 1] = "nt" .. b(C[q .. "get_tag"](dq, "none") == nil)
+  v[#v + 1] = "probe.example."
+  local s = table.concat(v, ".")
+  C[q .. "set_result"](dq, s, #s)
+  return DNSAction.Spoof
+end))
+'''
+
+
+def test_ffi_getters_and_setters(pair):
+    p = pair(FFI_PROBE)
+    for proto in ("udp", "tcp"):
+        for opt in (None, {"payload": 1232}, {"payload": 4096, "do": True}):
+            p.query(build_query("probe.example.", qid=4, opt=opt), proto)
+
+
+def test_ffi_required_in_a_rule(pair):
+    """require("ffi") first called inside a rule function (not at the top)."""
+    p = pair('newServer({address="@B0@"})\n'
+             'addAction(LuaFFIRule(function(dq)\n'
+             '  return require("ffi").C.dnsdist_ffi_dnsquestion_get_qtype(dq) == DNSQType.TXT\n'
+             'end), DropAction())\n')
+    for proto in ("udp", "tcp"):
+        p.query(build_query("www.example.test.", qtype=TXT), proto, timeout=0.5)
+        p.query(build_query("www.example.test.", qtype=A), proto)
