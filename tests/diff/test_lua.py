@@ -18,6 +18,7 @@ print("first", f:read("*l"))
 f:close()
 print(io.open("no-such-file.txt"))
 print(os.getenv("DNSLB_DIFF_NO_SUCH_VARIABLE"))
+print("local", require("localmod").answer)
 package.path = package.path .. ";./lib/?.lua"
 local m = require "mymodule"
 print("module", m.name, m.double(21))
@@ -30,6 +31,7 @@ print("coroutine", co(1))
 FILES = {
     "list.txt": "ads.example.\ntracker.example.\n",
     "lib/mymodule.lua": 'return { name = "mymodule", double = function(x) return 2 * x end }\n',
+    "localmod.lua": 'return { answer = 42 }\n',
 }
 
 
@@ -165,6 +167,11 @@ addAction(LuaRule(function(dq) return dq.qname:toString() == "mod.example." and 
                      "www.example.test.", "ads.example.test."):
             p.query(build_query(name, qid=5), proto, timeout=0.5 if "example." in name else 2.0)
     same_counters(p)
+    # the console runs in the config state: every library
+    assert p.console('type(io.open) .. type(require) .. type(os.execute) .. select(2, unpack({1, 2}))') \
+        == "functionfunctionfunction2\n"
+    assert p.console('#io.open("blocklist.txt"):read("*a") .. tostring(require("lists") ~= nil)') \
+        == "47true\n"
 
 
 def test_rules_cannot_open_files(pair, workdir):
