@@ -68,6 +68,8 @@
 /* registry keys: {n -> function} and {n -> "file:line"} of dlb_lua_register_fn */
 static const char fns_key = 'f';
 static const char srcs_key = 'S';
+/* registry key: the string of the last dnsdist_ffi_dnsquestion_set_result() */
+static const char result_key = 'R';
 
 /* What stays on the worker state's stack between calls. */
 enum {
@@ -90,10 +92,13 @@ struct dq_box {
 	unsigned rewrites;		/* setContent/spoof calls: the packet was replaced */
 	char pool[64];			/* the last name given to dq.pool in this call */
 	bool pool_named;
-	/* dnsdist_ffi_dnsquestion_set_result() of this call: a LuaFFIAction's string */
+	/*
+	 * dnsdist_ffi_dnsquestion_set_result() of this call: a LuaFFIAction's
+	 * string, kept alive by the registry (result_key) until the next one
+	 */
 	bool result_set;
 	size_t result_len;
-	char result[256];
+	const char *result;
 };
 
 /* The dq.dh userdata: the header of the same query, valid as long as the dq. */
@@ -1168,13 +1173,13 @@ l_ffi_set_result(lua_State *L)
 {
 	struct dq_box *b = luaL_checkudata(L, 1, MT_DQ);
 	size_t len;
-	const char *s = luaL_checklstring(L, 2, &len);
 
 	live_dq(L, b);
-	if (len >= sizeof(b->result))
-		len = sizeof(b->result) - 1;
-	memcpy(b->result, s, len);
-	b->result[len] = '\0';
+	luaL_checklstring(L, 2, &len);
+	lua_settop(L, 2);
+	lua_pushvalue(L, 2);
+	lua_rawsetp(L, LUA_REGISTRYINDEX, &result_key);	/* keeps the string alive */
+	b->result = lua_tostring(L, 2);
 	b->result_len = len;
 	b->result_set = true;
 	return 0;
