@@ -482,6 +482,16 @@ addAction(AllRule(), LuaFFIAction(function(dq)
   table.sort(seen)
   v[#v + 1] = "tg" .. count .. table.concat(seen)
   v[#v + 1] = "nt" .. b(C[q .. "get_tag"](dq, "none") == nil)
+  local tr = ffi.new("const char *[1]")
+  local trn = tonumber(C[q .. "get_trailing_data"](dq, tr))
+  v[#v + 1] = "tr" .. trn .. (trn > 0 and ffi.string(tr[0], trn) or "")
+  local sni, snilen = ffi.new("const char *[1]"), ffi.new("size_t[1]")
+  C[q .. "get_sni"](dq, sni, snilen)
+  v[#v + 1] = "sni" .. n(snilen[0])
+  v[#v + 1] = "h" .. b(C[q .. "get_http_path"](dq) == nil and C[q .. "get_http_host"](dq) == nil
+    and C[q .. "get_http_scheme"](dq) == nil and C[q .. "get_http_query_string"](dq) == nil)
+  local hdrs = ffi.new("const dnsdist_ffi_http_header_t *[1]")
+  v[#v + 1] = "hh" .. n(C[q .. "get_http_headers"](dq, hdrs))
   v[#v + 1] = "probe.example."
   local s = table.concat(v, ".")
   C[q .. "set_result"](dq, s, #s)
@@ -494,7 +504,9 @@ def test_ffi_getters_and_setters(pair):
     p = pair(FFI_PROBE)
     for proto in ("udp", "tcp"):
         for opt in (None, {"payload": 1232}, {"payload": 4096, "do": True}):
-            p.query(build_query("probe.example.", qid=4, opt=opt), proto)
+            assert p.query(build_query("probe.example.", qid=4, opt=opt), proto) is not None
+        a = p.query(build_query("probe.example.", qid=4, trailing=b"xyz"), proto)
+        assert b"\x06tr3xyz" in a
 
 
 def test_ffi_required_in_a_rule(pair):
