@@ -441,6 +441,29 @@ local C = ffi.C
 local function n(x) return tostring(tonumber(x)) end
 local function b(x) return x and "t" or "f" end
 
+-- spoof_raw and spoof_addrs: arrays of dnsdist_ffi_raw_value_t (one record
+-- each: dnsdist shuffles several)
+addAction(QNameRule("raw.spoof.example."), LuaFFIAction(function(dq)
+  local values = ffi.new("dnsdist_ffi_raw_value_t[2]")
+  local a = "\5hello"
+  values[0].value = a
+  values[0].size = #a
+  C.dnsdist_ffi_dnsquestion_spoof_raw(dq, values, 1)
+  return DNSAction.HeaderModify
+end))
+addAction(QNameRule("addrs.spoof.example."), LuaFFIAction(function(dq)
+  local values = ffi.new("dnsdist_ffi_raw_value_t[3]")
+  local v4, v6 = "\192\0\2\7", "\32\1\13\184" .. string.rep("\0", 11) .. "\7"
+  values[0].value = v4
+  values[0].size = 4
+  values[1].value = v6
+  values[1].size = 16
+  values[2].value = "bad"
+  values[2].size = 3
+  C.dnsdist_ffi_dnsquestion_spoof_addrs(dq, values, 3)
+  return DNSAction.HeaderModify
+end))
+
 -- the values of the getters (and of the setters, read back), as the labels of a CNAME
 addAction(AllRule(), LuaFFIAction(function(dq)
   local q = "dnsdist_ffi_dnsquestion_"
@@ -507,6 +530,9 @@ def test_ffi_getters_and_setters(pair):
             assert p.query(build_query("probe.example.", qid=4, opt=opt), proto) is not None
         a = p.query(build_query("probe.example.", qid=4, trailing=b"xyz"), proto)
         assert b"\x06tr3xyz" in a
+        for name in ("raw.spoof.example.", "addrs.spoof.example."):
+            for qtype in (A, AAAA, TXT):
+                p.query(build_query(name, qtype=qtype, qid=4), proto)
 
 
 def test_ffi_required_in_a_rule(pair):
@@ -518,3 +544,28 @@ def test_ffi_required_in_a_rule(pair):
     for proto in ("udp", "tcp"):
         p.query(build_query("www.example.test.", qtype=TXT), proto, timeout=0.5)
         p.query(build_query("www.example.test.", qtype=A), proto)
+
+
+def test_header_modify_forwards_a_query(pair):
+    """DNSAction.HeaderModify stops the rules; dnsdist answers only when the
+    function set QR (dq:spoof, dq.dh:setQR), and otherwise forwards the
+    query as the function left it (RD cleared, rcode bits set)."""
+    p = pair('newServer({address="@B0@"})\n'
+             'local ffi = require("ffi")\n'
+             'addAction("none.example.", LuaAction(function(dq) return DNSAction.HeaderModify end))\n'
+             'addAction("rcode.example.", LuaAction(function(dq) dq.rcode = 3 '
+             'return DNSAction.HeaderModify end))\n'
+             'addAction("qr.example.", LuaAction(function(dq) dq.dh:setQR(true) dq.rcode = 5 '
+             'return DNSAction.HeaderModify end))\n'
+             'addAction("rd.example.", LuaAction(function(dq) dq.dh:setRD(false) '
+             'return DNSAction.HeaderModify end))\n'
+             'addAction("spoof.example.", LuaAction(function(dq) dq:spoof({newCA("192.0.2.8")}) '
+             'return DNSAction.HeaderModify end))\n'
+             'addAction("ffi.example.", LuaFFIAction(function(dq) '
+             'ffi.C.dnsdist_ffi_dnsquestion_set_rcode(dq, 2) return DNSAction.HeaderModify end))\n'
+             'addAction(AllRule(), SpoofAction("192.0.2.99"))\n')
+    for proto in ("udp", "tcp"):
+        for name in ("none.example.", "rcode.example.", "qr.example.", "rd.example.",
+                     "spoof.example.", "ffi.example."):
+            assert p.query(build_query(name, qid=6), proto) is not None
+    same_counters(p)
