@@ -512,6 +512,26 @@ l_rule_require(lua_State *L)
 			  "level of the configuration", name);
 }
 
+/*
+ * A rule's coroutine.resume: the coroutine gets the caller's hook first. A
+ * coroutine made during a call inherits the instruction limit's count hook
+ * (lua_newthread copies it), but one the configuration made does not, and
+ * would otherwise run unbounded.
+ */
+static int
+l_rule_resume(lua_State *L)
+{
+	lua_State *co = lua_tothread(L, 1);
+
+	luaL_argexpected(L, co != NULL, 1, "coroutine");
+	if (co != L)
+		lua_sethook(co, lua_gethook(L), lua_gethookmask(L), lua_gethookcount(L));
+	lua_pushvalue(L, lua_upvalueindex(1));
+	lua_insert(L, 1);
+	lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+	return lua_gettop(L);
+}
+
 void
 dlb_lua_compat_restrict(lua_State *L)
 {
@@ -527,4 +547,10 @@ dlb_lua_compat_restrict(lua_State *L)
 	block_lib(L, LUA_LOADLIBNAME, package_keep);
 	lua_pushcfunction(L, l_rule_require);
 	lua_setglobal(L, "require");
+	if (push_lib(L, LUA_COLIBNAME) == LUA_TTABLE) {
+		lua_getfield(L, -1, "resume");
+		lua_pushcclosure(L, l_rule_resume, 1);
+		lua_setfield(L, -2, "resume");
+	}
+	lua_pop(L, 1);
 }

@@ -335,6 +335,9 @@ insn_hook(lua_State *L, lua_Debug *ar)
 			return;
 		lw->killed = true;
 		lua_sethook(L, insn_hook, LUA_MASKCOUNT, 1);
+		/* in a coroutine: its resume returns the error, the caller must stop too */
+		if (L != lw->L)
+			lua_sethook(lw->L, insn_hook, LUA_MASKCOUNT, 1);
 	}
 	luaL_error(L, "instruction limit exceeded (%I instructions)", (lua_Integer)lw->insn_limit);
 }

@@ -193,6 +193,15 @@ static const char config_text[] =
 	"  s = s .. ' ' .. ffi.string(C.dnsdist_ffi_dnsquestion_get_tag(dq, 'k'))\n"
 	"  C.dnsdist_ffi_dnsquestion_set_result(dq, s, #s)\n"
 	"  return DNSAction.None\n"
+	"end)\n"
+	"local spin = coroutine.create(function() while true do end end)\n"
+	"a_coloop = LuaAction(function(dq) --@COLOOP\n"
+	"  coroutine.resume(spin)\n"
+	"  return DNSAction.None\n"
+	"end)\n"
+	"a_wraploop = LuaAction(function(dq) --@WRAPLOOP\n"
+	"  local ok = pcall(coroutine.wrap(function() while true do end end))\n"
+	"  while true do end\n"
 	"end)\n";
 
 /* The function number of a marker: its rank among the markers. */
@@ -494,6 +503,12 @@ test_instruction_limit(void **state)
 	for (int i = 0; i < 100; i++)
 		assert_int_equal(act_q(f, 0, "POOL", &q), DLB_DA_POOL);
 	assert_int_equal(act_q(f, 0, "LOOP", &q), -1);
+	assert_int_equal(act_q(f, 0, "SPOOF", &q), DLB_DA_SPOOF);
+	/* coroutines: one the config made, one made in the call */
+	t0 = mono();
+	assert_int_equal(act_q(f, 0, "COLOOP", &q), -1);
+	assert_int_equal(act_q(f, 1, "WRAPLOOP", &q), -1);
+	assert_true(mono() - t0 < 5.0);
 	assert_int_equal(act_q(f, 0, "SPOOF", &q), DLB_DA_SPOOF);
 }
 
