@@ -430,6 +430,35 @@ dlb_lua_compat_quiet_io(lua_State *L)
 }
 
 void
+dlb_lua_compat_worker(lua_State *L)
+{
+	/*
+	 * coroutine.wrap over create and resume, so that a function the
+	 * configuration wraps calls the rules' coroutine.resume (looked up at
+	 * each call), which passes the instruction limit's hook on
+	 */
+	static const char code[] =
+		"local co = ...\n"
+		"local create, pack, unpack, error = co.create, table.pack, table.unpack, error\n"
+		"co.wrap = function(f)\n"
+		"  local c = create(f)\n"
+		"  return function(...)\n"
+		"    local r = pack(co.resume(c, ...))\n"
+		"    if not r[1] then error(r[2], 0) end\n"
+		"    return unpack(r, 2, r.n)\n"
+		"  end\n"
+		"end\n";
+
+	if (luaL_loadbuffer(L, code, sizeof(code) - 1, "=dnslb coroutine") != LUA_OK)
+		lua_error(L);
+	if (push_lib(L, LUA_COLIBNAME) != LUA_TTABLE) {
+		lua_pop(L, 2);
+		return;
+	}
+	lua_call(L, 1, 0);
+}
+
+void
 dlb_lua_compat_loud_io(lua_State *L)
 {
 	static const char code[] =

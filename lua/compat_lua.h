@@ -23,6 +23,13 @@ void dlb_lua_compat_open(lua_State *L);
 /** A replaying state: io.write, io.stdout and io.stderr go to /dev/null (under lua_pcall). */
 void dlb_lua_compat_quiet_io(lua_State *L);
 
+/**
+ * A worker state, before its replay: coroutine.wrap made of create and
+ * resume, so that the rules' resume (dlb_lua_compat_restrict) bounds every
+ * coroutine (under lua_pcall).
+ */
+void dlb_lua_compat_worker(lua_State *L);
+
 /** After the replay: give io its standard output back (under lua_pcall). */
 void dlb_lua_compat_loud_io(lua_State *L);
 
@@ -30,7 +37,8 @@ void dlb_lua_compat_loud_io(lua_State *L);
  * A worker state's rules: io (but io.write and io.type), os (but getenv,
  * time, date, clock, difftime), debug (but traceback), package.loadlib and
  * package.searchpath raise "<name> cannot be called from a rule"; require
- * gives modules already loaded only (under lua_pcall).
+ * gives modules already loaded only; coroutine.resume passes the caller's
+ * instruction hook on to the coroutine (under lua_pcall).
  */
 void dlb_lua_compat_restrict(lua_State *L);
 

@@ -2960,6 +2960,8 @@ worker_setup(lua_State *L)
 	lua_pushcfunction(L, l_quiet_print);
 	lua_setglobal(L, "print");
 	dlb_lua_compat_quiet_io(L);
+	if (conf_get(L)->phase == DLB_LUA_PHASE_WORKER)
+		dlb_lua_compat_worker(L);
 
 	lua_newtable(L);
 	lua_createtable(L, 0, 1);

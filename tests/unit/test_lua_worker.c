@@ -195,6 +195,17 @@ static const char config_text[] =
 	"  return DNSAction.None\n"
 	"end)\n"
 	"local spin = coroutine.create(function() while true do end end)\n"
+	"local wspin = coroutine.wrap(function() while true do end end)\n"
+	"local gen = coroutine.wrap(function(a) local b = coroutine.yield(a + 1) error('end ' .. b, 0) end)\n"
+	"a_wrapcfg = LuaAction(function(dq) --@WRAPCFG\n"
+	"  wspin()\n"
+	"  return DNSAction.None\n"
+	"end)\n"
+	"a_gen = LuaAction(function(dq) --@GEN\n"
+	"  local x = gen(1)\n"
+	"  local ok, e = pcall(gen, 5)\n"
+	"  return DNSAction.None, x .. ' ' .. tostring(ok) .. ' ' .. e\n"
+	"end)\n"
 	"a_coloop = LuaAction(function(dq) --@COLOOP\n"
 	"  coroutine.resume(spin)\n"
 	"  return DNSAction.None\n"
@@ -508,6 +519,9 @@ test_instruction_limit(void **state)
 	t0 = mono();
 	assert_int_equal(act_q(f, 0, "COLOOP", &q), -1);
 	assert_int_equal(act_q(f, 1, "WRAPLOOP", &q), -1);
+	assert_int_equal(act_q(f, 1, "WRAPCFG", &q), -1);
+	assert_int_equal(act_q(f, 0, "GEN", &q), DLB_DA_NONE);
+	assert_string_equal(f->arg, "2 false end 5");
 	assert_true(mono() - t0 < 5.0);
 	assert_int_equal(act_q(f, 0, "SPOOF", &q), DLB_DA_SPOOF);
 }
