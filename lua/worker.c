@@ -1239,11 +1239,26 @@ l_ffi_qname_raw(lua_State *L)
 	return 1;
 }
 
+/* opt_rdata(dq): the RDATA of the query's OPT record (its EDNS options), or nil. */
+static int
+l_ffi_opt_rdata(lua_State *L)
+{
+	struct dlb_dq *dq = check_dq(L, 1);
+	const struct dlb_dnsmsg *m = dq->m;
+
+	if (!m->has_opt || (size_t)m->opt_rdata_off + m->opt_rdlen > dq->len)
+		lua_pushnil(L);
+	else
+		lua_pushlstring(L, (const char *)dq->pkt + m->opt_rdata_off, m->opt_rdlen);
+	return 1;
+}
+
 void
 dlb_luaw_push_ffi(lua_State *L)
 {
 	static const luaL_Reg fns[] = {
 		{ "set_result", l_ffi_set_result },
+		{ "opt_rdata", l_ffi_opt_rdata },
 		{ "addr", l_ffi_addr },
 		{ "qname_raw", l_ffi_qname_raw },
 		{ NULL, NULL },

@@ -519,6 +519,16 @@ addAction(AllRule(), LuaFFIAction(function(dq)
   v[#v + 1] = "sni" .. n(snilen[0])
   v[#v + 1] = "h" .. b(C[q .. "get_http_path"](dq) == nil and C[q .. "get_http_host"](dq) == nil
     and C[q .. "get_http_scheme"](dq) == nil and C[q .. "get_http_query_string"](dq) == nil)
+  local opts = ffi.new("const dnsdist_ffi_ednsoption_t *[1]")
+  local nopts = tonumber(C[q .. "get_edns_options"](dq, opts))
+  local o = {}
+  for i = 0, nopts - 1 do
+    local e = opts[0][i]
+    local data = ffi.string(e.data, e.len)
+    o[#o + 1] = tostring(tonumber(e.optionCode)) .. "x" .. tostring(tonumber(e.len)) .. "x"
+      .. data:gsub(".", function(c) return string.format("%02x", c:byte()) end)
+  end
+  v[#v + 1] = "eo" .. nopts .. "-" .. table.concat(o, "-")
   local hdrs = ffi.new("const dnsdist_ffi_http_header_t *[1]")
   v[#v + 1] = "hh" .. n(C[q .. "get_http_headers"](dq, hdrs))
   v[#v + 1] = "probe.example."
@@ -534,6 +544,10 @@ def test_ffi_getters_and_setters(pair):
     for proto in ("udp", "tcp"):
         for opt in (None, {"payload": 1232}, {"payload": 4096, "do": True}):
             assert p.query(build_query("probe.example.", qid=4, opt=opt), proto) is not None
+        opts = {"payload": 1232, "options": ((65001, b"ab"), (10, b"\1\2\3\4\5\6\7\x08"),
+                                             (65001, b"cd"), (3, b""))}
+        a = p.query(build_query("probe.example.", qid=4, opt=opts), proto)
+        assert b"eo4-3x0x-10x8x0102030405060708-65001x2x6162-65001x2x6364" in a
         a = p.query(build_query("probe.example.", qid=4, trailing=b"xyz"), proto)
         assert b"\x06tr3xyz" in a
         for name in ("raw.spoof.example.", "addrs.spoof.example."):
