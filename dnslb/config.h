@@ -69,6 +69,7 @@ struct dlb_lua_policy {
 	char name[64];
 	int fn;
 	char src[96];			/* "file:line" of the function */
+	bool ffi;			/* setServerPolicyLuaFFI: f(servers, dq) returns a 0-based index */
 };
 
 /** Name of a built-in policy ("leastOutstanding", ...); "lua" for Lua ones. */

@@ -56,6 +56,7 @@
 #include "dnslb/wire.h"
 #include "lua/abuse_lua.h"
 #include "lua/args.h"
+#include "lua/compat_lua.h"
 #include "lua/console_lua.h"
 #include "lua/dynblock_lua.h"
 #include "lua/explain.h"
@@ -2188,7 +2189,7 @@ l_show_pool_server_policy(lua_State *L)
  * 1-based position), or nil for "no server".
  */
 static int
-new_lua_policy(lua_State *L, const char *fn, int name_idx, int fn_idx)
+new_lua_policy_ffi(lua_State *L, const char *fn, int name_idx, int fn_idx, bool ffi)
 {
 	struct dlb_config *cfg = conf_get(L)->cfg;
 	const char *name = dlb_lua_arg_string(L, name_idx, fn);
@@ -2200,6 +2201,7 @@ new_lua_policy(lua_State *L, const char *fn, int name_idx, int fn_idx)
 		return luaL_error(L, "%s: too many Lua policies (%d)", fn, DLB_MAX_LUA_POLICIES);
 	lp = &cfg->lua_policies[cfg->nlua_policies];
 	snprintf(lp->name, sizeof(lp->name), "%s", name);
+	lp->ffi = ffi;
 	lp->fn = dlb_lua_register_fn(L, fn_idx, lp->src, sizeof(lp->src));
 	r = lua_newuserdatauv(L, sizeof(*r), 1);
 	r->policy = DLB_POLICY_LUA + cfg->nlua_policies;
@@ -2209,6 +2211,12 @@ new_lua_policy(lua_State *L, const char *fn, int name_idx, int fn_idx)
 	/* published last: workers read nlua_policies only through a policy number */
 	__atomic_store_n(&cfg->nlua_policies, cfg->nlua_policies + 1, __ATOMIC_RELEASE);
 	return 1;
+}
+
+static int
+new_lua_policy(lua_State *L, const char *fn, int name_idx, int fn_idx)
+{
+	return new_lua_policy_ffi(L, fn, name_idx, fn_idx, false);
 }
 
 static int
@@ -2235,6 +2243,61 @@ l_set_pool_server_policy_lua(lua_State *L)
 
 	new_lua_policy(L, fn, 1, 2);
 	__atomic_store_n(&pool->policy, check_policy(L, -1), __ATOMIC_RELAXED);
+	return 0;
+}
+
+/*
+ * The FFI policies (dnsdist 1.7, LuaJIT there): f(servers, dq) gets the
+ * pool's Server objects as the list of the ffi module's
+ * dnsdist_ffi_servers_list_* functions (lua/compat_lua.c) and returns the
+ * 0-based index of the server. PerThread: the code returns the function.
+ */
+static void
+ffi_policy(lua_State *L, const char *fn, bool per_thread, int pool_arg)
+{
+	struct dlb_pool *pool = NULL;
+
+	dlb_lua_arg_string(L, 1, fn);
+	if (pool_arg > 0)
+		pool = get_pool(L, fn, dlb_lua_arg_string(L, pool_arg, fn));
+	if (per_thread) {
+		dlb_lua_per_thread_fn(L, 2, fn);
+		lua_replace(L, 2);
+	} else {
+		dlb_lua_arg_function(L, 2, fn);
+	}
+	new_lua_policy_ffi(L, fn, 1, 2, true);
+	if (pool != NULL)
+		__atomic_store_n(&pool->policy, check_policy(L, -1), __ATOMIC_RELAXED);
+	else
+		__atomic_store_n(&conf_get(L)->cfg->policy, check_policy(L, -1), __ATOMIC_RELAXED);
+}
+
+static int
+l_set_server_policy_lua_ffi(lua_State *L)
+{
+	ffi_policy(L, "setServerPolicyLuaFFI", false, 0);
+	return 0;
+}
+
+static int
+l_set_pool_server_policy_lua_ffi(lua_State *L)
+{
+	ffi_policy(L, "setPoolServerPolicyLuaFFI", false, 3);
+	return 0;
+}
+
+static int
+l_set_server_policy_lua_ffi_per_thread(lua_State *L)
+{
+	ffi_policy(L, "setServerPolicyLuaFFIPerThread", true, 0);
+	return 0;
+}
+
+static int
+l_set_pool_server_policy_lua_ffi_per_thread(lua_State *L)
+{
+	ffi_policy(L, "setPoolServerPolicyLuaFFIPerThread", true, 3);
 	return 0;
 }
 
@@ -3136,6 +3199,10 @@ static const luaL_Reg conf_funcs[] = {
 	{ "newServerPolicy", l_new_server_policy },
 	{ "setServerPolicyLua", l_set_server_policy_lua },
 	{ "setPoolServerPolicyLua", l_set_pool_server_policy_lua },
+	{ "setServerPolicyLuaFFI", l_set_server_policy_lua_ffi },
+	{ "setPoolServerPolicyLuaFFI", l_set_pool_server_policy_lua_ffi },
+	{ "setServerPolicyLuaFFIPerThread", l_set_server_policy_lua_ffi_per_thread },
+	{ "setPoolServerPolicyLuaFFIPerThread", l_set_pool_server_policy_lua_ffi_per_thread },
 	{ "showServerPolicy", l_show_server_policy },
 	{ "setPoolServerPolicy", l_set_pool_server_policy },
 	{ "showPoolServerPolicy", l_show_pool_server_policy },
@@ -3184,35 +3251,6 @@ static const luaL_Reg conf_funcs[] = {
 	{ "setLuaInstructionLimit", l_set_lua_instruction_limit },
 	{ NULL, NULL },
 };
-
-static void
-open_libs(lua_State *L)
-{
-	static const char *const os_keep[] = { "getenv", "time", "date" };
-	static const luaL_Reg libs[] = {
-		{ LUA_GNAME, luaopen_base },
-		{ LUA_STRLIBNAME, luaopen_string },
-		{ LUA_TABLIBNAME, luaopen_table },
-		{ LUA_MATHLIBNAME, luaopen_math },
-		{ LUA_UTF8LIBNAME, luaopen_utf8 },
-		{ LUA_OSLIBNAME, luaopen_os },
-		{ NULL, NULL },
-	};
-
-	for (const luaL_Reg *lib = libs; lib->func != NULL; lib++) {
-		luaL_requiref(L, lib->name, lib->func, 1);
-		lua_pop(L, 1);
-	}
-	/* os: only what configs use; no execute, exit, remove, rename, tmpname... */
-	lua_getglobal(L, LUA_OSLIBNAME);
-	lua_createtable(L, 0, 3);
-	for (size_t i = 0; i < sizeof(os_keep) / sizeof(os_keep[0]); i++) {
-		lua_getfield(L, -2, os_keep[i]);
-		lua_setfield(L, -2, os_keep[i]);
-	}
-	lua_setglobal(L, LUA_OSLIBNAME);
-	lua_pop(L, 1);
-}
 
 static void
 register_metatables(lua_State *L)
@@ -3302,6 +3340,9 @@ worker_setup(lua_State *L)
 	lua_rawsetp(L, LUA_REGISTRYINDEX, &print_key);
 	lua_pushcfunction(L, l_quiet_print);
 	lua_setglobal(L, "print");
+	dlb_lua_compat_quiet_io(L);
+	if (conf_get(L)->phase == DLB_LUA_PHASE_WORKER)
+		dlb_lua_compat_worker(L);
 
 	lua_newtable(L);
 	lua_createtable(L, 0, 1);
@@ -3325,7 +3366,8 @@ conf_panic(lua_State *L)
 static int
 conf_setup(lua_State *L)
 {
-	open_libs(L);
+	/* every standard library, as dnsdist's config state has (lua/compat_lua.h) */
+	dlb_lua_compat_open(L);
 	register_metatables(L);
 	register_globals(L);
 	dlb_lua_objects_register(L);
@@ -3660,6 +3702,7 @@ conf_rebind_cb(lua_State *L)
 		lua_pop(L, 1);
 		lua_setglobal(L, "print");
 	}
+	dlb_lua_compat_loud_io(L);
 	return 0;
 }
 

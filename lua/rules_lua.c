@@ -1306,6 +1306,57 @@ l_lua_rule(lua_State *L)
 	return 1;
 }
 
+/*
+ * The function of a LuaFFIPerThread* object: the code at @idx evaluated
+ * in this state must return one. dnsdist runs it in a bare state of each
+ * thread; dnslb's worker states are per thread already, so it is evaluated
+ * here, once in each state, and the function numbered as a LuaRule's.
+ * Leaves the function on the stack top.
+ */
+void
+dlb_lua_per_thread_fn(lua_State *L, int idx, const char *fn)
+{
+	size_t len;
+	const char *code;
+	char name[96];
+
+	dlb_lua_arg_string(L, idx, fn);
+	code = lua_tolstring(L, idx, &len);
+	luaL_where(L, 1);
+	snprintf(name, sizeof(name), "=%s%s", lua_tostring(L, -1), fn);
+	lua_pop(L, 1);
+	if (luaL_loadbufferx(L, code, len, name, "t") != LUA_OK)
+		luaL_error(L, "%s: %s", fn, lua_tostring(L, -1));
+	lua_call(L, 0, 1);
+	if (lua_type(L, -1) != LUA_TFUNCTION)
+		luaL_error(L, "%s: the code must return a function, not %s", fn, luaL_typename(L, -1));
+}
+
+static int
+lua_rule(lua_State *L, int idx, const char *desc)
+{
+	struct dlb_sel *s = push_sel(L, DLB_SEL_LUA);
+
+	s->u.lua.fn = dlb_lua_register_fn(L, idx, s->u.lua.src, sizeof(s->u.lua.src));
+	set_desc(L, &s->desc, "%s", desc);
+	return 1;
+}
+
+/* LuaFFIRule(f): f(dq) with the ffi module's functions (lua/compat_lua.c) */
+static int
+l_lua_ffi_rule(lua_State *L)
+{
+	dlb_lua_arg_function(L, 1, "LuaFFIRule");
+	return lua_rule(L, 1, "Lua FFI script");
+}
+
+static int
+l_lua_ffi_per_thread_rule(lua_State *L)
+{
+	dlb_lua_per_thread_fn(L, 1, "LuaFFIPerThreadRule");
+	return lua_rule(L, lua_gettop(L), "Lua FFI per-thread script");
+}
+
 /* The KeyValueStore and KeyValueLookupKey arguments of the KVS rule and action. */
 static void
 check_kvs_args(lua_State *L, const char *fn, struct dlb_kvstore **kvs,
@@ -1946,6 +1997,29 @@ l_lua_action(lua_State *L)
 	return lua_action(L, DLB_ACT_LUA, false, "LuaAction", "Lua script");
 }
 
+/* LuaFFIAction(f): f(dq) returns a DNSAction; its string comes from set_result */
+static int
+l_lua_ffi_action(lua_State *L)
+{
+	return lua_action(L, DLB_ACT_LUA, false, "LuaFFIAction", "Lua FFI script");
+}
+
+/* The function of @code, in place of argument 1, then lua_action(). */
+static int
+lua_per_thread_action(lua_State *L, enum dlb_act_type type, bool response, const char *fn)
+{
+	dlb_lua_per_thread_fn(L, 1, fn);
+	lua_replace(L, 1);
+	lua_settop(L, 1);
+	return lua_action(L, type, response, fn, "Lua FFI per-thread script");
+}
+
+static int
+l_lua_ffi_per_thread_action(lua_State *L)
+{
+	return lua_per_thread_action(L, DLB_ACT_LUA, false, "LuaFFIPerThreadAction");
+}
+
 /* ---- response actions -------------------------------------------------------- */
 
 static int
@@ -2131,6 +2205,18 @@ l_lua_response_action(lua_State *L)
 	return lua_action(L, DLB_RACT_LUA, true, "LuaResponseAction", "Lua response script");
 }
 
+static int
+l_lua_ffi_response_action(lua_State *L)
+{
+	return lua_action(L, DLB_RACT_LUA, true, "LuaFFIResponseAction", "Lua FFI script");
+}
+
+static int
+l_lua_ffi_per_thread_response_action(lua_State *L)
+{
+	return lua_per_thread_action(L, DLB_RACT_LUA, true, "LuaFFIPerThreadResponseAction");
+}
+
 /* ---- the catalog ------------------------------------------------------------ */
 
 enum cat_kind {
@@ -2234,6 +2320,12 @@ static const struct cat_entry catalog[] = {
 	{ "LuaRule", CAT_SELECTOR, l_lua_rule, "(function)",
 	  "function(dq) returns true; runs in each worker's own Lua state, an error is no "
 	  "match.", NULL },
+	{ "LuaFFIRule", CAT_SELECTOR, l_lua_ffi_rule, "(function)",
+	  "LuaRule for dnsdist's FFI functions: function(dq) returns true, calling "
+	  "require('ffi').C.dnsdist_ffi_dnsquestion_* on dq (lua.md).", NULL },
+	{ "LuaFFIPerThreadRule", CAT_SELECTOR, l_lua_ffi_per_thread_rule, "(code)",
+	  "LuaFFIRule of the function the code returns, evaluated in each worker's state.",
+	  NULL },
 	{ "KeyValueStoreLookupRule", CAT_SELECTOR, l_kvs_lookup_rule, "(kvs, lookupKey)",
 	  "One of the keys lookupKey makes from the query (KeyValueLookupKeyQName(), "
 	  "...Suffix(), ...SourceIP(), ...Tag()) is in the Redis set or hash that kvs "
@@ -2311,6 +2403,12 @@ static const struct cat_entry catalog[] = {
 	{ "LuaAction", CAT_ACTION, l_lua_action, "(function)",
 	  "function(dq) returns DNSAction.X[, \"arg\"]; runs in each worker's own Lua state, an "
 	  "error answers SERVFAIL.", NULL },
+	{ "LuaFFIAction", CAT_ACTION, l_lua_ffi_action, "(function)",
+	  "LuaAction for dnsdist's FFI functions: function(dq) returns DNSAction.X, its string "
+	  "set by dnsdist_ffi_dnsquestion_set_result (lua.md).", NULL },
+	{ "LuaFFIPerThreadAction", CAT_ACTION, l_lua_ffi_per_thread_action, "(code)",
+	  "LuaFFIAction of the function the code returns, evaluated in each worker's state.",
+	  NULL },
 	ALIAS("NoRecurseAction", l_set_no_recurse_action, "()", "SetNoRecurseAction"),
 	ALIAS("DisableValidationAction", l_set_disable_validation_action, "()",
 	      "SetDisableValidationAction"),
@@ -2363,6 +2461,12 @@ static const struct cat_entry catalog[] = {
 	{ "LuaResponseAction", CAT_RESPONSE_ACTION, l_lua_response_action, "(function)",
 	  "function(dr) returns DNSResponseAction.X; runs in each worker's own Lua state, an "
 	  "error answers SERVFAIL.", NULL },
+	{ "LuaFFIResponseAction", CAT_RESPONSE_ACTION, l_lua_ffi_response_action, "(function)",
+	  "LuaResponseAction for dnsdist's FFI functions (lua.md).", NULL },
+	{ "LuaFFIPerThreadResponseAction", CAT_RESPONSE_ACTION,
+	  l_lua_ffi_per_thread_response_action, "(code)",
+	  "LuaFFIResponseAction of the function the code returns, evaluated in each worker's "
+	  "state.", NULL },
 };
 
 #undef ALIAS

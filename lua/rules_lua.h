@@ -17,6 +17,13 @@
 /** Metatables and globals. Under lua_pcall (may raise). */
 void dlb_lua_rules_register(lua_State *L);
 
+/**
+ * The function of a LuaFFIPerThread* object or policy: the code at
+ * @idx (a string) evaluated in this state must return one; pushed.
+ * Raises "<fn>: ..." otherwise.
+ */
+void dlb_lua_per_thread_fn(lua_State *L, int idx, const char *fn);
+
 /** Write the Markdown reference of every selector and action to @f. */
 void dlb_lua_rules_write_reference(FILE *f);
 

@@ -40,6 +40,7 @@
 #include "lua/worker.h"
 
 #include <lauxlib.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,7 @@
 #include "dnslb/log.h"
 #include "dnslb/netmask.h"
 #include "dnslb/wire.h"
+#include "lua/compat_lua.h"
 #include "lua/conf.h"
 #include "lua/objects.h"
 #include "rules/rules.h"
@@ -66,6 +68,8 @@
 /* registry keys: {n -> function} and {n -> "file:line"} of dlb_lua_register_fn */
 static const char fns_key = 'f';
 static const char srcs_key = 'S';
+/* registry key: the string of the last dnsdist_ffi_dnsquestion_set_result() */
+static const char result_key = 'R';
 
 /* What stays on the worker state's stack between calls. */
 enum {
@@ -88,6 +92,13 @@ struct dq_box {
 	unsigned rewrites;		/* setContent/spoof calls: the packet was replaced */
 	char pool[64];			/* the last name given to dq.pool in this call */
 	bool pool_named;
+	/*
+	 * dnsdist_ffi_dnsquestion_set_result() of this call: a LuaFFIAction's
+	 * string, kept alive by the registry (result_key) until the next one
+	 */
+	bool result_set;
+	size_t result_len;
+	const char *result;
 };
 
 /* The dq.dh userdata: the header of the same query, valid as long as the dq. */
@@ -124,6 +135,8 @@ static const char *const rule_allow[] = {
 	/* lua/objects.h */
 	"newDNSName", "newDNSNameFromRaw", "newCA", "newCAFromRaw", "newNetmask", "newNMG",
 	"newSuffixMatchNode", "newDNSNameSet", "newQPSLimiter",
+	/* Lua 5.1 / LuaJIT names (lua/compat_lua.c) */
+	"unpack", "loadstring",
 	NULL,
 };
 
@@ -322,6 +335,9 @@ insn_hook(lua_State *L, lua_Debug *ar)
 			return;
 		lw->killed = true;
 		lua_sethook(L, insn_hook, LUA_MASKCOUNT, 1);
+		/* in a coroutine: its resume returns the error, the caller must stop too */
+		if (L != lw->L)
+			lua_sethook(lw->L, insn_hook, LUA_MASKCOUNT, 1);
 	}
 	luaL_error(L, "instruction limit exceeded (%I instructions)", (lua_Integer)lw->insn_limit);
 }
@@ -1152,6 +1168,105 @@ static const luaL_Reg dh_methods[] = {
 	{ NULL, NULL },
 };
 
+/* ---- the C functions of the ffi module (lua/compat_lua.c) ------------------------ */
+
+/* set_result(dq, s): the string of a LuaFFIAction (Spoof's address, Pool's name, ...). */
+static int
+l_ffi_set_result(lua_State *L)
+{
+	struct dq_box *b = luaL_checkudata(L, 1, MT_DQ);
+	size_t len;
+
+	live_dq(L, b);
+	luaL_checklstring(L, 2, &len);
+	lua_settop(L, 2);
+	lua_pushvalue(L, 2);
+	lua_rawsetp(L, LUA_REGISTRYINDEX, &result_key);	/* keeps the string alive */
+	b->result = lua_tostring(L, 2);
+	b->result_len = len;
+	b->result_set = true;
+	return 0;
+}
+
+/*
+ * addr(dq, local[, bits]): the address of the client (local: the one it
+ * asked) in network order, 4 or 16 octets, masked to @bits when given;
+ * nil when there is none.
+ */
+static int
+l_ffi_addr(lua_State *L)
+{
+	struct dlb_dq *dq = check_dq(L, 1);
+	const struct sockaddr *sa = lua_toboolean(L, 2) ? dq->local : dq->remote;
+	lua_Integer bits = luaL_optinteger(L, 3, -1);
+	uint8_t a[16];
+	size_t n;
+
+	if (sa == NULL || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)) {
+		lua_pushnil(L);
+		return 1;
+	}
+	if (sa->sa_family == AF_INET) {
+		n = 4;
+		memcpy(a, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, n);
+	} else {
+		n = 16;
+		memcpy(a, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, n);
+	}
+	if (bits >= 0)
+		for (size_t i = 0; i < n; i++) {
+			lua_Integer keep = bits - (lua_Integer)i * 8;
+
+			if (keep < 8)
+				a[i] = keep <= 0 ? 0 : (uint8_t)(a[i] & (0xff << (8 - keep)));
+		}
+	lua_pushlstring(L, (const char *)a, n);
+	return 1;
+}
+
+/* qname_raw(dq): the qname as the packet has it, in wire form. */
+static int
+l_ffi_qname_raw(lua_State *L)
+{
+	struct dlb_dq *dq = check_dq(L, 1);
+	const struct dlb_dnsmsg *m = dq->m;
+
+	if (m->qdcount == 0 || m->qname_len == 0 ||
+	    (size_t)m->qname_off + m->qname_len > dq->len)
+		lua_pushliteral(L, "");
+	else
+		lua_pushlstring(L, (const char *)dq->pkt + m->qname_off, m->qname_len);
+	return 1;
+}
+
+/* opt_rdata(dq): the RDATA of the query's OPT record (its EDNS options), or nil. */
+static int
+l_ffi_opt_rdata(lua_State *L)
+{
+	struct dlb_dq *dq = check_dq(L, 1);
+	const struct dlb_dnsmsg *m = dq->m;
+
+	if (!m->has_opt || (size_t)m->opt_rdata_off + m->opt_rdlen > dq->len)
+		lua_pushnil(L);
+	else
+		lua_pushlstring(L, (const char *)dq->pkt + m->opt_rdata_off, m->opt_rdlen);
+	return 1;
+}
+
+void
+dlb_luaw_push_ffi(lua_State *L)
+{
+	static const luaL_Reg fns[] = {
+		{ "set_result", l_ffi_set_result },
+		{ "opt_rdata", l_ffi_opt_rdata },
+		{ "addr", l_ffi_addr },
+		{ "qname_raw", l_ffi_qname_raw },
+		{ NULL, NULL },
+	};
+
+	luaL_newlib(L, fns);
+}
+
 /* ---- building a state -------------------------------------------------------------- */
 
 static int
@@ -1207,6 +1322,7 @@ setup_rules_cb(lua_State *L)
 		lua_pop(L, 1);
 	}
 	lua_pop(L, 1);
+	dlb_lua_compat_restrict(L);
 
 	b = lua_newuserdatauv(L, sizeof(*b), 0);
 	memset(b, 0, sizeof(*b));
@@ -1504,6 +1620,7 @@ call_fn_pool(struct dlb_lua_worker *lw, const char *what, int fn, const char *sr
 	lw->box->dq = dq;
 	lw->box->response = response;
 	lw->box->pool_named = false;
+	lw->box->result_set = false;
 	arm(lw);
 	st = lua_pcall(L, nargs, nres, SLOT_MSGH);
 	lw->box->dq = NULL;
@@ -1605,6 +1722,10 @@ dlb_luaw_action(struct dlb_lua_worker *lw, int fn, const char *src, struct dlb_d
 		log_error(lw, what, lw->srcs[fn], "its second value must be a string");
 		lua_settop(L, SLOT__TOP);
 		return -1;
+	} else if (lw->box->result_set) {
+		/* a LuaFFIAction gives its string through dnsdist_ffi_dnsquestion_set_result */
+		s = lw->box->result;
+		len = lw->box->result_len;
 	}
 	if (s != NULL && argsz > 0) {
 		size_t n = len < argsz - 1 ? len : argsz - 1;
@@ -1624,11 +1745,31 @@ dlb_luaw_policy(struct dlb_lua_worker *lw, int fn, const char *src, const struct
 	lua_State *L;
 	struct dlb_backend *be;
 	int idx = -1;
+	bool ffi = false;
 
 	if (lw == NULL || call_fn_pool(lw, "Lua policy", fn, src, dq, false, pool, 1) != 0)
 		return -1;
 	L = lw->L;
-	if (lua_isinteger(L, -1)) {
+	/* an FFI policy (setServerPolicyLuaFFI) returns a 0-based index; few policies */
+	if (dq->cfg != NULL) {
+		int np = __atomic_load_n(&dq->cfg->nlua_policies, __ATOMIC_ACQUIRE);
+
+		for (int k = 0; k < np; k++)
+			if (dq->cfg->lua_policies[k].fn == fn)
+				ffi = dq->cfg->lua_policies[k].ffi;
+	}
+	if (ffi) {
+		int isnum = 0;
+		lua_Integer i = lua_tointegerx(L, -1, &isnum);
+
+		if (!isnum || i < 0 || i >= pool->n) {
+			log_error(lw, "Lua FFI policy", lw->srcs[fn], "it must return the 0-based "
+				  "index of a server of the list");
+			lua_settop(L, SLOT__TOP);
+			return -1;
+		}
+		idx = pool->members[i]->index;
+	} else if (lua_isinteger(L, -1)) {
 		lua_Integer i = lua_tointeger(L, -1);
 
 		if (i >= 1 && i <= pool->n)

@@ -62,4 +62,11 @@ struct dlb_dq;
 int dlb_luaw_policy(struct dlb_lua_worker *lw, int fn, const char *src, const struct dlb_pool *pool,
 		    struct dlb_dq *dq);
 
+/**
+ * Push a table of the C helpers of the ffi module (lua/compat_lua.c):
+ * set_result(dq, s), addr(dq, local[, bits]), qname_raw(dq), opt_rdata(dq). They take a
+ * dq of a running rule; elsewhere they raise.
+ */
+void dlb_luaw_push_ffi(lua_State *L);
+
 #endif

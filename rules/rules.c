@@ -895,8 +895,14 @@ run_lua_query(const struct dlb_act *a, struct dlb_dq *dq, struct dlb_stats *st, 
 	case DLB_DA_ALLOW:
 		return DLB_R_FORWARD;
 	case DLB_DA_HEADER_MODIFY:
-		/* the function made the query into its answer */
-		dq->pkt[2] |= 0x80;
+		/*
+		 * The rules stop. As dnsdist 1.7: a message with QR set (dq:spoof(),
+		 * dq:setContent(), dq.dh:setQR(true)) is the answer; otherwise the
+		 * query, as the function left it (dq.rcode, dq.dh:setRD(false)), is
+		 * forwarded.
+		 */
+		if ((dq->pkt[2] & 0x80) == 0)
+			return DLB_R_FORWARD;
 		return answered(dq, (int)dq->len, 0, out);
 	case DLB_DA_POOL:
 		set_pool(dq, lua_arg);

@@ -172,6 +172,10 @@ static const struct ctor_case {
 	  "PoolOutstandingRule: argument #2 must be an integer" },
 	{ "LuaRule", "LuaRule(function(dq) return true end)", "LuaRule('return true')",
 	  "LuaRule: argument #1 must be a function" },
+	{ "LuaFFIRule", "LuaFFIRule(function(dq) return true end)", "LuaFFIRule('return true')",
+	  "LuaFFIRule: argument #1 must be a function" },
+	{ "LuaFFIPerThreadRule", "LuaFFIPerThreadRule('return function(dq) return true end')",
+	  "LuaFFIPerThreadRule('return 1')", "the code must return a function, not number" },
 	{ "KeyValueStoreLookupRule",
 	  "(function() setRedis('127.0.0.1:1') return KeyValueStoreLookupRule("
 	  "newRedisKVStore({key='k'}), KeyValueLookupKeyQName()) end)()",
@@ -233,6 +237,10 @@ static const struct ctor_case {
 	  "KeyValueStoreLookupAction: argument #3 must be a string" },
 	{ "LuaAction", "LuaAction(function(dq) return DNSAction.None end)", "LuaAction()",
 	  "LuaAction: argument #1 must be a function" },
+	{ "LuaFFIAction", "LuaFFIAction(function(dq) return DNSAction.None end)", "LuaFFIAction()",
+	  "LuaFFIAction: argument #1 must be a function" },
+	{ "LuaFFIPerThreadAction", "LuaFFIPerThreadAction('return function(dq) return 0 end')",
+	  "LuaFFIPerThreadAction(1)", "LuaFFIPerThreadAction: argument #1 must be a string" },
 	{ "NoRecurseAction", "NoRecurseAction()", NULL, NULL },
 	{ "DisableValidationAction", "DisableValidationAction()", NULL, NULL },
 	{ "SkipCacheAction", "SkipCacheAction()", NULL, NULL },
@@ -275,6 +283,11 @@ static const struct ctor_case {
 	  "ClearRecordTypesResponseAction()", "ClearRecordTypesResponseAction: argument #1" },
 	{ "LuaResponseAction", "LuaResponseAction(function(dr) return DNSResponseAction.None end)",
 	  "LuaResponseAction(1)", "LuaResponseAction: argument #1 must be a function" },
+	{ "LuaFFIResponseAction", "LuaFFIResponseAction(function(dr) return 5 end)",
+	  "LuaFFIResponseAction(1)", "LuaFFIResponseAction: argument #1 must be a function" },
+	{ "LuaFFIPerThreadResponseAction",
+	  "LuaFFIPerThreadResponseAction('return function(dr) return 5 end')",
+	  "LuaFFIPerThreadResponseAction('syntax error')", "LuaFFIPerThreadResponseAction: " },
 };
 
 static const struct ctor_case *

@@ -168,7 +168,52 @@ static const char config_text[] =
 	"end)\n"
 	"addAction(QNameRule('chain.example.'), LuaAction(function(dq) --@CHAIN\n"
 	"  return DNSAction.Spoof, '192.0.2.42'\n"
-	"end))\n";
+	"end))\n"
+	"local ffi = require('ffi')\n"
+	"local null = io.open('/dev/null')\n"
+	"a_libs = LuaAction(function(dq) --@LIBS\n"
+	"  local r = {}\n"
+	"  for _, f in ipairs({function() return io.open('/dev/null') end, function() return os.execute('true') end,\n"
+	"      function() return dofile('/dev/null') end, function() return debug.sethook() end,\n"
+	"      function() return require('no_such_module') end, function() return require('ffi') == ffi end,\n"
+	"      function() return require('bit') == bit end, function() return null:read('*a') end,\n"
+	"      function() return type(os.getenv('PATH')) end, function() return unpack({7}) end}) do\n"
+	"    local ok, e = pcall(f)\n"
+	"    r[#r + 1] = ok and tostring(e) or e:gsub('^[^ ]*: ', '')\n"
+	"  end\n"
+	"  return DNSAction.None, table.concat(r, '|')\n"
+	"end)\n"
+	"a_ffi = LuaFFIAction(function(dq) --@FFI\n"
+	"  local C = ffi.C\n"
+	"  local ref, len = ffi.new('const char *[1]'), ffi.new('size_t[1]')\n"
+	"  C.dnsdist_ffi_dnsquestion_get_qname_raw(dq, ref, len)\n"
+	"  local s = C.dnsdist_ffi_dnsquestion_get_qtype(dq) .. ' ' .. #ffi.string(ref[0], len[0])\n"
+	"    .. ' ' .. C.dnsdist_ffi_dnsquestion_get_remote_port(dq)\n"
+	"  C.dnsdist_ffi_dnsquestion_set_tag(dq, 'k', 'v')\n"
+	"  s = s .. ' ' .. ffi.string(C.dnsdist_ffi_dnsquestion_get_tag(dq, 'k'))\n"
+	"  C.dnsdist_ffi_dnsquestion_set_result(dq, s, #s)\n"
+	"  return DNSAction.None\n"
+	"end)\n"
+	"local spin = coroutine.create(function() while true do end end)\n"
+	"local wspin = coroutine.wrap(function() while true do end end)\n"
+	"local gen = coroutine.wrap(function(a) local b = coroutine.yield(a + 1) error('end ' .. b, 0) end)\n"
+	"a_wrapcfg = LuaAction(function(dq) --@WRAPCFG\n"
+	"  wspin()\n"
+	"  return DNSAction.None\n"
+	"end)\n"
+	"a_gen = LuaAction(function(dq) --@GEN\n"
+	"  local x = gen(1)\n"
+	"  local ok, e = pcall(gen, 5)\n"
+	"  return DNSAction.None, x .. ' ' .. tostring(ok) .. ' ' .. e\n"
+	"end)\n"
+	"a_coloop = LuaAction(function(dq) --@COLOOP\n"
+	"  coroutine.resume(spin)\n"
+	"  return DNSAction.None\n"
+	"end)\n"
+	"a_wraploop = LuaAction(function(dq) --@WRAPLOOP\n"
+	"  local ok = pcall(coroutine.wrap(function() while true do end end))\n"
+	"  while true do end\n"
+	"end)\n";
 
 /* The function number of a marker: its rank among the markers. */
 static int
@@ -470,6 +515,15 @@ test_instruction_limit(void **state)
 		assert_int_equal(act_q(f, 0, "POOL", &q), DLB_DA_POOL);
 	assert_int_equal(act_q(f, 0, "LOOP", &q), -1);
 	assert_int_equal(act_q(f, 0, "SPOOF", &q), DLB_DA_SPOOF);
+	/* coroutines: one the config made, one made in the call */
+	t0 = mono();
+	assert_int_equal(act_q(f, 0, "COLOOP", &q), -1);
+	assert_int_equal(act_q(f, 1, "WRAPLOOP", &q), -1);
+	assert_int_equal(act_q(f, 1, "WRAPCFG", &q), -1);
+	assert_int_equal(act_q(f, 0, "GEN", &q), DLB_DA_NONE);
+	assert_string_equal(f->arg, "2 false end 5");
+	assert_true(mono() - t0 < 5.0);
+	assert_int_equal(act_q(f, 0, "SPOOF", &q), DLB_DA_SPOOF);
 }
 
 static void
@@ -504,6 +558,26 @@ test_blocked(void **state)
 			    "newServer cannot be called from a rule");
 	assert_null(dlb_config_find_pool(f->cfg, "nope"));
 	assert_null(dlb_config_find_pool(f->cfg, "y"));
+}
+
+/* What a rule keeps of the standard libraries (lua/compat_lua.h), and the ffi module. */
+static void
+test_libraries_in_rules(void **state)
+{
+	struct fixture *f = *state;
+	struct query q;
+
+	assert_int_equal(act_q(f, 0, "LIBS", &q), DLB_DA_NONE);
+	assert_string_equal(f->arg,
+			    "io.open cannot be called from a rule|"
+			    "os.execute cannot be called from a rule|"
+			    "dofile cannot be called from a rule|"
+			    "debug.sethook cannot be called from a rule|"
+			    "require 'no_such_module': a rule cannot load a module, require it at the "
+			    "top level of the configuration|"
+			    "true|true||string|7");
+	assert_int_equal(act_q(f, 1, "FFI", &q), DLB_DA_NONE);
+	assert_string_equal(f->arg, "1 17 5353 v");
 }
 
 static void
@@ -923,6 +997,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_instruction_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_memory_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_blocked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_libraries_in_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_objects_in_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_globals_per_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_qps_limiter_shared, setup, teardown),
