@@ -906,12 +906,12 @@ dlb_dyn_query(struct dlb_worker *w, const struct sockaddr *client, const uint8_t
 
 DLB_HOT void
 dlb_dyn_answer(struct dlb_worker *w, const struct sockaddr *client, const uint8_t *qname_lc,
-	       size_t qname_len, unsigned rcode, size_t len)
+	       size_t qname_len, unsigned rcode, size_t len, enum dlb_dyn_from from)
 {
 	struct dlb_dyn_worker *dw = __atomic_load_n(&w->dyn, __ATOMIC_ACQUIRE);
 
 	if (dw != NULL && client != NULL)
-		dlb_dyn_track_answer(dw, client, qname_lc, qname_len, rcode, len);
+		dlb_dyn_track_answer(dw, client, qname_lc, qname_len, rcode, len, from);
 }
 
 /* ---- the control plane's views --------------------------------------------- */

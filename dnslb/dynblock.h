@@ -183,12 +183,23 @@ struct dlb_dyn_verdict {
  */
 bool dlb_dyn_query(struct dlb_worker *w, const struct sockaddr *client, const uint8_t *qname_lc,
 		   size_t qname_len, uint16_t qtype, bool tcp, struct dlb_dyn_verdict *v);
+/** Where an answer came from (dlb_dyn_answer). */
+enum dlb_dyn_from {
+	DLB_DYN_FROM_BACKEND,		/* a backend's answer, over UDP or TCP */
+	DLB_DYN_FROM_LOCAL,		/* the cache's, or made by a rule */
+	DLB_DYN_FROM_TIMEOUT,		/* none: the backend timed out (UDP) */
+};
+
 /**
  * Account an answer of @len bytes with rcode @rcode sent to @client for
- * @qname_lc. Thread: worker.
+ * @qname_lc. The client rules (rcode, ratio, response bytes) see what
+ * dnsdist 1.7's response ring holds: backends' answers, and their UDP
+ * timeouts as a NOERROR of 0 bytes, not the cache's nor the rules'; the
+ * name statistics (suffix rules) see every answer, and no timeout.
+ * Thread: worker.
  */
 void dlb_dyn_answer(struct dlb_worker *w, const struct sockaddr *client, const uint8_t *qname_lc,
-		    size_t qname_len, unsigned rcode, size_t len);
+		    size_t qname_len, unsigned rcode, size_t len, enum dlb_dyn_from from);
 
 /* Lower level, for tests and the micro-benchmark: a lookup in the published
  * snapshot at @now, ignoring expired and warning entries. @return the
@@ -321,6 +332,13 @@ bool dlb_dyn_track_code(enum dlb_dyn_rule_kind kind, uint16_t code, double now);
  * daemon's workers). @return 0 or -1 (out of memory).
  */
 int dlb_dyn_attach_worker(struct dlb_worker *w);
+/**
+ * Before the workers start: attach tracking to them when some rule group
+ * exists, or when the config has a maintenance() function (@maintenance),
+ * where exceed*() may be called: dnsdist's rings hold every query from the
+ * start. Thread: main.
+ */
+void dlb_dyn_track_start(struct dlb_worker *const *ws, int n, bool maintenance, double now);
 /** One maintenance step at @now over @n workers @ws (tests; the daemon's in production). */
 void dlb_dyn_tick(struct dlb_worker *const *ws, int n, double now);
 /** Forget everything: blocks, groups' registrations, buckets, defaults (tests). */

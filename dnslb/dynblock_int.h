@@ -123,7 +123,8 @@ struct dlb_dyn_worker;
 void dlb_dyn_track_query(struct dlb_dyn_worker *dw, const struct sockaddr *client,
 			 const uint8_t *qname, size_t qlen, uint16_t qtype);
 void dlb_dyn_track_answer(struct dlb_dyn_worker *dw, const struct sockaddr *client,
-			  const uint8_t *qname, size_t qlen, unsigned rcode, size_t len);
+			  const uint8_t *qname, size_t qlen, unsigned rcode, size_t len,
+			  enum dlb_dyn_from from);
 
 /* Thread: main. The tracking's once-a-second step (harvest, flip, forget). */
 void dlb_dyn_track_tick(struct dlb_worker *const *ws, int n, double now);

@@ -246,7 +246,8 @@ answer(struct dlb_worker *w, const char *client, const char *qname, unsigned rco
 	size_t len = name(qname, nb);
 
 	for (int i = 0; i < n; i++)
-		dlb_dyn_track_answer(w->dyn, (struct sockaddr *)&ss, nb, len, rcode, bytes);
+		dlb_dyn_track_answer(w->dyn, (struct sockaddr *)&ss, nb, len, rcode, bytes,
+				     DLB_DYN_FROM_BACKEND);
 }
 
 static struct dlb_dyn_rule
