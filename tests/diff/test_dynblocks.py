@@ -1,0 +1,354 @@
+"""Dynamic blocks, dnsdist 1.7.3 next to dnslb: the same rules, the same
+traffic sent to both at the same moment, the decisions compared.
+
+Each client is a source address of its own (127.0.0.x). A burst is sent to
+both daemons query by query (dnsdist, then dnslb), then both are left to run
+their once-a-second maintenance() and `showDynBlocks()` is compared. The two
+daemons' maintenance runs are not in phase (each runs once a second from its
+own start), so a decision is compared once both have had a round after the
+burst, and once more a round later if they differ then (the same round, give
+or take the one-second tick); nothing asserts how fast a daemon is.
+
+What is normalized, and why: the `Seconds` column of `showDynBlocks()` and
+the `seconds` of `/jsonstat?command=dynblocklist` (whole seconds left until
+the block's end, which each daemon sets at the round that last saw the
+client over the rate: the rounds are out of phase, and the whole-second
+truncation of both the end and the time of the reading moves it by one).
+They must be within 2 of each other; every other field is compared exactly.
+"""
+
+import re
+import socket
+import time
+
+from diffharness import build_query, known  # noqa: F401
+
+ROUND = 1.0     # dnsdist's maintenance(): once a second
+
+
+def burst(p, plan, name="www.example.test.", qtype=1, drain=0.4):
+    """Send @plan ([(src, count[, name])]) to both daemons at the same moment,
+    each query to dnsdist then to dnslb. Returns {impl: {src: answers}}."""
+    socks = {}
+    for impl, side in (("dnsdist", p.theirs), ("dnslb", p.ours)):
+        for entry in plan:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind((entry[0], 0))
+            s.setblocking(False)
+            socks[(impl, entry[0])] = (s, side.port)
+    qid = 0
+    for entry in plan:
+        src, count = entry[0], entry[1]
+        qn = entry[2] if len(entry) > 2 else name
+        for i in range(count):
+            qid += 1
+            n = qn(i) if callable(qn) else qn
+            wire = build_query(n, qtype=qtype, qid=qid & 0xffff)
+            for impl in ("dnsdist", "dnslb"):
+                s, port = socks[(impl, src)]
+                s.sendto(wire, ("127.0.0.1", port))
+    got = {"dnsdist": {}, "dnslb": {}}
+    end = time.monotonic() + drain
+    while time.monotonic() < end:
+        for (impl, src), (s, _) in socks.items():
+            try:
+                while True:
+                    s.recv(65535)
+                    got[impl][src] = got[impl].get(src, 0) + 1
+            except BlockingIOError:
+                pass
+        time.sleep(0.01)
+    for s, _ in socks.values():
+        s.close()
+    return got
+
+
+def ask(side, src, name="www.example.test.", qtype=1, timeout=0.5):
+    """One query from @src to one daemon: the answer (bytes) or None."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.bind((src, 0))
+        s.settimeout(timeout)
+        s.sendto(build_query(name, qtype=qtype, qid=4242), ("127.0.0.1", side.port))
+        try:
+            return s.recv(65535)
+        except (socket.timeout, ConnectionRefusedError):
+            return None
+    finally:
+        s.close()
+
+
+def same_answer(p, src, name="www.example.test.", qtype=1):
+    """Ask both from @src: the same answer (ID aside) or both silent.
+    Returns dnsdist's."""
+    a, b = ask(p.theirs, src, name, qtype), ask(p.ours, src, name, qtype)
+    strip = lambda w: None if w is None else w[2:]  # noqa: E731
+    assert strip(a) == strip(b), "answers to %s differ\n dnsdist: %s\n dnslb:   %s" % (
+        src, a and a.hex(), b and b.hex())
+    return a
+
+
+ROW = re.compile(r"^(\S+\s+)(\d+)(\s+.*)$")
+
+
+def rows(text):
+    """showDynBlocks() as (header, {what: (seconds, rest of the line)})."""
+    lines = text.rstrip("\n").split("\n")
+    # (before it: what the console client printed running the config)
+    lines = lines[[i for i, l in enumerate(lines) if l.startswith("What ")][0]:]
+    out = {}
+    for line in lines[1:]:
+        m = ROW.match(line)
+        assert m, "unexpected showDynBlocks() line %r" % line
+        out[m.group(1).strip()] = (int(m.group(2)), m.group(1) + "%S%" + m.group(3))
+    return lines[0], out
+
+
+def shown(p):
+    """Both showDynBlocks(), compared: every line equal but Seconds, which
+    must be within 2 (see the module docstring). Returns False (no assert)
+    when they differ, else dnsdist's {what: line with %S%}."""
+    ha, a = rows(p.theirs.console("showDynBlocks()"))
+    hb, b = rows(p.ours.console("showDynBlocks()"))
+    assert ha == hb, "showDynBlocks() headers differ: %r %r" % (ha, hb)
+    if set(a) != set(b):
+        return False, a, b
+    for k in a:
+        if a[k][1] != b[k][1] or abs(a[k][0] - b[k][0]) > 2:
+            return False, a, b
+    return True, a, b
+
+
+def decided(p, wait=1.3):
+    """The blocks both daemons show once each has had a maintenance round
+    after the traffic (a round later if they differ: the ticks are not in
+    phase). Returns {what: line with the Seconds column as %S%}."""
+    time.sleep(wait)
+    ok, a, b = shown(p)
+    if not ok:
+        time.sleep(ROUND)
+        ok, a, b = shown(p)
+    assert ok, "showDynBlocks() differs\n dnsdist: %r\n dnslb:   %r" % (a, b)
+    return {k: v[1] for k, v in a.items()}
+
+
+def norm_json(doc):
+    """dynblocklist with `seconds` replaced by a marker (checked apart)."""
+    out = {}
+    for k, v in doc.items():
+        v = dict(v)
+        v["seconds"] = "S"
+        out[k] = v
+    return out
+
+
+def same_dynblocklist(p):
+    (sa, a), (sb, b) = p.theirs.web("/jsonstat?command=dynblocklist"), \
+        p.ours.web("/jsonstat?command=dynblocklist")
+    import json
+    ja, jb = json.loads(a), json.loads(b)
+    assert sa == sb == 200
+    assert set(ja) == set(jb), (ja, jb)
+    for k in ja:
+        assert abs(ja[k]["seconds"] - jb[k]["seconds"]) <= 2, (k, ja[k], jb[k])
+    assert norm_json(ja) == norm_json(jb), (ja, jb)
+    return ja
+
+
+GROUP = """newServer({address="@B0@"})
+local dbr = dynBlockRulesGroup()
+%s
+function maintenance() dbr:apply() end
+"""
+
+
+def group(rules):
+    return GROUP % rules
+
+
+# ---- query rate ---------------------------------------------------------------
+
+
+def test_query_rate_boundary(pair):
+    """setQueryRate(10, 2): over 20 queries in the last 2 s blocks, 20 does
+    not (dnsdist: count > rate * seconds); blocked clients are dropped."""
+    p = pair(group('dbr:setQueryRate(10, 2, "Exceeded query rate", 60)'))
+    time.sleep(0.5)
+    burst(p, [("127.0.0.2", 20), ("127.0.0.3", 21), ("127.0.0.4", 60)])
+    blocks = decided(p)
+    assert sorted(blocks) == ["127.0.0.3/32", "127.0.0.4/32"]
+    assert same_answer(p, "127.0.0.3") is None
+    assert same_answer(p, "127.0.0.2") is not None
+    burst(p, [("127.0.0.4", 5)])
+    decided(p, wait=0.2)  # the Blocks counts (6 each: 5 + the one above)
+
+
+def test_query_rate_just_after_start(pair):
+    """Queries sent before the first maintenance round count (dnsdist's
+    rings hold them): the reported bug."""
+    p = pair(group('dbr:setQueryRate(10, 2, "Exceeded query rate", 60)'))
+    burst(p, [("127.0.0.2", 21), ("127.0.0.3", 20)])
+    assert sorted(decided(p)) == ["127.0.0.2/32"]
+
+
+def test_exceed_qrate_legacy(pair):
+    """addDynBlocks(exceedQRate(10, 2), ...) from maintenance(), the same
+    boundary, from the start."""
+    p = pair('newServer({address="@B0@"})\n'
+             'function maintenance() addDynBlocks(exceedQRate(10, 2), '
+             '"Exceeded query rate", 60) end\n')
+    burst(p, [("127.0.0.2", 20), ("127.0.0.3", 21)])
+    assert sorted(decided(p)) == ["127.0.0.3/32"]
+
+
+def test_query_rate_spread_over_two_seconds(pair):
+    """11 queries, then 10 more a second later: 21 within 2 s blocks in
+    both; 10 and 10 do not."""
+    p = pair(group('dbr:setQueryRate(10, 2, "Exceeded query rate", 60)'))
+    time.sleep(0.5)
+    burst(p, [("127.0.0.2", 11), ("127.0.0.3", 10)], drain=0.1)
+    time.sleep(0.6)
+    burst(p, [("127.0.0.2", 10), ("127.0.0.3", 10)], drain=0.1)
+    assert sorted(decided(p)) == ["127.0.0.2/32"]
+
+
+def test_block_lifted_in_the_same_round(pair):
+    """A 3-second block ends in both within a round of each other: the last
+    round that saw the client over the rate is the same, give or take the
+    tick."""
+    p = pair(group('dbr:setQueryRate(10, 1, "Exceeded query rate", 3)'))
+    time.sleep(0.5)
+    burst(p, [("127.0.0.2", 30)])
+    assert sorted(decided(p)) == ["127.0.0.2/32"]
+    ends = {}
+    t0 = time.monotonic()
+    while len(ends) < 2 and time.monotonic() - t0 < 10:
+        for impl, side in (("dnsdist", p.theirs), ("dnslb", p.ours)):
+            if impl not in ends and "127.0.0.2/32" not in side.console("showDynBlocks()"):
+                ends[impl] = time.monotonic() - t0
+        time.sleep(0.1)
+    assert len(ends) == 2, ends
+    assert abs(ends["dnsdist"] - ends["dnslb"]) <= ROUND + 0.5, ends
+    assert same_answer(p, "127.0.0.2") is not None
+
+
+# ---- exclusions, actions, warnings ------------------------------------------------
+
+
+def test_exclude_range(pair):
+    p = pair(group('dbr:setQueryRate(10, 2, "Exceeded query rate", 60)\n'
+                   'dbr:excludeRange({"127.0.0.3/32", "127.0.1.0/24"})'))
+    time.sleep(0.5)
+    burst(p, [("127.0.0.2", 30), ("127.0.0.3", 30), ("127.0.1.7", 30)])
+    assert sorted(decided(p)) == ["127.0.0.2/32"]
+    assert same_answer(p, "127.0.0.3") is not None
+
+
+def test_noop_action_and_refused(pair):
+    """NoOp: listed ("Do nothing"), still answered; Refused: answered REFUSED."""
+    p = pair(group('dbr:setQueryRate(10, 2, "noop", 60, DNSAction.NoOp)\n'
+                   'dbr:excludeRange({"127.0.0.3/32"})\n'
+                   'local d2 = dynBlockRulesGroup()\n'
+                   'd2:setQueryRate(15, 2, "refused", 60, DNSAction.Refused)\n'
+                   'd2:excludeRange({"127.0.0.2/32"})\n'
+                   'local m = function() d2:apply() end'
+                   ).replace("dbr:apply()", "dbr:apply() m()"))
+    time.sleep(0.5)
+    burst(p, [("127.0.0.2", 25), ("127.0.0.3", 35)])
+    blocks = decided(p)
+    assert sorted(blocks) == ["127.0.0.2/32", "127.0.0.3/32"]
+    assert same_answer(p, "127.0.0.2") is not None
+    ans = same_answer(p, "127.0.0.3")
+    assert ans is not None and ans[3] & 0xf == 5
+
+
+def test_warning_rate(pair):
+    """setQueryRate(30, 2, ..., Drop, 10): over 20 queries a warning (listed,
+    answered), over 60 the block."""
+    p = pair(group('dbr:setQueryRate(30, 2, "Exceeded query rate", 60, '
+                   'DNSAction.Drop, 10)'), web=True)
+    time.sleep(0.5)
+    burst(p, [("127.0.0.2", 20), ("127.0.0.3", 40), ("127.0.0.4", 70)])
+    blocks = decided(p)
+    assert sorted(blocks) == ["127.0.0.3/32", "127.0.0.4/32"]
+    assert " true " in blocks["127.0.0.3/32"] and " false " in blocks["127.0.0.4/32"]
+    assert same_answer(p, "127.0.0.3") is not None
+    assert same_answer(p, "127.0.0.4") is None
+    same_dynblocklist(p)
+
+
+def test_dynblocklist_json(pair):
+    p = pair(group('dbr:setQueryRate(10, 2, "Exceeded query rate", 60, DNSAction.Nxdomain)\n'
+                   'dbr:setRCodeRate(DNSRCode.NXDOMAIN, 2, 2, "Exceeded NXD rate", 120)'),
+             web=True)
+    time.sleep(0.5)
+    burst(p, [("127.0.0.2", 25), ("127.0.0.3", 5, "nx.example.test.")])
+    decided(p)
+    burst(p, [("127.0.0.2", 3)])
+    doc = same_dynblocklist(p)
+    assert sorted(doc) == ["127.0.0.2/32", "127.0.0.3/32"]
+
+
+# ---- rcode rate and ratio, response bytes -----------------------------------------
+
+
+def test_rcode_rate(pair):
+    """setRCodeRate(NXDOMAIN, 5, 2): 11 NXDOMAIN answers block, 10 do not."""
+    p = pair(group('dbr:setRCodeRate(DNSRCode.NXDOMAIN, 5, 2, "Exceeded NXD rate", 60)'))
+    time.sleep(0.5)
+    nx = lambda i: "nx%d.example.test." % i  # noqa: E731
+    burst(p, [("127.0.0.2", 10, lambda i: "nx.q%d.example.test." % i),
+              ("127.0.0.3", 11, lambda i: "nx.q%d.example.test." % i),
+              ("127.0.0.4", 30, nx)])
+    # (nx%d: the responder answers by the first label: NOERROR)
+    assert sorted(decided(p)) == ["127.0.0.3/32"]
+
+
+def test_rcode_rate_ignores_cache_hits(pair):
+    """1.7.3 puts no cache hit in the response ring: 20 queries for one
+    NXDOMAIN name through a packet cache are one backend answer."""
+    p = pair('newServer({address="@B0@"})\n'
+             'pc = newPacketCache(100)\ngetPool(""):setCache(pc)\n'
+             'local dbr = dynBlockRulesGroup()\n'
+             'dbr:setRCodeRate(DNSRCode.NXDOMAIN, 2, 2, "Exceeded NXD rate", 60)\n'
+             'function maintenance() dbr:apply() end\n')
+    time.sleep(0.5)
+    same_answer(p, "127.0.0.2", "nxdomain-300.cached.example.test.")
+    burst(p, [("127.0.0.2", 20, "nxdomain-300.cached.example.test."),
+              ("127.0.0.3", 6, lambda i: "nx.u%d.example.test." % i)])
+    assert sorted(decided(p)) == ["127.0.0.3/32"]
+
+
+def test_rcode_ratio(pair):
+    """setRCodeRatio(SERVFAIL, 0.2, 2, ..., 10): 3 of 10 blocks; 3 of 9 (too
+    few answers) and 4 of 20 (not over 0.2) do not."""
+    p = pair(group('dbr:setRCodeRatio(DNSRCode.SERVFAIL, 0.2, 2, "Exceeded SF ratio", 60, 10)'))
+    time.sleep(0.5)
+
+    def mix(bad):
+        return lambda i: ("servfail.q%d.example.test." % i) if i < bad else (
+            "ok%d.example.test." % i)
+    burst(p, [("127.0.0.2", 10, mix(3)), ("127.0.0.3", 9, mix(3)),
+              ("127.0.0.4", 20, mix(4)), ("127.0.0.5", 20, mix(5))])
+    assert sorted(decided(p)) == ["127.0.0.2/32", "127.0.0.5/32"]
+
+
+def test_response_byte_rate(pair):
+    """setResponseByteRate(500, 2): over 1000 bytes of backend answers in
+    2 s blocks (here 30 answers of some 50 bytes; 5 of them do not)."""
+    p = pair(group('dbr:setResponseByteRate(500, 2, "Exceeded resp BW rate", 60)'))
+    time.sleep(0.5)
+    burst(p, [("127.0.0.2", 5), ("127.0.0.3", 30)])
+    assert sorted(decided(p)) == ["127.0.0.3/32"]
+
+
+def test_rules_order_and_reasons(pair):
+    """One client over several rules: the reason shown is the one dnsdist's
+    order leaves (query rate first, its block ends the client's turn)."""
+    p = pair(group('dbr:setRCodeRate(DNSRCode.NXDOMAIN, 1, 2, "nxd", 60)\n'
+                   'dbr:setQueryRate(5, 2, "qps", 60)\n'
+                   'dbr:setResponseByteRate(100, 2, "bytes", 60)'))
+    time.sleep(0.5)
+    nx = lambda i: "nx.r%d.example.test." % i  # noqa: E731
+    burst(p, [("127.0.0.2", 15, nx), ("127.0.0.3", 8, nx)])
+    assert sorted(decided(p)) == ["127.0.0.2/32", "127.0.0.3/32"]
