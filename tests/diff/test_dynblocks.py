@@ -352,3 +352,35 @@ def test_rules_order_and_reasons(pair):
     nx = lambda i: "nx.r%d.example.test." % i  # noqa: E731
     burst(p, [("127.0.0.2", 15, nx), ("127.0.0.3", 8, nx)])
     assert sorted(decided(p)) == ["127.0.0.2/32", "127.0.0.3/32"]
+
+
+# ---- masks ------------------------------------------------------------------------
+
+
+def test_set_masks_prefix(pair):
+    """setMasks(24, 128, 0): two clients of one /24, 12 queries each, are one
+    client of 24 queries: 127.0.0.0/24 is blocked, for both of them."""
+    p = pair(group('dbr:setQueryRate(10, 2, "Exceeded query rate", 60)\n'
+                   'dbr:setMasks(24, 128, 0)'))
+    time.sleep(0.5)
+    burst(p, [("127.0.0.2", 12), ("127.0.0.3", 12), ("127.0.1.2", 12)])
+    assert sorted(decided(p)) == ["127.0.0.0/24"]
+    assert same_answer(p, "127.0.0.9") is None
+    assert same_answer(p, "127.0.1.2") is not None
+
+
+def test_set_masks_port_range(workdir):
+    """setMasks(32, 128, 2) (CGNAT port ranges): dnslb refuses it."""
+    from diffharness import check_config
+    conf = ('newServer({address="127.0.0.1:5399"})\n'
+            'local dbr = dynBlockRulesGroup()\n'
+            'dbr:setQueryRate(10, 2, "Exceeded query rate", 60)\n'
+            'dbr:setMasks(32, 128, 2)\n'
+            'function maintenance() dbr:apply() end\n')
+    r = check_config(workdir, conf)
+    assert r["dnsdist"] == (0, "Configuration 'dnsdist.conf' OK!\n", "")
+    known("Dynamic blocks: no port ranges in setMasks")
+    assert r["dnslb"] == (1, "Added downstream server 127.0.0.1:5399\n"
+                          "Error while parsing the configuration file 'dnsdist.conf': "
+                          "dnsdist.conf:4: setMasks: port ranges (CGNAT) are not supported "
+                          "by dnslb: the third argument must be 0\n", "")
