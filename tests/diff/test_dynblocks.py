@@ -384,3 +384,31 @@ def test_set_masks_port_range(workdir):
                           "Error while parsing the configuration file 'dnsdist.conf': "
                           "dnsdist.conf:4: setMasks: port ranges (CGNAT) are not supported "
                           "by dnslb: the third argument must be 0\n", "")
+
+
+def test_rcode_ratio_counts_udp_timeouts(pair):
+    """A backend's UDP timeout is a response of the client's (dnsdist 1.7's
+    ring: a NOERROR of 0 bytes): 3 SERVFAIL and 2 unanswered queries are 3
+    of 5 answers (> 0.5, at least 4 of them) once the two time out."""
+    p = pair(group('dbr:setRCodeRatio(DNSRCode.SERVFAIL, 0.5, 10, "Exceeded SF ratio", 60, 4)'))
+    time.sleep(0.5)
+    burst(p, [("127.0.0.2", 3, lambda i: "servfail.t%d.example.test." % i),
+              ("127.0.0.2", 2, lambda i: "drop.t%d.example.test." % i),
+              ("127.0.0.3", 3, lambda i: "servfail.u%d.example.test." % i)])
+    assert decided(p, wait=0.3) == {}
+    # (both time a UDP query out after 2 s, then a maintenance round sees it)
+    assert sorted(decided(p, wait=3.5)) == ["127.0.0.2/32"]
+
+
+def test_exceed_nxdomains_and_servfails_legacy(pair):
+    """exceedNXDOMAINs() and exceedServFails() see the answers from before
+    their first call (dnsdist's rings)."""
+    p = pair('newServer({address="@B0@"})\n'
+             'function maintenance()\n'
+             '  addDynBlocks(exceedNXDOMAINs(2, 2), "Exceeded NXD rate", 60)\n'
+             '  addDynBlocks(exceedServFails(2, 2), "Exceeded SF rate", 60, DNSAction.Refused)\n'
+             'end\n')
+    burst(p, [("127.0.0.2", 5, lambda i: "nx.l%d.example.test." % i),
+              ("127.0.0.3", 5, lambda i: "servfail.l%d.example.test." % i),
+              ("127.0.0.4", 4, lambda i: "nx.m%d.example.test." % i)])
+    assert sorted(decided(p)) == ["127.0.0.2/32", "127.0.0.3/32"]
