@@ -324,6 +324,69 @@ test_rates(void **state)
 	dlb_dyn_reset();
 }
 
+/*
+ * dnsdist's window: a rule run right after a tick sees the second that tick
+ * closed, and the `seconds` before it, no more; answers from the cache or a
+ * rule do not count, a backend's timeout is a NOERROR of 0 bytes.
+ */
+static void
+test_window_and_sources(void **state)
+{
+	struct dlb_worker w;
+	struct dlb_worker *ws[1] = { &w };
+	struct dlb_dyn_group *g = dlb_dyn_group_new();
+	struct dlb_dyn_rule r;
+	struct sockaddr_storage ss = addr("192.0.2.9");
+	uint8_t nb[256];
+	size_t len = name("x.example", nb);
+	double now = 6000;
+
+	(void)state;
+	memset(&w, 0, sizeof(w));
+	r = rule(DLB_DYN_R_QRATE, 0, 10, 2, 0);
+	dlb_dyn_group_set_rule(g, &r);
+	r = rule(DLB_DYN_R_RATIO, DLB_RCODE_SERVFAIL, 0.5, 2, 0);
+	r.min_responses = 4;
+	dlb_dyn_group_set_rule(g, &r);
+	dlb_dyn_group_register(g);
+	assert_true(dlb_dyn_track_code(DLB_DYN_R_RCODE, DLB_RCODE_SERVFAIL, now));
+	dlb_dyn_tick(ws, 1, now);
+	query(&w, "192.0.2.1", "a.example.", 1, 11);
+	dlb_dyn_tick(ws, 1, now + 1);
+	query(&w, "192.0.2.1", "a.example.", 1, 10);
+	query(&w, "192.0.2.2", "a.example.", 1, 21);
+	dlb_dyn_tick(ws, 1, now + 2);
+	/* right after the tick: both seconds of A (21), all of B */
+	assert_int_equal(dlb_dyn_group_apply(g, now + 2.01, NULL), 2);
+	dlb_dyn_clear();
+	query(&w, "192.0.2.2", "a.example.", 1, 1);
+	dlb_dyn_tick(ws, 1, now + 3);
+	/* A's first second has left the window; B's 21 have not */
+	assert_int_equal(dlb_dyn_group_apply(g, now + 3.01, NULL), 1);
+	assert_int_equal(look("192.0.2.1", "a.", now + 3), -1);
+	assert_int_equal(look("192.0.2.2", "a.", now + 3), DLB_DYN_DROP);
+	dlb_dyn_clear();
+
+	/* ratio: 3 SERVFAIL from backends, 3 from the cache: 3 of 3 answers,
+	 * under the minimum of 4; two timeouts make it 3 of 5 */
+	for (int i = 0; i < 3; i++) {
+		dlb_dyn_track_answer(w.dyn, (struct sockaddr *)&ss, nb, len, DLB_RCODE_SERVFAIL, 40,
+				     DLB_DYN_FROM_BACKEND);
+		dlb_dyn_track_answer(w.dyn, (struct sockaddr *)&ss, nb, len, DLB_RCODE_SERVFAIL, 40,
+				     DLB_DYN_FROM_LOCAL);
+	}
+	dlb_dyn_tick(ws, 1, now + 4);
+	assert_int_equal(dlb_dyn_group_apply(g, now + 4.01, NULL), 0);
+	for (int i = 0; i < 2; i++)
+		dlb_dyn_track_answer(w.dyn, (struct sockaddr *)&ss, nb, len, DLB_RCODE_SERVFAIL, 40,
+				     DLB_DYN_FROM_TIMEOUT);
+	dlb_dyn_tick(ws, 1, now + 5);
+	assert_int_equal(dlb_dyn_group_apply(g, now + 5.01, NULL), 1);
+	assert_int_equal(look("192.0.2.9", "a.", now + 5), DLB_DYN_DROP);
+	dlb_dyn_group_free(g);
+	dlb_dyn_reset();
+}
+
 static void
 count_hits(const struct dlb_netmask *client, uint64_t count, void *ud)
 {
@@ -483,6 +546,7 @@ main(void)
 		cmocka_unit_test_setup(test_snapshot_swap, setup),
 		cmocka_unit_test_setup(test_show_format, setup),
 		cmocka_unit_test_setup(test_rates, setup),
+		cmocka_unit_test_setup(test_window_and_sources, setup),
 		cmocka_unit_test_setup(test_masks_ratio_exceed, setup),
 		cmocka_unit_test_setup(test_suffix_visitor, setup),
 		cmocka_unit_test_setup(test_group_text, setup),
