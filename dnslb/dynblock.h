@@ -69,6 +69,8 @@ double dlb_dyn_now(void);
 struct dlb_dyn_info {
 	bool smt;			/* a qname-suffix block (else a netmask one) */
 	struct dlb_netmask nm;		/* !smt */
+	uint16_t port;			/* !smt, pbits > 0: the first port of the range */
+	uint8_t pbits;			/* !smt: port bits (CGNAT ranges, IPv4 /32 only); 0: none */
 	uint8_t name[256];		/* smt: lowercase wire name */
 	uint8_t namelen;
 	double until;			/* dlb_dyn_now() seconds */
@@ -87,6 +89,14 @@ struct dlb_dyn_info {
  * @reason is copied. @quiet: no log line. Not published until
  * dlb_dyn_publish() (or the maintenance). @return true if the store changed.
  */
+/**
+ * The same for the port range of @pbits bits (1..16) starting at @port of
+ * the IPv4 address @nm (a /32): dnsdist's AddressAndPortRange (setMasks'
+ * third argument). @pbits 0: dlb_dyn_block_nm.
+ */
+bool dlb_dyn_block_range(const struct dlb_netmask *nm, uint16_t port, unsigned pbits,
+			 const char *reason, double until, int action, bool warning, bool quiet,
+			 double now);
 bool dlb_dyn_block_nm(const struct dlb_netmask *nm, const char *reason, double until, int action,
 		      bool warning, bool quiet, double now);
 /** The same for qname suffix @name (wire, any case; lowercased here). */
@@ -277,7 +287,7 @@ int dlb_dyn_group_range(struct dlb_dyn_group *g, const struct dlb_netmask *nm, b
 /** excludeDomains. @return 0, -1 when out of memory. */
 int dlb_dyn_group_exclude_domain(struct dlb_dyn_group *g, const uint8_t *name, size_t len);
 /** setMasks (bits of the v4 and v6 client aggregation). */
-void dlb_dyn_group_set_masks(struct dlb_dyn_group *g, unsigned v4, unsigned v6);
+void dlb_dyn_group_set_masks(struct dlb_dyn_group *g, unsigned v4, unsigned v6, unsigned port);
 void dlb_dyn_group_set_quiet(struct dlb_dyn_group *g, bool quiet);
 /** Is @sa excluded by the group's ranges (most specific of exclude/include wins)? */
 bool dlb_dyn_group_excluded(const struct dlb_dyn_group *g, const struct dlb_netmask *nm);

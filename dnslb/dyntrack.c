@@ -55,7 +55,8 @@
 struct cent {
 	uint8_t addr[16];
 	uint8_t family;			/* 0: empty slot */
-	uint8_t pad[3];
+	uint8_t pad;
+	uint16_t port;			/* the first port of its range (spec.pbits) */
 	uint32_t queries, responses, bytes;
 	uint32_t rcode[DLB_DYN_TRACKED];
 	uint32_t qtype[DLB_DYN_TRACKED];
@@ -74,6 +75,7 @@ _Static_assert(sizeof(struct sent) == 168, "name slots are 168 bytes");
 
 struct spec {
 	uint8_t v4bits, v6bits;
+	uint8_t pbits;			/* IPv4 port bits (CGNAT ranges): the finest asked */
 	uint8_t nrcodes, nqtypes;
 	uint8_t rcodes[DLB_DYN_TRACKED];
 	uint16_t qtypes[DLB_DYN_TRACKED];
@@ -123,12 +125,17 @@ static struct cent *
 client_slot(struct window *win, const struct sockaddr *sa)
 {
 	uint8_t fam, addr[16];
+	uint16_t port = 0;
 	uint64_t h;
 
 	if (!dlb_dyn_addr_of(sa, &fam, addr))
 		return NULL;
 	dlb_dyn_mask(addr, fam == AF_INET ? win->spec.v4bits : win->spec.v6bits);
 	h = dlb_dyn_hash_addr(fam, 0, addr);
+	if (win->spec.pbits > 0) {
+		port = dlb_dyn_port_mask(dlb_dyn_port_of(sa), win->spec.pbits);
+		h = dlb_dyn_hash_port(h, port, win->spec.pbits);
+	}
 	for (uint32_t i = (uint32_t)h & (CSLOTS - 1);; i = (i + 1) & (CSLOTS - 1)) {
 		struct cent *c = &win->c[i];
 
@@ -138,11 +145,12 @@ client_slot(struct window *win, const struct sockaddr *sa)
 				return NULL;
 			}
 			c->family = fam;
+			c->port = port;
 			memcpy(c->addr, addr, 16);
 			win->cused[win->nc++] = i;
 			return c;
 		}
-		if (c->family == fam && memcmp(c->addr, addr, 16) == 0)
+		if (c->family == fam && c->port == port && memcmp(c->addr, addr, 16) == 0)
 			return c;
 	}
 }
@@ -307,7 +315,7 @@ struct dlb_dyn_group {
 		uint8_t len;
 	} *domains;
 	size_t ndomains;
-	unsigned v4bits, v6bits;
+	unsigned v4bits, v6bits, pbits;
 	bool quiet;
 	bool registered;
 };
@@ -368,6 +376,8 @@ spec_now(struct spec *s, double now)
 
 		s->clients |= group_has_client_rules(g);
 		s->names |= g->suffix;
+		if (group_has_client_rules(g) && g->pbits > s->pbits)
+			s->pbits = (uint8_t)g->pbits;
 	}
 	legacy = t.legacy_last > 0 && now - t.legacy_last < FORGET_S;
 	s->clients |= legacy;
@@ -736,6 +746,8 @@ struct acc {
 	uint8_t addr[16];
 	uint8_t family;			/* 0: empty */
 	uint8_t bits;
+	uint8_t pbits;			/* a port range of a /32 (CGNAT) */
+	uint16_t port;
 	uint64_t v[];			/* [2 * nrules] */
 };
 
@@ -759,9 +771,10 @@ accmap_init(struct accmap *m, size_t n, size_t nrules)
 }
 
 static struct acc *
-accmap_get(struct accmap *m, uint8_t family, const uint8_t addr[16], uint8_t bits)
+accmap_get(struct accmap *m, uint8_t family, const uint8_t addr[16], uint8_t bits,
+	   uint16_t port, uint8_t pbits)
 {
-	uint64_t h = dlb_dyn_hash_addr(family, bits, addr);
+	uint64_t h = dlb_dyn_hash_port(dlb_dyn_hash_addr(family, bits, addr), port, pbits);
 
 	for (size_t i = h & m->mask;; i = (i + 1) & m->mask) {
 		struct acc *a = (struct acc *)(void *)(m->mem + i * m->stride);
@@ -769,11 +782,13 @@ accmap_get(struct accmap *m, uint8_t family, const uint8_t addr[16], uint8_t bit
 		if (a->family == 0) {
 			a->family = family;
 			a->bits = bits;
+			a->pbits = pbits;
+			a->port = port;
 			memcpy(a->addr, addr, 16);
 			m->n++;
 			return a;
 		}
-		if (a->family == family && memcmp(a->addr, addr, 16) == 0)
+		if (a->family == family && a->port == port && memcmp(a->addr, addr, 16) == 0)
 			return a;
 	}
 }
@@ -820,7 +835,7 @@ rule_value(const struct dlb_dyn_rule *r, const struct chunk *c, const struct cen
  */
 static int
 accumulate(struct accmap *m, const struct dlb_dyn_rule *rules, size_t nrules, unsigned v4,
-	   unsigned v6, double now)
+	   unsigned v6, unsigned pbits, double now)
 {
 	size_t total = 0;
 	unsigned longest = 0;
@@ -842,12 +857,15 @@ accumulate(struct accmap *m, const struct dlb_dyn_rule *rules, size_t nrules, un
 		for (size_t j = 0; j < c->nc; j++) {
 			const struct cent *e = &c->c[j];
 			unsigned bits = e->family == AF_INET ? v4 : v6;
+			/* dnsdist's AddressAndPortRange: IPv4 /32 only (set_masks checks) */
+			unsigned pb = e->family == AF_INET && bits == 32 ? pbits : 0;
 			uint8_t addr[16];
 			struct acc *a;
 
 			memcpy(addr, e->addr, 16);
 			dlb_dyn_mask(addr, bits);
-			a = accmap_get(m, e->family, addr, (uint8_t)bits);
+			a = accmap_get(m, e->family, addr, (uint8_t)bits,
+				       dlb_dyn_port_mask(e->port, pb), (uint8_t)pb);
 			for (size_t k = 0; k < nrules; k++) {
 				uint64_t tot;
 
@@ -1010,10 +1028,11 @@ dlb_dyn_group_exclude_domain(struct dlb_dyn_group *g, const uint8_t *name, size_
 }
 
 void
-dlb_dyn_group_set_masks(struct dlb_dyn_group *g, unsigned v4, unsigned v6)
+dlb_dyn_group_set_masks(struct dlb_dyn_group *g, unsigned v4, unsigned v6, unsigned port)
 {
 	g->v4bits = v4;
 	g->v6bits = v6;
+	g->pbits = port;
 }
 
 void
@@ -1072,10 +1091,11 @@ add_block(struct dlb_dyn_group *g, const struct acc *a, const struct dlb_dyn_rul
 	struct dlb_netmask nm = { .family = a->family, .bits = a->bits };
 
 	memcpy(nm.addr, a->addr, 16);
+	/* (exclusions are by address, as dnsdist's) */
 	if (dlb_dyn_group_excluded(g, &nm))
 		return false;
-	return dlb_dyn_block_nm(&nm, r->reason, now + r->block_seconds, r->action, warning,
-				g->quiet, now);
+	return dlb_dyn_block_range(&nm, a->port, a->pbits, r->reason, now + r->block_seconds,
+				   r->action, warning, g->quiet, now);
 }
 
 /* dnsdist's order of the rules: by kind, then (std::map) by code. */
@@ -1110,7 +1130,7 @@ apply_clients(struct dlb_dyn_group *g, double now)
 
 	if (g->nrules == 0)
 		return 0;
-	if (accumulate(&m, g->rules, g->nrules, g->v4bits, g->v6bits, now) != 0) {
+	if (accumulate(&m, g->rules, g->nrules, g->v4bits, g->v6bits, g->pbits, now) != 0) {
 		dlb_log_ratelimited(DLB_LOG_ERR, "dynamic blocks: out of memory evaluating rules");
 		return 0;
 	}
@@ -1417,7 +1437,7 @@ dlb_dyn_exceed(enum dlb_dyn_rule_kind kind, uint16_t code, double rate, unsigned
 		t.legacy_seconds = seconds;
 		t.legacy_seconds_at = now;
 	}
-	if (accumulate(&m, &r, 1, 32, 128, now) != 0)
+	if (accumulate(&m, &r, 1, 32, 128, 0, now) != 0)
 		return 0;
 	for (size_t i = 0; i <= m.mask; i++) {
 		const struct acc *a = (const struct acc *)(const void *)(m.mem + i * m.stride);

@@ -26,14 +26,24 @@ from diffharness import build_query, known  # noqa: F401
 ROUND = 1.0     # dnsdist's maintenance(): once a second
 
 
+def bind(src, impl):
+    """A UDP socket bound to @src: an address, or (address, port) where
+    dnsdist's client uses port and dnslb's port + 1 (the same port range)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    if isinstance(src, tuple):
+        s.bind((src[0], src[1] + (impl == "dnslb")))
+    else:
+        s.bind((src, 0))
+    return s
+
+
 def burst(p, plan, name="www.example.test.", qtype=1, drain=0.4):
     """Send @plan ([(src, count[, name])]) to both daemons at the same moment,
     each query to dnsdist then to dnslb. Returns {impl: {src: answers}}."""
     socks = {}
     for impl, side in (("dnsdist", p.theirs), ("dnslb", p.ours)):
         for entry in plan:
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            s.bind((entry[0], 0))
+            s = bind(entry[0], impl)
             s.setblocking(False)
             socks[(impl, entry[0])] = (s, side.port)
     qid = 0
@@ -64,10 +74,9 @@ def burst(p, plan, name="www.example.test.", qtype=1, drain=0.4):
 
 
 def ask(side, src, name="www.example.test.", qtype=1, timeout=0.5):
-    """One query from @src to one daemon: the answer (bytes) or None."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    """One query from @src (see bind) to one daemon: the answer (bytes) or None."""
+    s = bind(src, side.impl)
     try:
-        s.bind((src, 0))
         s.settimeout(timeout)
         s.sendto(build_query(name, qtype=qtype, qid=4242), ("127.0.0.1", side.port))
         try:
@@ -369,21 +378,36 @@ def test_set_masks_prefix(pair):
     assert same_answer(p, "127.0.1.2") is not None
 
 
-def test_set_masks_port_range(workdir):
-    """setMasks(32, 128, 2) (CGNAT port ranges): dnslb refuses it."""
-    from diffharness import check_config
-    conf = ('newServer({address="127.0.0.1:5399"})\n'
-            'local dbr = dynBlockRulesGroup()\n'
-            'dbr:setQueryRate(10, 2, "Exceeded query rate", 60)\n'
-            'dbr:setMasks(32, 128, 2)\n'
-            'function maintenance() dbr:apply() end\n')
-    r = check_config(workdir, conf)
-    assert r["dnsdist"] == (0, "Configuration 'dnsdist.conf' OK!\n", "")
-    known("Dynamic blocks: no port ranges in setMasks")
-    assert r["dnslb"] == (1, "Added downstream server 127.0.0.1:5399\n"
-                          "Error while parsing the configuration file 'dnsdist.conf': "
-                          "dnsdist.conf:4: setMasks: port ranges (CGNAT) are not supported "
-                          "by dnslb: the third argument must be 0\n", "")
+def free_pair(lo):
+    """A port P of the range starting at @lo (16384 wide) with P and P + 1
+    free on 127.0.0.2."""
+    import random
+    for _ in range(100):
+        port = lo + random.randrange(100, 16000)
+        try:
+            for k in (0, 1):
+                t = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                t.bind(("127.0.0.2", port + k))
+                t.close()
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no free port pair")
+
+
+def test_set_masks_port_range(pair):
+    """setMasks(32, 128, 2): one address, four port ranges of 16384 ports
+    (CGNAT); only the range over the rate is blocked, shown as
+    address:first-port/bits."""
+    p = pair(group('dbr:setQueryRate(10, 2, "Exceeded query rate", 60)\n'
+                   'dbr:setMasks(32, 128, 2)'), web=True)
+    time.sleep(0.5)
+    r1, r2, r3 = (("127.0.0.2", free_pair(lo)) for lo in (16384, 32768, 49152))
+    burst(p, [(r1, 15), (r2, 15), (r3, 25)])
+    assert sorted(decided(p)) == ["127.0.0.2:49152/2"]
+    same_dynblocklist(p)
+    assert same_answer(p, r3) is None
+    assert same_answer(p, r1) is not None
 
 
 def test_rcode_ratio_counts_udp_timeouts(pair):
@@ -412,3 +436,23 @@ def test_exceed_nxdomains_and_servfails_legacy(pair):
               ("127.0.0.3", 5, lambda i: "servfail.l%d.example.test." % i),
               ("127.0.0.4", 4, lambda i: "nx.m%d.example.test." % i)])
     assert sorted(decided(p)) == ["127.0.0.2/32", "127.0.0.3/32"]
+
+
+def test_set_masks_bad_arguments(workdir):
+    """setMasks' checks: both refuse the same calls with the same words
+    (each daemon frames the error its own way)."""
+    from diffharness import check_config
+    known("Errors in the configuration name the file and line")
+    for args, msg in (
+            ("33, 128, 0", "Trying to set an invalid IPv4 mask (33) to a Dynamic Block object"),
+            ("32, 129, 0", "Trying to set an invalid IPv6 mask (129) to a Dynamic Block object"),
+            ("32, 128, 17", "Trying to set an invalid port mask (17) to a Dynamic Block object"),
+            ("24, 128, 2", "Setting a non-zero port mask for Dynamic Blocks while only "
+                           "considering parts of IPv4 addresses does not make sense")):
+        conf = ('local dbr = dynBlockRulesGroup()\n'
+                'dbr:setMasks(%s)\n' % args)
+        r = check_config(workdir, conf)
+        assert r["dnsdist"][0] == 1 and r["dnsdist"][1].startswith(
+            'Fatal Lua error: [string "chunk"]:2: Caught exception: %s\n' % msg), r["dnsdist"]
+        assert r["dnslb"] == (1, "Error while parsing the configuration file 'dnsdist.conf': "
+                              "dnsdist.conf:2: %s\n" % msg, ""), r["dnslb"]

@@ -412,7 +412,7 @@ test_masks_ratio_exceed(void **state)
 	dlb_dyn_group_set_rule(g, &r);
 	r = rule(DLB_DYN_R_QRATE, 0, 10, 2, 0);
 	dlb_dyn_group_set_rule(g, &r);
-	dlb_dyn_group_set_masks(g, 24, 64);
+	dlb_dyn_group_set_masks(g, 24, 64, 0);
 	dlb_dyn_group_register(g);
 	assert_true(dlb_dyn_track_code(DLB_DYN_R_RCODE, DLB_RCODE_SERVFAIL, now));
 	dlb_dyn_tick(ws, 1, now);
