@@ -456,3 +456,36 @@ def test_set_masks_bad_arguments(workdir):
             'Fatal Lua error: [string "chunk"]:2: Caught exception: %s\n' % msg), r["dnsdist"]
         assert r["dnslb"] == (1, "Error while parsing the configuration file 'dnsdist.conf': "
                               "dnsdist.conf:2: %s\n" % msg, ""), r["dnslb"]
+
+
+def tcp_ask(side, src, name):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind((src, 0))
+        s.settimeout(2)
+        s.connect(("127.0.0.1", side.port))
+        q = build_query(name, qid=99)
+        s.sendall(len(q).to_bytes(2, "big") + q)
+        buf = b""
+        while len(buf) < 2 or len(buf) < 2 + int.from_bytes(buf[:2], "big"):
+            chunk = s.recv(65535)
+            if not chunk:
+                return None
+            buf += chunk
+        return buf[2:]
+    except (socket.timeout, ConnectionError):
+        return None
+    finally:
+        s.close()
+
+
+def test_rcode_rate_over_tcp(pair):
+    """TCP queries and their backends' answers count as UDP ones do."""
+    p = pair(group('dbr:setRCodeRate(DNSRCode.NXDOMAIN, 5, 2, "Exceeded NXD rate", 60)'))
+    time.sleep(0.5)
+    for src, n in (("127.0.0.2", 11), ("127.0.0.3", 10)):
+        for i in range(n):
+            name = "nx.t%d.example.test." % i
+            a, b = tcp_ask(p.theirs, src, name), tcp_ask(p.ours, src, name)
+            assert a is not None and b is not None and a[2:] == b[2:]
+    assert sorted(decided(p)) == ["127.0.0.2/32"]
