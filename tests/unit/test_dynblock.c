@@ -387,6 +387,48 @@ test_window_and_sources(void **state)
 	dlb_dyn_reset();
 }
 
+/* CGNAT port ranges: measured and blocked per range of a /32, the most
+ * specific block deciding; IPv6 clients have no port range. */
+static void
+test_port_ranges(void **state)
+{
+	struct dlb_worker w;
+	struct dlb_worker *ws[1] = { &w };
+	struct dlb_dyn_group *g = dlb_dyn_group_new();
+	struct dlb_dyn_rule r;
+	struct dlb_netmask m = nm("192.0.2.1/32");
+	double now = 8000;
+	struct dlb_dyn_info i = { .nm = m, .port = 49152, .pbits = 2 };
+	char text[80];
+
+	(void)state;
+	memset(&w, 0, sizeof(w));
+	r = rule(DLB_DYN_R_QRATE, 0, 10, 2, 0);
+	dlb_dyn_group_set_rule(g, &r);
+	dlb_dyn_group_set_masks(g, 32, 128, 2);
+	dlb_dyn_group_register(g);
+	dlb_dyn_tick(ws, 1, now);
+	query(&w, "192.0.2.1:50000", "a.example.", 1, 15);
+	query(&w, "192.0.2.1:60000", "a.example.", 1, 15);	/* the same range: 30 */
+	query(&w, "192.0.2.1:1000", "a.example.", 1, 15);
+	query(&w, "[2001:db8::1]:50000", "a.example.", 1, 21);
+	dlb_dyn_tick(ws, 1, now + 1);
+	assert_int_equal(dlb_dyn_group_apply(g, now + 1.01, NULL), 2);
+	assert_int_equal(look("192.0.2.1:49152", "a.", now + 1), DLB_DYN_DROP);
+	assert_int_equal(look("192.0.2.1:65535", "a.", now + 1), DLB_DYN_DROP);
+	assert_int_equal(look("192.0.2.1:49151", "a.", now + 1), -1);
+	assert_int_equal(look("[2001:db8::1]:1", "a.", now + 1), DLB_DYN_DROP);
+	/* a less specific block applies to the other ranges */
+	block("192.0.2.0/24", DLB_DYN_REFUSED, now + 60, false, now);
+	dlb_dyn_publish();
+	assert_int_equal(look("192.0.2.1:1000", "a.", now + 1), DLB_DYN_REFUSED);
+	assert_int_equal(look("192.0.2.1:50000", "a.", now + 1), DLB_DYN_DROP);
+	dlb_dyn_key_text(&i, text, sizeof(text));
+	assert_string_equal(text, "192.0.2.1:49152/2");
+	dlb_dyn_group_free(g);
+	dlb_dyn_reset();
+}
+
 static void
 count_hits(const struct dlb_netmask *client, uint64_t count, void *ud)
 {
@@ -547,6 +589,7 @@ main(void)
 		cmocka_unit_test_setup(test_show_format, setup),
 		cmocka_unit_test_setup(test_rates, setup),
 		cmocka_unit_test_setup(test_window_and_sources, setup),
+		cmocka_unit_test_setup(test_port_ranges, setup),
 		cmocka_unit_test_setup(test_masks_ratio_exceed, setup),
 		cmocka_unit_test_setup(test_suffix_visitor, setup),
 		cmocka_unit_test_setup(test_group_text, setup),
