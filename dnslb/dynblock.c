@@ -388,6 +388,39 @@ same_fleet_block(const struct dlb_dyn_rec *got, double until, int action, const 
 	return strcmp(got->origin, origin) == 0;
 }
 
+/*
+ * The most specific record covering @key (its own, a shorter port range of
+ * its address, or a shorter prefix): what dnsdist's NetmaskTree::lookup of
+ * the requestor finds in addOrRefreshBlock and addDynBlocks, so that, say, a
+ * client inside a blocked /24 gets no warning of its own.
+ */
+static struct dlb_dyn_rec *
+covering_nm(const struct dlb_dyn_rec *key)
+{
+	struct dlb_dyn_rec k;
+	struct dlb_dyn_rec *got;
+
+	memset(&k, 0, sizeof(k));
+	k.nm = key->nm;
+	for (int pb = key->pbits; pb > 0; pb--) {
+		k.pbits = (uint8_t)pb;
+		k.port = dlb_dyn_port_mask(key->port, (unsigned)pb);
+		key_hash(&k);
+		if ((got = table_get(&g.index, &k)) != NULL)
+			return got;
+	}
+	k.pbits = 0;
+	k.port = 0;
+	for (int b = key->nm.bits; b >= 0; b--) {
+		k.nm.bits = (uint8_t)b;
+		dlb_dyn_mask(k.nm.addr, (unsigned)b);
+		key_hash(&k);
+		if ((got = table_get(&g.index, &k)) != NULL)
+			return got;
+	}
+	return NULL;
+}
+
 /* @origin: the fleet node (copied), NULL for this node's; @fleet: from the fleet (no hook). */
 static bool
 block_nm(const struct dlb_netmask *nm, uint16_t port, unsigned pbits, const char *reason,
@@ -406,7 +439,9 @@ block_nm(const struct dlb_netmask *nm, uint16_t port, unsigned pbits, const char
 	key.pbits = (uint8_t)pbits;
 	key.port = dlb_dyn_port_mask(port, pbits);
 	key_hash(&key);
-	got = table_get(&g.index, &key);
+	/* the fleet's copies replace their own key; a local decision weighs the
+	 * entry that covers the client, as dnsdist's */
+	got = fleet ? table_get(&g.index, &key) : covering_nm(&key);
 	if (fleet && same_fleet_block(got, until, warning ? DLB_DYN_NOOP : action, origin))
 		return false;
 	if (!refresh_decision(got, warning, until, now, &count, &announce))
@@ -766,7 +801,7 @@ dlb_dyn_set_purge_interval(unsigned s)
 
 /* ---- the query path -------------------------------------------------------- */
 
-/* The most specific active, non-warning block of @addr in @s. */
+/* The most specific entry of @addr in @s, when active and not a warning. */
 static struct dlb_dyn_rec *
 lookup_addr(const struct dlb_dyn_snap *s, const struct sockaddr *sa, double now)
 {
@@ -825,9 +860,9 @@ lookup_addr(const struct dlb_dyn_snap *s, const struct sockaddr *sa, double now)
 			if (r->nm.family != family || r->nm.bits != bits || rhi != hi || rlo != lo ||
 			    r->pbits != pbits || r->port != mport)
 				continue;
-			if (now < r->until && !r->warning)
-				return (struct dlb_dyn_rec *)r;
-			break;	/* expired or a warning: a less specific one may apply */
+			/* dnsdist acts on the most specific entry only: an expired
+			 * one (until purged) or a warning shadows a wider block */
+			return now < r->until && !r->warning ? (struct dlb_dyn_rec *)r : NULL;
 		}
 	}
 	return NULL;

@@ -533,3 +533,42 @@ def decided_pair(p, wait=1.3):
         b = set(rows(p.ours.console("showDynBlocks()"))[1]) - {"127.0.0.2/32"}
     assert a == b, (a, b)
     return a
+
+
+def test_no_warning_inside_a_block(pair):
+    """A client over a warning rate inside a blocked /24 gets no warning of
+    its own: dnsdist weighs the entry covering it (the /24's)."""
+    p = pair('newServer({address="@B0@"})\n'
+             'local net = dynBlockRulesGroup()\n'
+             'net:setQueryRate(50, 2, "net", 60)\n'
+             'net:setMasks(24, 128, 0)\n'
+             'local one = dynBlockRulesGroup()\n'
+             'one:setQueryRate(1000, 2, "one", 60, DNSAction.Drop, 5)\n'
+             'function maintenance() net:apply() one:apply() end\n')
+    time.sleep(0.5)
+    burst(p, [("127.0.0.2", 120)])
+    assert sorted(decided(p)) == ["127.0.0.0/24"]
+    assert same_answer(p, "127.0.0.2") is None
+    assert same_answer(p, "127.0.0.3") is None
+    decided(p, wait=0)
+
+
+def test_expired_entry_shadows_a_wider_block(pair):
+    """dnsdist acts on the most specific entry only: once a client's own
+    short block has expired (until it is purged), the /24 block around it
+    does not apply to it."""
+    p = pair('newServer({address="@B0@"})\n'
+             'local one = dynBlockRulesGroup()\n'
+             'one:setQueryRate(10, 1, "one", 2)\n'
+             'local net = dynBlockRulesGroup()\n'
+             'net:setQueryRate(10, 1, "net", 60)\n'
+             'net:setMasks(24, 128, 0)\n'
+             'function maintenance() one:apply() net:apply() end\n')
+    time.sleep(0.5)
+    burst(p, [("127.0.0.2", 30)])
+    assert sorted(decided(p)) == ["127.0.0.0/24", "127.0.0.2/32"]
+    time.sleep(3.5)
+    assert sorted(decided(p, wait=0)) == ["127.0.0.0/24"]
+    assert same_answer(p, "127.0.0.3") is None
+    assert same_answer(p, "127.0.0.2") is not None
+    decided(p, wait=0)

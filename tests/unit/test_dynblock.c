@@ -116,20 +116,30 @@ test_expiry_warning_purge(void **state)
 	double now = 1000;
 
 	(void)state;
-	block("192.0.2.0/24", DLB_DYN_DROP, now + 60, false, now);
+	/* the /32s first: a block or warning inside a longer-lasting /24 is not
+	 * made (dnsdist weighs the entry covering the client) */
 	block("192.0.2.1/32", DLB_DYN_REFUSED, now + 10, false, now);
-	/* a warning is shown but never acts: the /24 applies */
 	block("192.0.2.2/32", DLB_DYN_DROP, now + 60, true, now);
+	block("192.0.2.0/24", DLB_DYN_DROP, now + 60, false, now);
 	block("198.51.100.7/32", DLB_DYN_DROP, now + 60, true, now);
+	{
+		struct dlb_netmask m = nm("192.0.2.3/32");
+
+		assert_false(dlb_dyn_block_nm(&m, "w", now + 60, DLB_DYN_DROP, true, true, now));
+		assert_false(dlb_dyn_block_nm(&m, "b", now + 30, DLB_DYN_DROP, false, true, now));
+	}
 	dlb_dyn_publish();
-	assert_int_equal(look("192.0.2.2", "a.", now), DLB_DYN_DROP);
+	assert_int_equal(look("192.0.2.3", "a.", now), DLB_DYN_DROP);
+	/* the most specific entry decides: a warning shadows the /24 (dnsdist) */
+	assert_int_equal(look("192.0.2.2", "a.", now), -1);
 	assert_int_equal(look("198.51.100.7", "a.", now), -1);
-	/* expired: ignored at once (the /24 takes over), purged later */
+	/* expired: stops acting at once, and shadows the /24 until purged */
 	assert_int_equal(look("192.0.2.1", "a.", now + 5), DLB_DYN_REFUSED);
-	assert_int_equal(look("192.0.2.1", "a.", now + 11), DLB_DYN_DROP);
+	assert_int_equal(look("192.0.2.1", "a.", now + 11), -1);
 	assert_int_equal(dlb_dyn_nmg_size(), 4);
 	assert_int_equal(dlb_dyn_purge(now + 11), 1);
 	assert_int_equal(dlb_dyn_nmg_size(), 3);
+	assert_int_equal(look("192.0.2.1", "a.", now + 11), DLB_DYN_DROP);
 	/* a warning never replaces a real block; a real block replaces a warning */
 	{
 		struct dlb_netmask m = nm("192.0.2.0/24");
