@@ -164,6 +164,22 @@ def same_dynblocklist(p):
     return ja
 
 
+DYN_STATS = ("dyn-blocked", "dyn-block-nmg-size", "queries", "responses", "self-answered",
+             "rule-refused", "rule-nxdomain", "frontend-noerror", "frontend-nxdomain",
+             "frontend-servfail", "acl-drops", "rule-drop")
+
+
+def same_counters(p):
+    """The counters dynamic blocks move, from both dumpStats() (the whole
+    list is the counters area's: compared there)."""
+    a = p.parse_dumpstats(p.theirs.console("dumpStats()"))
+    b = p.parse_dumpstats(p.ours.console("dumpStats()"))
+    a = {k: a.get(k) for k in DYN_STATS}
+    b = {k: b.get(k) for k in DYN_STATS}
+    assert a == b, "counters differ\n dnsdist: %r\n dnslb:   %r" % (a, b)
+    return a
+
+
 GROUP = """newServer({address="@B0@"})
 local dbr = dynBlockRulesGroup()
 %s
@@ -190,6 +206,7 @@ def test_query_rate_boundary(pair):
     assert same_answer(p, "127.0.0.2") is not None
     burst(p, [("127.0.0.4", 5)])
     decided(p, wait=0.2)  # the Blocks counts (6 each: 5 + the one above)
+    same_counters(p)
 
 
 def test_query_rate_just_after_start(pair):
@@ -269,6 +286,8 @@ def test_noop_action_and_refused(pair):
     assert same_answer(p, "127.0.0.2") is not None
     ans = same_answer(p, "127.0.0.3")
     assert ans is not None and ans[3] & 0xf == 5
+    decided(p, wait=0)  # the Blocks counts: NoOp counts none
+    same_counters(p)
 
 
 def test_warning_rate(pair):
@@ -284,6 +303,7 @@ def test_warning_rate(pair):
     assert same_answer(p, "127.0.0.3") is not None
     assert same_answer(p, "127.0.0.4") is None
     same_dynblocklist(p)
+    same_counters(p)
 
 
 def test_dynblocklist_json(pair):
@@ -408,6 +428,8 @@ def test_set_masks_port_range(pair):
     same_dynblocklist(p)
     assert same_answer(p, r3) is None
     assert same_answer(p, r1) is not None
+    decided(p, wait=0)
+    same_counters(p)
 
 
 def test_rcode_ratio_counts_udp_timeouts(pair):
