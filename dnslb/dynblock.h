@@ -205,7 +205,7 @@ enum dlb_dyn_from {
  * @qname_lc. The client rules (rcode, ratio, response bytes) see what
  * dnsdist 1.7's response ring holds: backends' answers, and their UDP
  * timeouts as a NOERROR of 0 bytes, not the cache's nor the rules'; the
- * name statistics (suffix rules) see every answer, and no timeout.
+ * name statistics (suffix rules) see the same, a timeout as a drop.
  * Thread: worker.
  */
 void dlb_dyn_answer(struct dlb_worker *w, const struct sockaddr *client, const uint8_t *qname_lc,

@@ -65,7 +65,7 @@ _Static_assert(sizeof(struct cent) == 64, "a client slot is one cache line");
 
 struct sent {
 	uint64_t hash;
-	uint32_t queries, answers, noerrors, nxdomains, servfails;
+	uint32_t queries, drops, noerrors, nxdomains, servfails;
 	uint32_t bytes;
 	uint8_t namelen;		/* 0: empty slot */
 	uint8_t name[SNAME];
@@ -220,8 +220,6 @@ dlb_dyn_track_query(struct dlb_dyn_worker *dw, const struct sockaddr *client,
 				c->qtype[k]++;
 		}
 	}
-	if (win->spec.names && win->s != NULL)
-		name_slot(win, qname, qlen)->queries++;
 }
 
 void
@@ -246,12 +244,15 @@ dlb_dyn_track_answer(struct dlb_dyn_worker *dw, const struct sockaddr *client,
 					c->rcode[i]++;
 		}
 	}
-	if (win->spec.names && win->s != NULL && qname != NULL && from != DLB_DYN_FROM_TIMEOUT) {
+	/* dnsdist's StatNode of the response ring: a timeout is a drop */
+	if (win->spec.names && win->s != NULL && qname != NULL && from != DLB_DYN_FROM_LOCAL) {
 		struct sent *s = name_slot(win, qname, qlen);
 
-		s->answers++;
+		s->queries++;
 		s->bytes += (uint32_t)len;
-		if (rcode == 0)
+		if (from == DLB_DYN_FROM_TIMEOUT)
+			s->drops++;
+		else if (rcode == 0)
 			s->noerrors++;
 		else if (rcode == 2)
 			s->servfails++;
@@ -570,7 +571,7 @@ static void
 harvest(struct window *win, double end, bool keep)
 {
 	struct chunk c = { .t0 = win->start, .t1 = end, .spec = win->spec };
-	bool root = win->root.queries > 0 || win->root.answers > 0;
+	bool root = win->root.queries > 0;
 
 	if (keep && (win->nc > 0 || win->ns > 0 || root)) {
 		c.c = malloc((win->nc ? win->nc : 1) * sizeof(*c.c));
@@ -1192,7 +1193,6 @@ struct snode {
 	uint8_t len;
 	uint8_t labels;
 	struct dlb_dyn_stat self;
-	uint64_t answers;
 	uint32_t first_child, next;	/* indices + 1; 0: none */
 	uint32_t nchildren;
 };
@@ -1353,14 +1353,8 @@ apply_suffixes(struct dlb_dyn_group *g, double now, void *ud)
 			n->self.nxdomains += e->nxdomains;
 			n->self.servfails += e->servfails;
 			n->self.bytes += e->bytes;
-			n->answers += e->answers;
+			n->self.drops += e->drops;
 		}
-	}
-	/* drops: queries without an answer in the window (timeouts, drops) */
-	for (size_t i = 0; i < st.n; i++) {
-		struct snode *n = &st.v[i];
-
-		n->self.drops = n->self.queries > n->answers ? n->self.queries - n->answers : 0;
 	}
 	if (st.n > 0)
 		stree_visit(&c, 1, &total, 0);	/* node 1 is the root: made first */

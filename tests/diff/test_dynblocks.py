@@ -594,3 +594,43 @@ def test_expired_entry_shadows_a_wider_block(pair):
     assert same_answer(p, "127.0.0.3") is None
     assert same_answer(p, "127.0.0.2") is not None
     decided(p, wait=0)
+
+
+SMT = """newServer({address="@B0@"})
+%s
+local dbr = dynBlockRulesGroup()
+dbr:setSuffixMatchRule(10, "Random subdomains", 60, DNSAction.Drop,
+  function(node, self, children)
+    if node.fullname == "victim.test." and children.nxdomains > 20 then return true end
+    if node.fullname == "slow.test." and children.drops >= 3 then return true end
+    return false
+  end)
+function maintenance() dbr:apply() end
+"""
+
+
+def test_suffix_match_rule(pair):
+    """setSuffixMatchRule: the visitor sees the backends' answers of the
+    window (a timeout as a drop); the name and everything under it is
+    dropped for every client."""
+    p = pair(SMT % "")
+    time.sleep(0.5)
+    burst(p, [("127.0.0.2", 21, lambda i: "nx.r%d.victim.test." % i),
+              ("127.0.0.3", 3, lambda i: "drop.r%d.slow.test." % i)], drain=0.1)
+    assert sorted(decided(p)) == ["victim.test."]
+    assert sorted(decided(p, wait=3)) == ["slow.test.", "victim.test."]
+    assert same_answer(p, "127.0.0.4", "www.victim.test.") is None
+    assert same_answer(p, "127.0.0.4", "www.example.test.") is not None
+    same_counters(p)
+
+
+def test_suffix_match_rule_ignores_cache_hits(pair):
+    """1.7.3: cache hits are not in the response ring, so not in the stat
+    tree: 25 NXDOMAINs for one cached name are one answer."""
+    p = pair(SMT % 'pc = newPacketCache(100)\ngetPool(""):setCache(pc)')
+    time.sleep(0.5)
+    same_answer(p, "127.0.0.2", "nxdomain-300.victim.test.")
+    burst(p, [("127.0.0.2", 25, "nxdomain-300.victim.test.")])
+    assert decided(p) == {}
+    burst(p, [("127.0.0.2", 21, lambda i: "nxdomain-300.r%d.victim.test." % i)])
+    assert sorted(decided(p)) == ["victim.test."]
