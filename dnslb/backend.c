@@ -28,6 +28,7 @@
 
 #include "dnslb/abuse.h"
 #include "dnslb/config.h"
+#include "dnslb/dynblock.h"
 #include "dnslb/frontend.h"
 #include "dnslb/log.h"
 #include "dnslb/netmask.h"
@@ -360,6 +361,8 @@ expire_sock(struct dlb_worker *w, struct dlb_be_sock *s, double now, double *nex
 		if (slot->client.proto != DLB_CLIENT_INTERNAL &&
 		    !(w->cfg->failover_on_timeout && failover_retry(w, slot))) {
 			w->stats.downstream_timeouts++;
+			dlb_dyn_answer(w, &slot->client.peer.sa, slot->key.qname_lc,
+				       slot->key.qname_len, 0, 0, DLB_DYN_FROM_TIMEOUT);
 			dlb_query_answer_stale(w, slot);
 		}
 		release_slot(w, s, idx);

@@ -97,6 +97,8 @@ struct dlb_dyn_rec {
 	bool warning;
 	bool smt;
 	struct dlb_netmask nm;
+	uint16_t port;			/* pbits > 0: the first port of the range */
+	uint8_t pbits;			/* port bits (IPv4 /32 only): probed as prefix 32 + pbits */
 	uint8_t namelen;
 	uint8_t labels;			/* smt: label count (root = 0) */
 	uint8_t name[256];
@@ -129,7 +131,8 @@ struct dlb_dyn_snap {
 	uint64_t *filter;		/* [nlines * 8] */
 	size_t line_mask;		/* nlines - 1 */
 	uint8_t coarse4, coarse6;
-	uint8_t v4_lens[33], v6_lens[129];	/* prefix lengths present, longest first */
+	uint8_t v4_lens[49], v6_lens[129];	/* prefix lengths present, longest first
+						 * (IPv4: 33..48 are /32 and a port range) */
 	uint8_t n4, n6;
 	uint64_t smt_labels[2];		/* label counts present (bit per count, 0..127) */
 	uint8_t smt_max_labels;
@@ -191,6 +194,7 @@ rec_same_key(const struct dlb_dyn_rec *a, const struct dlb_dyn_rec *b)
 	if (a->smt)
 		return a->namelen == b->namelen && memcmp(a->name, b->name, a->namelen) == 0;
 	return a->nm.family == b->nm.family && a->nm.bits == b->nm.bits &&
+	       a->pbits == b->pbits && a->port == b->port &&
 	       memcmp(a->nm.addr, b->nm.addr, 16) == 0;
 }
 
@@ -302,7 +306,8 @@ key_hash(struct dlb_dyn_rec *r)
 	if (r->smt)
 		r->hash = dlb_dyn_hash_name(r->name, r->namelen);
 	else
-		r->hash = dlb_dyn_hash_addr(r->nm.family, r->nm.bits, r->nm.addr);
+		r->hash = dlb_dyn_hash_port(dlb_dyn_hash_addr(r->nm.family, r->nm.bits, r->nm.addr),
+					    r->port, r->pbits);
 }
 
 /*
@@ -383,20 +388,60 @@ same_fleet_block(const struct dlb_dyn_rec *got, double until, int action, const 
 	return strcmp(got->origin, origin) == 0;
 }
 
+/*
+ * The most specific record covering @key (its own, a shorter port range of
+ * its address, or a shorter prefix): what dnsdist's NetmaskTree::lookup of
+ * the requestor finds in addOrRefreshBlock and addDynBlocks, so that, say, a
+ * client inside a blocked /24 gets no warning of its own.
+ */
+static struct dlb_dyn_rec *
+covering_nm(const struct dlb_dyn_rec *key)
+{
+	struct dlb_dyn_rec k;
+	struct dlb_dyn_rec *got;
+
+	memset(&k, 0, sizeof(k));
+	k.nm = key->nm;
+	for (int pb = key->pbits; pb > 0; pb--) {
+		k.pbits = (uint8_t)pb;
+		k.port = dlb_dyn_port_mask(key->port, (unsigned)pb);
+		key_hash(&k);
+		if ((got = table_get(&g.index, &k)) != NULL)
+			return got;
+	}
+	k.pbits = 0;
+	k.port = 0;
+	for (int b = key->nm.bits; b >= 0; b--) {
+		k.nm.bits = (uint8_t)b;
+		dlb_dyn_mask(k.nm.addr, (unsigned)b);
+		key_hash(&k);
+		if ((got = table_get(&g.index, &k)) != NULL)
+			return got;
+	}
+	return NULL;
+}
+
 /* @origin: the fleet node (copied), NULL for this node's; @fleet: from the fleet (no hook). */
 static bool
-block_nm(const struct dlb_netmask *nm, const char *reason, double until, int action,
-	 bool warning, bool quiet, double now, const char *origin, bool fleet)
+block_nm(const struct dlb_netmask *nm, uint16_t port, unsigned pbits, const char *reason,
+	 double until, int action, bool warning, bool quiet, double now, const char *origin,
+	 bool fleet)
 {
 	struct dlb_dyn_rec key, *got, *r;
 	uint64_t count;
 	bool announce;
-	char text[64];
+	char text[80];
 
+	if (pbits > 0 && (nm->family != AF_INET || nm->bits != 32 || pbits > 16))
+		return false;	/* (the callers never ask) */
 	memset(&key, 0, sizeof(key));
 	key.nm = *nm;
+	key.pbits = (uint8_t)pbits;
+	key.port = dlb_dyn_port_mask(port, pbits);
 	key_hash(&key);
-	got = table_get(&g.index, &key);
+	/* the fleet's copies replace their own key; a local decision weighs the
+	 * entry that covers the client, as dnsdist's */
+	got = fleet ? table_get(&g.index, &key) : covering_nm(&key);
 	if (fleet && same_fleet_block(got, until, warning ? DLB_DYN_NOOP : action, origin))
 		return false;
 	if (!refresh_decision(got, warning, until, now, &count, &announce))
@@ -410,6 +455,8 @@ block_nm(const struct dlb_netmask *nm, const char *reason, double until, int act
 		return false;
 	}
 	r->nm = *nm;
+	r->port = key.port;
+	r->pbits = key.pbits;
 	r->hash = key.hash;
 	r->until = until;
 	r->action = warning ? DLB_DYN_NOOP : action;
@@ -420,7 +467,9 @@ block_nm(const struct dlb_netmask *nm, const char *reason, double until, int act
 	if (!fleet)
 		hook_raised(r);
 	if (!quiet && announce) {
-		dlb_netmask_format(nm, text, sizeof(text));
+		struct dlb_dyn_info i = { .nm = *nm, .port = key.port, .pbits = key.pbits };
+
+		dlb_dyn_key_text(&i, text, sizeof(text));
 		if (warning)
 			dlb_warn("Query rate for %s exceeded set warning rate (%s)", text, reason);
 		else
@@ -434,7 +483,15 @@ bool
 dlb_dyn_block_nm(const struct dlb_netmask *nm, const char *reason, double until, int action,
 		 bool warning, bool quiet, double now)
 {
-	return block_nm(nm, reason, until, action, warning, quiet, now, NULL, false);
+	return block_nm(nm, 0, 0, reason, until, action, warning, quiet, now, NULL, false);
+}
+
+bool
+dlb_dyn_block_range(const struct dlb_netmask *nm, uint16_t port, unsigned pbits,
+		    const char *reason, double until, int action, bool warning, bool quiet,
+		    double now)
+{
+	return block_nm(nm, port, pbits, reason, until, action, warning, quiet, now, NULL, false);
 }
 
 static bool
@@ -496,7 +553,7 @@ dlb_dyn_block_fleet(const struct dlb_dyn_info *b, const char *origin, double now
 	if (b->smt)
 		return block_smt(b->name, b->namelen, b->reason, b->until, b->action, true, now,
 				 origin, true);
-	return block_nm(&b->nm, b->reason, b->until, b->action, b->warning, true, now, origin,
+	return block_nm(&b->nm, b->port, b->pbits, b->reason, b->until, b->action, b->warning, true, now, origin,
 			true);
 }
 
@@ -551,7 +608,7 @@ static struct dlb_dyn_snap *
 snap_build(void)
 {
 	struct dlb_dyn_snap *s = calloc(1, sizeof(*s));
-	bool v4[33] = { false }, v6[129] = { false };
+	bool v4[49] = { false }, v6[129] = { false };
 	size_t nnm = 0, nsmt = 0;
 
 	if (s == NULL)
@@ -597,12 +654,12 @@ snap_build(void)
 			filter_add(s, r);
 			table_put(&s->nm, r);
 			if (r->nm.family == AF_INET && r->nm.bits <= 32)
-				v4[r->nm.bits] = true;
+				v4[r->nm.bits + r->pbits] = true;
 			else if (r->nm.bits <= 128)
 				v6[r->nm.bits] = true;
 		}
 	}
-	for (int b = 32; b >= 0; b--)
+	for (int b = 48; b >= 0; b--)
 		if (v4[b])
 			s->v4_lens[s->n4++] = (uint8_t)b;
 	for (int b = 128; b >= 0; b--)
@@ -744,11 +801,12 @@ dlb_dyn_set_purge_interval(unsigned s)
 
 /* ---- the query path -------------------------------------------------------- */
 
-/* The most specific active, non-warning block of @addr in @s. */
+/* The most specific entry of @addr in @s, when active and not a warning. */
 static struct dlb_dyn_rec *
 lookup_addr(const struct dlb_dyn_snap *s, const struct sockaddr *sa, double now)
 {
 	uint8_t family, base[16], coarse;
+	uint16_t port;
 	uint64_t bhi, blo;
 	const uint8_t *lens;
 	const uint64_t *line;
@@ -769,13 +827,21 @@ lookup_addr(const struct dlb_dyn_snap *s, const struct sockaddr *sa, double now)
 		return NULL;
 	dlb_dyn_words(base, &bhi, &blo);
 	line = filter_line(s, family, bhi, blo);
+	port = dlb_dyn_port_of(sa);
 	for (unsigned k = 0; k < nlens; k++) {
-		uint8_t bits = lens[k];
+		uint8_t bits = lens[k], pbits = 0;
+		uint16_t mport = 0;
 		uint64_t hi = bhi, lo = blo, h;
 		unsigned b1, b2;
 
+		if (bits > 32 && family == AF_INET) {
+			/* a port range of the /32 (CGNAT), more specific than it */
+			pbits = (uint8_t)(bits - 32);
+			bits = 32;
+			mport = dlb_dyn_port_mask(port, pbits);
+		}
 		dlb_dyn_mask_words(&hi, &lo, bits);
-		h = dlb_dyn_hash_words(family, bits, hi, lo);
+		h = dlb_dyn_hash_port(dlb_dyn_hash_words(family, bits, hi, lo), mport, pbits);
 		b1 = FBIT1(h);
 		b2 = FBIT2(h);
 		if (bits >= coarse && (!(line[b1 / 64] & (1ull << (b1 % 64))) ||
@@ -791,11 +857,12 @@ lookup_addr(const struct dlb_dyn_snap *s, const struct sockaddr *sa, double now)
 			if (sl->hash != h)
 				continue;
 			dlb_dyn_words(r->nm.addr, &rhi, &rlo);
-			if (r->nm.family != family || r->nm.bits != bits || rhi != hi || rlo != lo)
+			if (r->nm.family != family || r->nm.bits != bits || rhi != hi || rlo != lo ||
+			    r->pbits != pbits || r->port != mport)
 				continue;
-			if (now < r->until && !r->warning)
-				return (struct dlb_dyn_rec *)r;
-			break;	/* expired or a warning: a less specific one may apply */
+			/* dnsdist acts on the most specific entry only: an expired
+			 * one (until purged) or a warning shadows a wider block */
+			return now < r->until && !r->warning ? (struct dlb_dyn_rec *)r : NULL;
 		}
 	}
 	return NULL;
@@ -906,12 +973,12 @@ dlb_dyn_query(struct dlb_worker *w, const struct sockaddr *client, const uint8_t
 
 DLB_HOT void
 dlb_dyn_answer(struct dlb_worker *w, const struct sockaddr *client, const uint8_t *qname_lc,
-	       size_t qname_len, unsigned rcode, size_t len)
+	       size_t qname_len, unsigned rcode, size_t len, enum dlb_dyn_from from)
 {
 	struct dlb_dyn_worker *dw = __atomic_load_n(&w->dyn, __ATOMIC_ACQUIRE);
 
 	if (dw != NULL && client != NULL)
-		dlb_dyn_track_answer(dw, client, qname_lc, qname_len, rcode, len);
+		dlb_dyn_track_answer(dw, client, qname_lc, qname_len, rcode, len, from);
 }
 
 /* ---- the control plane's views --------------------------------------------- */
@@ -921,6 +988,8 @@ info_of(const struct dlb_dyn_rec *r, struct dlb_dyn_info *b)
 {
 	b->smt = r->smt;
 	b->nm = r->nm;
+	b->port = r->port;
+	b->pbits = r->pbits;
 	b->namelen = r->namelen;
 	memcpy(b->name, r->name, r->namelen);
 	b->until = r->until;
@@ -970,6 +1039,15 @@ dlb_dyn_smt_size(void)
 void
 dlb_dyn_key_text(const struct dlb_dyn_info *b, char *out, size_t outsz)
 {
+	if (!b->smt && b->pbits > 0) {
+		/* dnsdist's AddressAndPortRange::toString */
+		char a[64];
+
+		dlb_netmask_format(&b->nm, a, sizeof(a));
+		*strchr(a, '/') = '\0';
+		snprintf(out, outsz, "%s:%u/%u", a, (unsigned)b->port, (unsigned)b->pbits);
+		return;
+	}
 	if (!b->smt) {
 		dlb_netmask_format(&b->nm, out, outsz);
 		return;

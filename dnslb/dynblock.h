@@ -69,6 +69,8 @@ double dlb_dyn_now(void);
 struct dlb_dyn_info {
 	bool smt;			/* a qname-suffix block (else a netmask one) */
 	struct dlb_netmask nm;		/* !smt */
+	uint16_t port;			/* !smt, pbits > 0: the first port of the range */
+	uint8_t pbits;			/* !smt: port bits (CGNAT ranges, IPv4 /32 only); 0: none */
 	uint8_t name[256];		/* smt: lowercase wire name */
 	uint8_t namelen;
 	double until;			/* dlb_dyn_now() seconds */
@@ -87,6 +89,14 @@ struct dlb_dyn_info {
  * @reason is copied. @quiet: no log line. Not published until
  * dlb_dyn_publish() (or the maintenance). @return true if the store changed.
  */
+/**
+ * The same for the port range of @pbits bits (1..16) starting at @port of
+ * the IPv4 address @nm (a /32): dnsdist's AddressAndPortRange (setMasks'
+ * third argument). @pbits 0: dlb_dyn_block_nm.
+ */
+bool dlb_dyn_block_range(const struct dlb_netmask *nm, uint16_t port, unsigned pbits,
+			 const char *reason, double until, int action, bool warning, bool quiet,
+			 double now);
 bool dlb_dyn_block_nm(const struct dlb_netmask *nm, const char *reason, double until, int action,
 		      bool warning, bool quiet, double now);
 /** The same for qname suffix @name (wire, any case; lowercased here). */
@@ -183,12 +193,23 @@ struct dlb_dyn_verdict {
  */
 bool dlb_dyn_query(struct dlb_worker *w, const struct sockaddr *client, const uint8_t *qname_lc,
 		   size_t qname_len, uint16_t qtype, bool tcp, struct dlb_dyn_verdict *v);
+/** Where an answer came from (dlb_dyn_answer). */
+enum dlb_dyn_from {
+	DLB_DYN_FROM_BACKEND,		/* a backend's answer, over UDP or TCP */
+	DLB_DYN_FROM_LOCAL,		/* the cache's, or made by a rule */
+	DLB_DYN_FROM_TIMEOUT,		/* none: the backend timed out (UDP) */
+};
+
 /**
  * Account an answer of @len bytes with rcode @rcode sent to @client for
- * @qname_lc. Thread: worker.
+ * @qname_lc. The client rules (rcode, ratio, response bytes) see what
+ * dnsdist 1.7's response ring holds: backends' answers, and their UDP
+ * timeouts as a NOERROR of 0 bytes, not the cache's nor the rules'; the
+ * name statistics (suffix rules) see the same, a timeout as a drop.
+ * Thread: worker.
  */
 void dlb_dyn_answer(struct dlb_worker *w, const struct sockaddr *client, const uint8_t *qname_lc,
-		    size_t qname_len, unsigned rcode, size_t len);
+		    size_t qname_len, unsigned rcode, size_t len, enum dlb_dyn_from from);
 
 /* Lower level, for tests and the micro-benchmark: a lookup in the published
  * snapshot at @now, ignoring expired and warning entries. @return the
@@ -266,7 +287,7 @@ int dlb_dyn_group_range(struct dlb_dyn_group *g, const struct dlb_netmask *nm, b
 /** excludeDomains. @return 0, -1 when out of memory. */
 int dlb_dyn_group_exclude_domain(struct dlb_dyn_group *g, const uint8_t *name, size_t len);
 /** setMasks (bits of the v4 and v6 client aggregation). */
-void dlb_dyn_group_set_masks(struct dlb_dyn_group *g, unsigned v4, unsigned v6);
+void dlb_dyn_group_set_masks(struct dlb_dyn_group *g, unsigned v4, unsigned v6, unsigned port);
 void dlb_dyn_group_set_quiet(struct dlb_dyn_group *g, bool quiet);
 /** Is @sa excluded by the group's ranges (most specific of exclude/include wins)? */
 bool dlb_dyn_group_excluded(const struct dlb_dyn_group *g, const struct dlb_netmask *nm);
@@ -321,6 +342,13 @@ bool dlb_dyn_track_code(enum dlb_dyn_rule_kind kind, uint16_t code, double now);
  * daemon's workers). @return 0 or -1 (out of memory).
  */
 int dlb_dyn_attach_worker(struct dlb_worker *w);
+/**
+ * Before the workers start: attach tracking to them when some rule group
+ * exists, or when the config has a maintenance() function (@maintenance),
+ * where exceed*() may be called: dnsdist's rings hold every query from the
+ * start. Thread: main.
+ */
+void dlb_dyn_track_start(struct dlb_worker *const *ws, int n, bool maintenance, double now);
 /** One maintenance step at @now over @n workers @ws (tests; the daemon's in production). */
 void dlb_dyn_tick(struct dlb_worker *const *ws, int n, double now);
 /** Forget everything: blocks, groups' registrations, buckets, defaults (tests). */

@@ -102,6 +102,29 @@ dlb_dyn_addr_of(const struct sockaddr *sa, uint8_t *family, uint8_t addr[16])
 	return false;
 }
 
+/* The port of @sa (host order); 0 when not IPv4: dnsdist's port ranges are IPv4's only. */
+static inline uint16_t
+dlb_dyn_port_of(const struct sockaddr *sa)
+{
+	if (sa->sa_family != AF_INET)
+		return 0;
+	return __builtin_bswap16(((const struct sockaddr_in *)(const void *)sa)->sin_port);
+}
+
+/* The first port of @port's range of @pbits bits. */
+static inline uint16_t
+dlb_dyn_port_mask(uint16_t port, unsigned pbits)
+{
+	return pbits == 0 ? 0 : pbits >= 16 ? port : (uint16_t)(port & ~(0xffffu >> pbits));
+}
+
+/* Hash of a port range of an address whose (full-length) key hashes to @h. */
+static inline uint64_t
+dlb_dyn_hash_port(uint64_t h, uint16_t port, unsigned pbits)
+{
+	return pbits == 0 ? h : dlb_fmix64(h ^ ((uint64_t)pbits << 16 | port));
+}
+
 static inline void
 dlb_dyn_mask(uint8_t addr[16], unsigned bits)
 {
@@ -123,7 +146,8 @@ struct dlb_dyn_worker;
 void dlb_dyn_track_query(struct dlb_dyn_worker *dw, const struct sockaddr *client,
 			 const uint8_t *qname, size_t qlen, uint16_t qtype);
 void dlb_dyn_track_answer(struct dlb_dyn_worker *dw, const struct sockaddr *client,
-			  const uint8_t *qname, size_t qlen, unsigned rcode, size_t len);
+			  const uint8_t *qname, size_t qlen, unsigned rcode, size_t len,
+			  enum dlb_dyn_from from);
 
 /* Thread: main. The tracking's once-a-second step (harvest, flip, forget). */
 void dlb_dyn_track_tick(struct dlb_worker *const *ws, int n, double now);

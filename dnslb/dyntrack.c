@@ -28,9 +28,11 @@
  * Thread: the worker for dlb_dyn_track_query/answer, main for the rest.
  */
 #include <ck_epoch.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dnslb/daemon.h"
 #include "dnslb/dynblock.h"
@@ -47,11 +49,14 @@
 #define SMAX (SSLOTS * 3 / 4)
 #define SNAME 128			/* longest name kept (longer: its last labels) */
 #define FORGET_S 120.0			/* codes, masks and windows not asked for since */
+#define LEGACY_PRE_S 10			/* history kept for exceed*() before their first call */
+#define SETTLE_NS 20000000L		/* longest wait for the workers to leave a window */
 
 struct cent {
 	uint8_t addr[16];
 	uint8_t family;			/* 0: empty slot */
-	uint8_t pad[3];
+	uint8_t pad;
+	uint16_t port;			/* the first port of its range (spec.pbits) */
 	uint32_t queries, responses, bytes;
 	uint32_t rcode[DLB_DYN_TRACKED];
 	uint32_t qtype[DLB_DYN_TRACKED];
@@ -60,7 +65,7 @@ _Static_assert(sizeof(struct cent) == 64, "a client slot is one cache line");
 
 struct sent {
 	uint64_t hash;
-	uint32_t queries, answers, noerrors, nxdomains, servfails;
+	uint32_t queries, drops, noerrors, nxdomains, servfails;
 	uint32_t bytes;
 	uint8_t namelen;		/* 0: empty slot */
 	uint8_t name[SNAME];
@@ -70,6 +75,7 @@ _Static_assert(sizeof(struct sent) == 168, "name slots are 168 bytes");
 
 struct spec {
 	uint8_t v4bits, v6bits;
+	uint8_t pbits;			/* IPv4 port bits (CGNAT ranges): the finest asked */
 	uint8_t nrcodes, nqtypes;
 	uint8_t rcodes[DLB_DYN_TRACKED];
 	uint16_t qtypes[DLB_DYN_TRACKED];
@@ -78,6 +84,7 @@ struct spec {
 
 struct window {
 	struct spec spec;		/* main: written before the flip into it */
+	double start;			/* main: when the flip into it was made */
 	uint32_t nc, ns;		/* slots used */
 	uint64_t untracked;		/* queries of clients that found the table full */
 	struct sent root;		/* names that found the table full */
@@ -94,6 +101,8 @@ struct dlb_dyn_worker {
 	/* main thread only */
 	bool pending;			/* flipped, old window not harvested yet */
 	uint64_t flip_tick;
+	double flip_at;			/* when the last flip was made: the old window's end */
+	struct dlb_worker *w;		/* its worker (for its epoch record) */
 	struct dlb_dyn_worker *next_all;
 };
 
@@ -116,12 +125,17 @@ static struct cent *
 client_slot(struct window *win, const struct sockaddr *sa)
 {
 	uint8_t fam, addr[16];
+	uint16_t port = 0;
 	uint64_t h;
 
 	if (!dlb_dyn_addr_of(sa, &fam, addr))
 		return NULL;
 	dlb_dyn_mask(addr, fam == AF_INET ? win->spec.v4bits : win->spec.v6bits);
 	h = dlb_dyn_hash_addr(fam, 0, addr);
+	if (win->spec.pbits > 0) {
+		port = dlb_dyn_port_mask(dlb_dyn_port_of(sa), win->spec.pbits);
+		h = dlb_dyn_hash_port(h, port, win->spec.pbits);
+	}
 	for (uint32_t i = (uint32_t)h & (CSLOTS - 1);; i = (i + 1) & (CSLOTS - 1)) {
 		struct cent *c = &win->c[i];
 
@@ -131,11 +145,12 @@ client_slot(struct window *win, const struct sockaddr *sa)
 				return NULL;
 			}
 			c->family = fam;
+			c->port = port;
 			memcpy(c->addr, addr, 16);
 			win->cused[win->nc++] = i;
 			return c;
 		}
-		if (c->family == fam && memcmp(c->addr, addr, 16) == 0)
+		if (c->family == fam && c->port == port && memcmp(c->addr, addr, 16) == 0)
 			return c;
 	}
 }
@@ -205,17 +220,20 @@ dlb_dyn_track_query(struct dlb_dyn_worker *dw, const struct sockaddr *client,
 				c->qtype[k]++;
 		}
 	}
-	if (win->spec.names && win->s != NULL)
-		name_slot(win, qname, qlen)->queries++;
 }
 
 void
 dlb_dyn_track_answer(struct dlb_dyn_worker *dw, const struct sockaddr *client,
-		     const uint8_t *qname, size_t qlen, unsigned rcode, size_t len)
+		     const uint8_t *qname, size_t qlen, unsigned rcode, size_t len,
+		     enum dlb_dyn_from from)
 {
 	struct window *win = cur_window(dw);
 
-	if (win->spec.clients) {
+	if (from == DLB_DYN_FROM_TIMEOUT) {
+		rcode = 0;	/* dnsdist's ring entry of a timeout: a zeroed header */
+		len = 0;
+	}
+	if (win->spec.clients && from != DLB_DYN_FROM_LOCAL) {
 		struct cent *c = client_slot(win, client);
 
 		if (c != NULL) {
@@ -226,12 +244,15 @@ dlb_dyn_track_answer(struct dlb_dyn_worker *dw, const struct sockaddr *client,
 					c->rcode[i]++;
 		}
 	}
-	if (win->spec.names && win->s != NULL && qname != NULL) {
+	/* dnsdist's StatNode of the response ring: a timeout is a drop */
+	if (win->spec.names && win->s != NULL && qname != NULL && from != DLB_DYN_FROM_LOCAL) {
 		struct sent *s = name_slot(win, qname, qlen);
 
-		s->answers++;
+		s->queries++;
 		s->bytes += (uint32_t)len;
-		if (rcode == 0)
+		if (from == DLB_DYN_FROM_TIMEOUT)
+			s->drops++;
+		else if (rcode == 0)
 			s->noerrors++;
 		else if (rcode == 2)
 			s->servfails++;
@@ -250,7 +271,7 @@ struct code_reg {
 
 /* One worker window's harvest. */
 struct chunk {
-	double t;			/* harvest time */
+	double t0, t1;			/* the window's time: [flip into it, flip out of it) */
 	struct spec spec;
 	struct cent *c;
 	size_t nc;
@@ -295,7 +316,7 @@ struct dlb_dyn_group {
 		uint8_t len;
 	} *domains;
 	size_t ndomains;
-	unsigned v4bits, v6bits;
+	unsigned v4bits, v6bits, pbits;
 	bool quiet;
 	bool registered;
 };
@@ -346,6 +367,8 @@ group_has_client_rules(const struct dlb_dyn_group *g)
 static void
 spec_now(struct spec *s, double now)
 {
+	bool legacy;
+
 	memset(s, 0, sizeof(*s));
 	s->v4bits = 32;
 	s->v6bits = 128;
@@ -354,8 +377,11 @@ spec_now(struct spec *s, double now)
 
 		s->clients |= group_has_client_rules(g);
 		s->names |= g->suffix;
+		if (group_has_client_rules(g) && g->pbits > s->pbits)
+			s->pbits = (uint8_t)g->pbits;
 	}
-	s->clients |= t.legacy_last > 0 && now - t.legacy_last < FORGET_S;
+	legacy = t.legacy_last > 0 && now - t.legacy_last < FORGET_S;
+	s->clients |= legacy;
 	for (size_t i = 0; i < t.ncodes; i++) {
 		if (now - t.codes[i].last >= FORGET_S)
 			continue;
@@ -363,6 +389,17 @@ spec_now(struct spec *s, double now)
 			s->rcodes[s->nrcodes++] = (uint8_t)t.codes[i].code;
 		else if (t.codes[i].kind == DLB_DYN_R_QTYPE && s->nqtypes < DLB_DYN_TRACKED)
 			s->qtypes[s->nqtypes++] = t.codes[i].code;
+	}
+	/* exceedNXDOMAINs() and exceedServFails() see what came before their
+	 * first call, as in dnsdist, while a slot is spare (not registered) */
+	for (int k = 0; legacy && k < 2; k++) {
+		uint8_t rc = k == 0 ? DLB_RCODE_NXDOMAIN : DLB_RCODE_SERVFAIL;
+		bool have = false;
+
+		for (unsigned i = 0; i < s->nrcodes; i++)
+			have |= s->rcodes[i] == rc;
+		if (!have && s->nrcodes < DLB_DYN_TRACKED)
+			s->rcodes[s->nrcodes++] = rc;
 	}
 }
 
@@ -428,8 +465,8 @@ worker_free(struct dlb_dyn_worker *dw)
 static int window_prepare(struct window *win, const struct spec *s);
 static void spec_now(struct spec *s, double now);
 
-int
-dlb_dyn_attach_worker(struct dlb_worker *w)
+static int
+attach_at(struct dlb_worker *w, double now)
 {
 	struct dlb_dyn_worker *dw;
 	struct spec s;
@@ -440,12 +477,44 @@ dlb_dyn_attach_worker(struct dlb_worker *w)
 	if ((dw = worker_new()) == NULL)
 		return -1;
 	/* measuring from the first query on: the current window has the spec too */
-	spec_now(&s, dlb_dyn_now());
+	spec_now(&s, now);
 	window_prepare(&dw->win[0], &s);
+	dw->win[0].start = now;
+	dw->flip_at = now;
+	dw->w = w;
 	dw->next_all = t.all;
 	t.all = dw;
 	__atomic_store_n(&w->dyn, dw, __ATOMIC_RELEASE);
 	return 0;
+}
+
+int
+dlb_dyn_attach_worker(struct dlb_worker *w)
+{
+	return attach_at(w, dlb_dyn_now());
+}
+
+void
+dlb_dyn_track_start(struct dlb_worker *const *ws, int n, bool maintenance, double now)
+{
+	struct spec s;
+
+	if (maintenance) {
+		/* exceed*() may be called from it: dnsdist's rings hold every query
+		 * from the start, so measure whole addresses from the start too, and
+		 * keep what its functions are usually asked for (the legacy window
+		 * and codes are then those of the calls) */
+		t.legacy_last = now;
+		t.legacy_seconds = LEGACY_PRE_S;
+		t.legacy_seconds_at = now;
+	}
+	spec_now(&s, now);
+	if (!(s.clients || s.names))
+		return;
+	for (int i = 0; i < n; i++)
+		if (attach_at(ws[i], now) != 0)
+			dlb_log_ratelimited(DLB_LOG_ERR, "dynamic blocks: out of memory, "
+					    "worker %d measures from the first maintenance on", i);
 }
 
 /* Make window @win (not the worker's current one) ready for @s. @return 0 or -1. */
@@ -468,6 +537,19 @@ window_prepare(struct window *win, const struct spec *s)
 	return 0;
 }
 
+/*
+ * How long ago, at @now, chunk @c was measured: from its middle. dnsdist
+ * counts what its rings hold from the last @seconds (cutoff = now - seconds);
+ * the rules run right after the tick that closed the newest window, so a
+ * rule over S seconds takes the S newest windows (ages 0.5 .. S - 0.5), and
+ * one run a little later still takes the same.
+ */
+static inline double
+chunk_age(const struct chunk *c, double now)
+{
+	return now - (c->t0 + c->t1) / 2;
+}
+
 static int
 chunk_push(struct chunk *c)
 {
@@ -484,12 +566,12 @@ chunk_push(struct chunk *c)
 	return 0;
 }
 
-/* Copy window @win into a chunk at @now (when anything asks for it) and clear it. */
+/* Copy window @win, left at @end, into a chunk (when anything asks for it) and clear it. */
 static void
-harvest(struct window *win, double now, bool keep)
+harvest(struct window *win, double end, bool keep)
 {
-	struct chunk c = { .t = now, .spec = win->spec };
-	bool root = win->root.queries > 0 || win->root.answers > 0;
+	struct chunk c = { .t0 = win->start, .t1 = end, .spec = win->spec };
+	bool root = win->root.queries > 0;
 
 	if (keep && (win->nc > 0 || win->ns > 0 || root)) {
 		c.c = malloc((win->nc ? win->nc : 1) * sizeof(*c.c));
@@ -540,6 +622,27 @@ grace_cb(ck_epoch_entry_t *e)
 	t.grace_busy = false;
 }
 
+/*
+ * Has the worker of @dw left the window it wrote before the flip to @f? It
+ * has when it acknowledged the flip, or when it is outside its epoch section
+ * (between two loop iterations, or waiting): it reads the flip only inside
+ * one, and the fence between our flip and this load (its own between entering
+ * and reading) makes a section it enters later see the new window.
+ */
+static bool
+left_window(const struct dlb_dyn_worker *dw, uint32_t f)
+{
+	ck_epoch_record_t *rec;
+
+	if (dlb_daemon.rcu == NULL)
+		return true;	/* without a daemon (tests) the "worker" runs on this thread */
+	if (atomic_load_explicit(&dw->ack, memory_order_acquire) == f)
+		return true;
+	/* (registered by the worker's thread when it starts) */
+	rec = __atomic_load_n(&dw->w->rcu.rec, __ATOMIC_ACQUIRE);
+	return rec != NULL && __atomic_load_n(&rec->active, __ATOMIC_ACQUIRE) == 0;
+}
+
 void
 dlb_dyn_track_tick(struct dlb_worker *const *ws, int n, double now)
 {
@@ -547,7 +650,8 @@ dlb_dyn_track_tick(struct dlb_worker *const *ws, int n, double now)
 	struct spec s;
 	unsigned keep_s;
 	size_t drop = 0;
-	bool flipped = false;
+	bool flipped = false, waiting;
+	struct timespec t0;
 
 	t.tick++;
 	spec_now(&s, now);
@@ -558,32 +662,62 @@ dlb_dyn_track_tick(struct dlb_worker *const *ws, int n, double now)
 		uint32_t f;
 
 		if (dw == NULL) {
-			if (!(s.clients || s.names) || dlb_dyn_attach_worker(w) != 0)
+			if (!(s.clients || s.names) || attach_at(w, now) != 0)
 				continue;
 			dw = w->dyn;
 		}
 		f = atomic_load_explicit(&dw->flip, memory_order_relaxed);
 		if (dw->pending) {
-			/* without a daemon (tests) the "worker" runs on this thread */
-			bool quiet = rt == NULL ||
-				     atomic_load_explicit(&dw->ack, memory_order_acquire) == f ||
-				     t.grace_done >= dw->flip_tick;
-
-			if (!quiet)
+			/* a straggler of the last tick: harvested once the epoch says so */
+			if (!left_window(dw, f) && t.grace_done < dw->flip_tick)
 				continue;
-			harvest(&dw->win[(f + 1) & 1], now, keep_s > 0);
+			harvest(&dw->win[(f + 1) & 1], dw->flip_at, keep_s > 0);
 			dw->pending = false;
 		}
 		if (!(s.clients || s.names) && !dw->win[f & 1].spec.clients &&
 		    !dw->win[f & 1].spec.names)
 			continue;	/* nothing to measure: leave it idle */
 		window_prepare(&dw->win[(f + 1) & 1], &s);
+		dw->win[(f + 1) & 1].start = now;
 		atomic_store_explicit(&dw->flip, f + 1, memory_order_release);
 		dw->pending = true;
 		dw->flip_tick = t.tick;
+		dw->flip_at = now;
 		flipped = true;
 	}
-	if (flipped && rt != NULL && !t.grace_busy) {
+	/*
+	 * dnsdist's rules see every query up to the moment they run, and they run
+	 * right after this: harvest the window just left now rather than a tick
+	 * later. A busy worker acknowledges the flip at its next query, an idle
+	 * one is outside its section; a worker still inside a long section after
+	 * a short wait is harvested at the next tick (or after the grace period).
+	 */
+	atomic_thread_fence(memory_order_seq_cst);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		struct timespec t1;
+
+		waiting = false;
+		for (struct dlb_dyn_worker *dw = t.all; dw != NULL; dw = dw->next_all) {
+			uint32_t f = atomic_load_explicit(&dw->flip, memory_order_relaxed);
+
+			if (!dw->pending || dw->flip_tick != t.tick)
+				continue;
+			if (!left_window(dw, f)) {
+				waiting = true;
+				continue;
+			}
+			harvest(&dw->win[(f + 1) & 1], dw->flip_at, keep_s > 0);
+			dw->pending = false;
+		}
+		if (!waiting)
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) > SETTLE_NS)
+			break;
+		sched_yield();
+	} while (waiting);
+	if (flipped && waiting && rt != NULL && !t.grace_busy) {
 		t.grace_busy = true;
 		t.grace_tick = t.tick;
 		dlb_rcu_defer(rt, &t.grace_entry, grace_cb);
@@ -595,7 +729,7 @@ dlb_dyn_track_tick(struct dlb_worker *const *ws, int n, double now)
 		t.untracked = 0;
 	}
 	/* forget what no rule can look at any more */
-	while (drop < t.nchunks && now - t.chunks[drop].t >= (double)keep_s + 2) {
+	while (drop < t.nchunks && now - t.chunks[drop].t1 >= (double)keep_s + 2) {
 		free(t.chunks[drop].c);
 		free(t.chunks[drop].s);
 		drop++;
@@ -613,6 +747,8 @@ struct acc {
 	uint8_t addr[16];
 	uint8_t family;			/* 0: empty */
 	uint8_t bits;
+	uint8_t pbits;			/* a port range of a /32 (CGNAT) */
+	uint16_t port;
 	uint64_t v[];			/* [2 * nrules] */
 };
 
@@ -636,9 +772,10 @@ accmap_init(struct accmap *m, size_t n, size_t nrules)
 }
 
 static struct acc *
-accmap_get(struct accmap *m, uint8_t family, const uint8_t addr[16], uint8_t bits)
+accmap_get(struct accmap *m, uint8_t family, const uint8_t addr[16], uint8_t bits,
+	   uint16_t port, uint8_t pbits)
 {
-	uint64_t h = dlb_dyn_hash_addr(family, bits, addr);
+	uint64_t h = dlb_dyn_hash_port(dlb_dyn_hash_addr(family, bits, addr), port, pbits);
 
 	for (size_t i = h & m->mask;; i = (i + 1) & m->mask) {
 		struct acc *a = (struct acc *)(void *)(m->mem + i * m->stride);
@@ -646,11 +783,13 @@ accmap_get(struct accmap *m, uint8_t family, const uint8_t addr[16], uint8_t bit
 		if (a->family == 0) {
 			a->family = family;
 			a->bits = bits;
+			a->pbits = pbits;
+			a->port = port;
 			memcpy(a->addr, addr, 16);
 			m->n++;
 			return a;
 		}
-		if (a->family == family && memcmp(a->addr, addr, 16) == 0)
+		if (a->family == family && a->port == port && memcmp(a->addr, addr, 16) == 0)
 			return a;
 	}
 }
@@ -697,7 +836,7 @@ rule_value(const struct dlb_dyn_rule *r, const struct chunk *c, const struct cen
  */
 static int
 accumulate(struct accmap *m, const struct dlb_dyn_rule *rules, size_t nrules, unsigned v4,
-	   unsigned v6, double now)
+	   unsigned v6, unsigned pbits, double now)
 {
 	size_t total = 0;
 	unsigned longest = 0;
@@ -706,25 +845,28 @@ accumulate(struct accmap *m, const struct dlb_dyn_rule *rules, size_t nrules, un
 		if (rules[k].seconds > longest)
 			longest = rules[k].seconds;
 	for (size_t i = 0; i < t.nchunks; i++)
-		if (now - t.chunks[i].t < longest)
+		if (chunk_age(&t.chunks[i], now) < longest)
 			total += t.chunks[i].nc;
 	if (accmap_init(m, total, nrules) != 0)
 		return -1;
 	for (size_t i = 0; i < t.nchunks; i++) {
 		const struct chunk *c = &t.chunks[i];
-		double age = now - c->t;
+		double age = chunk_age(c, now);
 
 		if (age >= longest || age < -1)
 			continue;
 		for (size_t j = 0; j < c->nc; j++) {
 			const struct cent *e = &c->c[j];
 			unsigned bits = e->family == AF_INET ? v4 : v6;
+			/* dnsdist's AddressAndPortRange: IPv4 /32 only (set_masks checks) */
+			unsigned pb = e->family == AF_INET && bits == 32 ? pbits : 0;
 			uint8_t addr[16];
 			struct acc *a;
 
 			memcpy(addr, e->addr, 16);
 			dlb_dyn_mask(addr, bits);
-			a = accmap_get(m, e->family, addr, (uint8_t)bits);
+			a = accmap_get(m, e->family, addr, (uint8_t)bits,
+				       dlb_dyn_port_mask(e->port, pb), (uint8_t)pb);
 			for (size_t k = 0; k < nrules; k++) {
 				uint64_t tot;
 
@@ -887,10 +1029,11 @@ dlb_dyn_group_exclude_domain(struct dlb_dyn_group *g, const uint8_t *name, size_
 }
 
 void
-dlb_dyn_group_set_masks(struct dlb_dyn_group *g, unsigned v4, unsigned v6)
+dlb_dyn_group_set_masks(struct dlb_dyn_group *g, unsigned v4, unsigned v6, unsigned port)
 {
 	g->v4bits = v4;
 	g->v6bits = v6;
+	g->pbits = port;
 }
 
 void
@@ -949,58 +1092,84 @@ add_block(struct dlb_dyn_group *g, const struct acc *a, const struct dlb_dyn_rul
 	struct dlb_netmask nm = { .family = a->family, .bits = a->bits };
 
 	memcpy(nm.addr, a->addr, 16);
+	/* (exclusions are by address, as dnsdist's) */
 	if (dlb_dyn_group_excluded(g, &nm))
 		return false;
-	return dlb_dyn_block_nm(&nm, r->reason, now + r->block_seconds, r->action, warning,
-				g->quiet, now);
+	return dlb_dyn_block_range(&nm, a->port, a->pbits, r->reason, now + r->block_seconds,
+				   r->action, warning, g->quiet, now);
+}
+
+/* dnsdist's order of the rules: by kind, then (std::map) by code. */
+static const enum dlb_dyn_rule_kind kind_order[] = {
+	DLB_DYN_R_QRATE, DLB_DYN_R_RESPBYTES, DLB_DYN_R_QTYPE, DLB_DYN_R_RCODE, DLB_DYN_R_RATIO,
+};
+
+static int
+rule_order_cmp(const void *a, const void *b)
+{
+	const struct dlb_dyn_rule *x = *(const struct dlb_dyn_rule *const *)a;
+	const struct dlb_dyn_rule *y = *(const struct dlb_dyn_rule *const *)b;
+	int kx = 0, ky = 0;
+
+	for (int i = 0; i < 5; i++) {
+		if (kind_order[i] == x->kind)
+			kx = i;
+		if (kind_order[i] == y->kind)
+			ky = i;
+	}
+	if (kx != ky)
+		return kx - ky;
+	return (int)x->code - (int)y->code;
 }
 
 static size_t
 apply_clients(struct dlb_dyn_group *g, double now)
 {
+	const struct dlb_dyn_rule *order[sizeof(g->rules) / sizeof(g->rules[0])];
 	struct accmap m;
 	size_t added = 0;
 
 	if (g->nrules == 0)
 		return 0;
-	if (accumulate(&m, g->rules, g->nrules, g->v4bits, g->v6bits, now) != 0) {
+	if (accumulate(&m, g->rules, g->nrules, g->v4bits, g->v6bits, g->pbits, now) != 0) {
 		dlb_log_ratelimited(DLB_LOG_ERR, "dynamic blocks: out of memory evaluating rules");
 		return 0;
 	}
+	for (size_t k = 0; k < g->nrules; k++)
+		order[k] = &g->rules[k];
+	qsort(order, g->nrules, sizeof(order[0]), rule_order_cmp);
 	for (size_t i = 0; i <= m.mask; i++) {
 		const struct acc *a = (const struct acc *)(const void *)(m.mem + i * m.stride);
-		bool blocked = false;
+		enum dlb_dyn_rule_kind done = (enum dlb_dyn_rule_kind)-1;
 
 		if (a->family == 0)
 			continue;
-		/* dnsdist's order: query rate, response bytes, then qtype, rcode, ratio
-		 * rules; a block by the first two ends the client's turn */
-		for (int pass = 0; pass < 2 && !blocked; pass++) {
-			for (size_t k = 0; k < g->nrules; k++) {
-				const struct dlb_dyn_rule *r = &g->rules[k];
-				bool first = r->kind == DLB_DYN_R_QRATE ||
-					     r->kind == DLB_DYN_R_RESPBYTES;
-				uint64_t v = a->v[2 * k], tot = a->v[2 * k + 1];
-				bool warn, over;
+		/* dnsdist's DynBlockRulesGroup::apply: each rule warns, then blocks;
+		 * a block by the query rate or the response bytes ends the client's
+		 * turn, one by a qtype, rcode or ratio rule the rest of its kind */
+		for (size_t j = 0; j < g->nrules; j++) {
+			const struct dlb_dyn_rule *r = order[j];
+			size_t k = (size_t)(r - g->rules);
+			uint64_t v = a->v[2 * k], tot = a->v[2 * k + 1];
+			bool warn, over;
 
-				if (first != (pass == 0))
-					continue;
-				if (r->kind == DLB_DYN_R_RATIO) {
-					warn = ratio_exceeded(r, r->warning, v, tot);
-					over = ratio_exceeded(r, r->rate, v, tot);
-				} else {
-					warn = rate_exceeded(r, r->warning, v);
-					over = rate_exceeded(r, r->rate, v);
-				}
-				if (warn)
-					added += add_block(g, a, r, true, now);
-				if (over) {
-					added += add_block(g, a, r, false, now);
-					if (first)
-						blocked = true;
-					break;
-				}
+			if (r->kind == done)
+				continue;
+			if (r->kind == DLB_DYN_R_RATIO) {
+				warn = ratio_exceeded(r, r->warning, v, tot);
+				over = ratio_exceeded(r, r->rate, v, tot);
+			} else {
+				warn = rate_exceeded(r, r->warning, v);
+				over = rate_exceeded(r, r->rate, v);
 			}
+			if (warn)
+				added += add_block(g, a, r, true, now);
+			if (!over)
+				continue;
+			added += add_block(g, a, r, false, now);
+			if (r->kind == DLB_DYN_R_QRATE || r->kind == DLB_DYN_R_RESPBYTES)
+				break;
+			done = r->kind;
 		}
 	}
 	free(m.mem);
@@ -1024,7 +1193,6 @@ struct snode {
 	uint8_t len;
 	uint8_t labels;
 	struct dlb_dyn_stat self;
-	uint64_t answers;
 	uint32_t first_child, next;	/* indices + 1; 0: none */
 	uint32_t nchildren;
 };
@@ -1138,13 +1306,13 @@ apply_suffixes(struct dlb_dyn_group *g, double now, void *ud)
 	if (!g->suffix || g->visit == NULL)
 		return 0;
 	for (size_t i = 0; i < t.nchunks; i++)
-		if (now - t.chunks[i].t < g->sfx_seconds)
+		if (chunk_age(&t.chunks[i], now) < g->sfx_seconds)
 			names += t.chunks[i].ns;
 	if (names == 0)
 		return 0;
 	nodes = names + 8;	/* each name makes at most one node per label, plus the root */
 	for (size_t i = 0; i < t.nchunks; i++)
-		if (now - t.chunks[i].t < g->sfx_seconds)
+		if (chunk_age(&t.chunks[i], now) < g->sfx_seconds)
 			for (size_t j = 0; j < t.chunks[i].ns; j++)
 				nodes += count_labels(t.chunks[i].s[j].name,
 							   t.chunks[i].s[j].namelen);
@@ -1164,7 +1332,7 @@ apply_suffixes(struct dlb_dyn_group *g, double now, void *ud)
 	for (size_t i = 0; i < t.nchunks; i++) {
 		const struct chunk *ch = &t.chunks[i];
 
-		if (!(now - ch->t < g->sfx_seconds))
+		if (!(chunk_age(ch, now) < g->sfx_seconds))
 			continue;
 		for (size_t j = 0; j < ch->ns; j++) {
 			const struct sent *e = &ch->s[j];
@@ -1185,14 +1353,8 @@ apply_suffixes(struct dlb_dyn_group *g, double now, void *ud)
 			n->self.nxdomains += e->nxdomains;
 			n->self.servfails += e->servfails;
 			n->self.bytes += e->bytes;
-			n->answers += e->answers;
+			n->self.drops += e->drops;
 		}
-	}
-	/* drops: queries without an answer in the window (timeouts, drops) */
-	for (size_t i = 0; i < st.n; i++) {
-		struct snode *n = &st.v[i];
-
-		n->self.drops = n->self.queries > n->answers ? n->self.queries - n->answers : 0;
 	}
 	if (st.n > 0)
 		stree_visit(&c, 1, &total, 0);	/* node 1 is the root: made first */
@@ -1269,7 +1431,7 @@ dlb_dyn_exceed(enum dlb_dyn_rule_kind kind, uint16_t code, double rate, unsigned
 		t.legacy_seconds = seconds;
 		t.legacy_seconds_at = now;
 	}
-	if (accumulate(&m, &r, 1, 32, 128, now) != 0)
+	if (accumulate(&m, &r, 1, 32, 128, 0, now) != 0)
 		return 0;
 	for (size_t i = 0; i <= m.mask; i++) {
 		const struct acc *a = (const struct acc *)(const void *)(m.mem + i * m.stride);

@@ -765,7 +765,9 @@ enqueue(const struct dlb_dyn_info *b)
 	int klen, vlen;
 	struct out *o;
 
-	if (b->warning || b->origin != NULL)
+	/* a port range (CGNAT) stays on its node: the wire format keys on netmasks,
+	 * and the whole address would block every subscriber behind it */
+	if (b->warning || b->origin != NULL || b->pbits > 0)
 		return;
 	klen = dlb_fleet_block_key(b, self(), key, sizeof(key));
 	vlen = dlb_fleet_encode_block(b, self(), val, sizeof(val));

@@ -427,7 +427,7 @@ serve(struct dlb_worker *w, struct l2_park *p, const uint8_t *v, size_t vlen)
 	dlb_rings_slot(w, &rs, q.pkt, q.len, DLB_RING_BE_CACHE);
 	dlb_query_account_answer(w, q.pkt, q.len, p->client.t_start);
 	dlb_dyn_answer(w, &p->client.peer.sa, p->key.qname_lc, p->key.qname_len,
-		       DLB_RCODE(q.pkt[3]), q.len);
+		       DLB_RCODE(q.pkt[3]), q.len, DLB_DYN_FROM_LOCAL);
 	if (p->tcp)
 		dlb_tcp_deliver(w, &p->client, q.pkt, q.len);
 	else if (q.delay_ms > 0)

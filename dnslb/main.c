@@ -1126,6 +1126,10 @@ main(int argc, char **argv)
 	}
 	dlb_health_initial(health);
 
+	/* dnsdist's rings hold every query from the start: so does the dynamic
+	 * blocks' measuring, when rules or a maintenance() may look at it */
+	dlb_dyn_track_start(workers, nworkers, dlb_lua_conf_has_maintenance(lc), ev_time());
+
 	/* Workers must not get the process signals: block them before spawning. */
 	{
 		sigset_t set, old;

@@ -554,7 +554,8 @@ process_tail(struct dlb_worker *w, struct dlb_query *q)
 static void
 dyn_local_answer(struct dlb_worker *w, const struct dlb_query *q)
 {
-	dlb_dyn_answer(w, q->client, q->m.qname_lc, q->m.qname_len, DLB_RCODE(q->pkt[3]), q->len);
+	dlb_dyn_answer(w, q->client, q->m.qname_lc, q->m.qname_len, DLB_RCODE(q->pkt[3]), q->len,
+		       DLB_DYN_FROM_LOCAL);
 }
 
 DLB_HOT bool
@@ -725,7 +726,7 @@ dlb_query_answer_stale(struct dlb_worker *w, const struct dlb_slot *s)
 	dlb_rings_slot(w, s, w->scratch, n, DLB_RING_BE_CACHE);
 	dlb_query_account_answer(w, w->scratch, n, s->client.t_start);
 	dlb_dyn_answer(w, &s->client.peer.sa, s->key.qname_lc, s->key.qname_len,
-		       DLB_RCODE(w->scratch[3]), n);
+		       DLB_RCODE(w->scratch[3]), n, DLB_DYN_FROM_LOCAL);
 	if (s->client.proto == DLB_CLIENT_UDP)
 		dlb_frontend_send_reply(w, &s->client, w->scratch, n);
 	else
@@ -881,7 +882,7 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 	dlb_rings_slot(w, s, pkt, len, s->be_index);
 	dlb_query_account_answer(w, pkt, len, s->client.t_start);
 	dlb_dyn_answer(w, &s->client.peer.sa, s->key.qname_lc, s->key.qname_len,
-		       DLB_RCODE(pkt[3]), len);
+		       DLB_RCODE(pkt[3]), len, DLB_DYN_FROM_BACKEND);
 	return len;
 }
 

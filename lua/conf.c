@@ -3757,6 +3757,15 @@ dlb_lua_conf_adopt(struct dlb_lua_conf *lc, struct dlb_config *cfg, struct dlb_r
 	return 0;
 }
 
+bool
+dlb_lua_conf_has_maintenance(const struct dlb_lua_conf *lc)
+{
+	bool f = lua_getglobal(lc->L, "maintenance") == LUA_TFUNCTION;
+
+	lua_pop(lc->L, 1);
+	return f;
+}
+
 void
 dlb_lua_conf_maintenance(struct dlb_lua_conf *lc)
 {

@@ -100,6 +100,8 @@ void dlb_lua_conf_set_reload_hook(dlb_reload_fn *fn);
  * stop later calls.
  */
 void dlb_lua_conf_maintenance(struct dlb_lua_conf *lc);
+/** Does the config define a global maintenance() function? */
+bool dlb_lua_conf_has_maintenance(const struct dlb_lua_conf *lc);
 
 /** Evaluate a string (tests, console). @chunkname as for luaL_loadbuffer. */
 int dlb_lua_conf_load_string(struct dlb_lua_conf *lc, const char *code, const char *chunkname,

@@ -248,14 +248,24 @@ static int
 l_set_masks(lua_State *L)
 {
 	struct dbrg *d = check_dbrg(L);
-	unsigned v4 = (unsigned)dlb_lua_arg_int(L, 2, "setMasks", 0, 32);
-	unsigned v6 = (unsigned)dlb_lua_arg_int(L, 3, "setMasks", 0, 128);
-	lua_Integer port = dlb_lua_opt_arg_int(L, 4, "setMasks", 0, 16, 0);
+	lua_Integer v4 = dlb_lua_arg_int(L, 2, "setMasks", 0, 255);
+	lua_Integer v6 = dlb_lua_arg_int(L, 3, "setMasks", 0, 255);
+	lua_Integer port = dlb_lua_opt_arg_int(L, 4, "setMasks", 0, 255, 0);
 
-	if (port != 0)
-		return luaL_error(L, "setMasks: port ranges (CGNAT) are not supported by dnslb: "
-				  "the third argument must be 0");
-	dlb_dyn_group_set_masks(d->g, v4, v6);
+	/* dnsdist's checks, in its order and words */
+	if (v4 > 32)
+		return luaL_error(L, "Trying to set an invalid IPv4 mask (%d) to a Dynamic Block "
+				  "object", (int)v4);
+	if (v6 > 128)
+		return luaL_error(L, "Trying to set an invalid IPv6 mask (%d) to a Dynamic Block "
+				  "object", (int)v6);
+	if (port > 16)
+		return luaL_error(L, "Trying to set an invalid port mask (%d) to a Dynamic Block "
+				  "object", (int)port);
+	if (port != 0 && v4 != 32)
+		return luaL_error(L, "Setting a non-zero port mask for Dynamic Blocks while only "
+				  "considering parts of IPv4 addresses does not make sense");
+	dlb_dyn_group_set_masks(d->g, (unsigned)v4, (unsigned)v6, (unsigned)port);
 	return 0;
 }
 

@@ -130,7 +130,9 @@ def flood(port, src, names, count, pace=0.002):
 
 
 def settle():
-    """Measuring starts at the first maintenance tick (one second after start)."""
+    """Measuring starts with the daemon (a rule group exists); this leaves
+    the first maintenance round (one second after start) behind, so each
+    test's traffic is judged by whole rounds."""
     time.sleep(1.3)
 
 

@@ -116,20 +116,30 @@ test_expiry_warning_purge(void **state)
 	double now = 1000;
 
 	(void)state;
-	block("192.0.2.0/24", DLB_DYN_DROP, now + 60, false, now);
+	/* the /32s first: a block or warning inside a longer-lasting /24 is not
+	 * made (dnsdist weighs the entry covering the client) */
 	block("192.0.2.1/32", DLB_DYN_REFUSED, now + 10, false, now);
-	/* a warning is shown but never acts: the /24 applies */
 	block("192.0.2.2/32", DLB_DYN_DROP, now + 60, true, now);
+	block("192.0.2.0/24", DLB_DYN_DROP, now + 60, false, now);
 	block("198.51.100.7/32", DLB_DYN_DROP, now + 60, true, now);
+	{
+		struct dlb_netmask m = nm("192.0.2.3/32");
+
+		assert_false(dlb_dyn_block_nm(&m, "w", now + 60, DLB_DYN_DROP, true, true, now));
+		assert_false(dlb_dyn_block_nm(&m, "b", now + 30, DLB_DYN_DROP, false, true, now));
+	}
 	dlb_dyn_publish();
-	assert_int_equal(look("192.0.2.2", "a.", now), DLB_DYN_DROP);
+	assert_int_equal(look("192.0.2.3", "a.", now), DLB_DYN_DROP);
+	/* the most specific entry decides: a warning shadows the /24 (dnsdist) */
+	assert_int_equal(look("192.0.2.2", "a.", now), -1);
 	assert_int_equal(look("198.51.100.7", "a.", now), -1);
-	/* expired: ignored at once (the /24 takes over), purged later */
+	/* expired: stops acting at once, and shadows the /24 until purged */
 	assert_int_equal(look("192.0.2.1", "a.", now + 5), DLB_DYN_REFUSED);
-	assert_int_equal(look("192.0.2.1", "a.", now + 11), DLB_DYN_DROP);
+	assert_int_equal(look("192.0.2.1", "a.", now + 11), -1);
 	assert_int_equal(dlb_dyn_nmg_size(), 4);
 	assert_int_equal(dlb_dyn_purge(now + 11), 1);
 	assert_int_equal(dlb_dyn_nmg_size(), 3);
+	assert_int_equal(look("192.0.2.1", "a.", now + 11), DLB_DYN_DROP);
 	/* a warning never replaces a real block; a real block replaces a warning */
 	{
 		struct dlb_netmask m = nm("192.0.2.0/24");
@@ -246,7 +256,8 @@ answer(struct dlb_worker *w, const char *client, const char *qname, unsigned rco
 	size_t len = name(qname, nb);
 
 	for (int i = 0; i < n; i++)
-		dlb_dyn_track_answer(w->dyn, (struct sockaddr *)&ss, nb, len, rcode, bytes);
+		dlb_dyn_track_answer(w->dyn, (struct sockaddr *)&ss, nb, len, rcode, bytes,
+				     DLB_DYN_FROM_BACKEND);
 }
 
 static struct dlb_dyn_rule
@@ -323,6 +334,111 @@ test_rates(void **state)
 	dlb_dyn_reset();
 }
 
+/*
+ * dnsdist's window: a rule run right after a tick sees the second that tick
+ * closed, and the `seconds` before it, no more; answers from the cache or a
+ * rule do not count, a backend's timeout is a NOERROR of 0 bytes.
+ */
+static void
+test_window_and_sources(void **state)
+{
+	struct dlb_worker w;
+	struct dlb_worker *ws[1] = { &w };
+	struct dlb_dyn_group *g = dlb_dyn_group_new();
+	struct dlb_dyn_rule r;
+	struct sockaddr_storage ss = addr("192.0.2.9");
+	uint8_t nb[256];
+	size_t len = name("x.example", nb);
+	double now = 6000;
+
+	(void)state;
+	memset(&w, 0, sizeof(w));
+	r = rule(DLB_DYN_R_QRATE, 0, 10, 2, 0);
+	dlb_dyn_group_set_rule(g, &r);
+	r = rule(DLB_DYN_R_RATIO, DLB_RCODE_SERVFAIL, 0.5, 2, 0);
+	r.min_responses = 4;
+	dlb_dyn_group_set_rule(g, &r);
+	dlb_dyn_group_register(g);
+	assert_true(dlb_dyn_track_code(DLB_DYN_R_RCODE, DLB_RCODE_SERVFAIL, now));
+	dlb_dyn_tick(ws, 1, now);
+	query(&w, "192.0.2.1", "a.example.", 1, 11);
+	dlb_dyn_tick(ws, 1, now + 1);
+	query(&w, "192.0.2.1", "a.example.", 1, 10);
+	query(&w, "192.0.2.2", "a.example.", 1, 21);
+	dlb_dyn_tick(ws, 1, now + 2);
+	/* right after the tick: both seconds of A (21), all of B */
+	assert_int_equal(dlb_dyn_group_apply(g, now + 2.01, NULL), 2);
+	dlb_dyn_clear();
+	query(&w, "192.0.2.2", "a.example.", 1, 1);
+	dlb_dyn_tick(ws, 1, now + 3);
+	/* A's first second has left the window; B's 21 have not */
+	assert_int_equal(dlb_dyn_group_apply(g, now + 3.01, NULL), 1);
+	assert_int_equal(look("192.0.2.1", "a.", now + 3), -1);
+	assert_int_equal(look("192.0.2.2", "a.", now + 3), DLB_DYN_DROP);
+	dlb_dyn_clear();
+
+	/* ratio: 3 SERVFAIL from backends, 3 from the cache: 3 of 3 answers,
+	 * under the minimum of 4; two timeouts make it 3 of 5 */
+	for (int i = 0; i < 3; i++) {
+		dlb_dyn_track_answer(w.dyn, (struct sockaddr *)&ss, nb, len, DLB_RCODE_SERVFAIL, 40,
+				     DLB_DYN_FROM_BACKEND);
+		dlb_dyn_track_answer(w.dyn, (struct sockaddr *)&ss, nb, len, DLB_RCODE_SERVFAIL, 40,
+				     DLB_DYN_FROM_LOCAL);
+	}
+	dlb_dyn_tick(ws, 1, now + 4);
+	assert_int_equal(dlb_dyn_group_apply(g, now + 4.01, NULL), 0);
+	for (int i = 0; i < 2; i++)
+		dlb_dyn_track_answer(w.dyn, (struct sockaddr *)&ss, nb, len, DLB_RCODE_SERVFAIL, 40,
+				     DLB_DYN_FROM_TIMEOUT);
+	dlb_dyn_tick(ws, 1, now + 5);
+	assert_int_equal(dlb_dyn_group_apply(g, now + 5.01, NULL), 1);
+	assert_int_equal(look("192.0.2.9", "a.", now + 5), DLB_DYN_DROP);
+	dlb_dyn_group_free(g);
+	dlb_dyn_reset();
+}
+
+/* CGNAT port ranges: measured and blocked per range of a /32, the most
+ * specific block deciding; IPv6 clients have no port range. */
+static void
+test_port_ranges(void **state)
+{
+	struct dlb_worker w;
+	struct dlb_worker *ws[1] = { &w };
+	struct dlb_dyn_group *g = dlb_dyn_group_new();
+	struct dlb_dyn_rule r;
+	struct dlb_netmask m = nm("192.0.2.1/32");
+	double now = 8000;
+	struct dlb_dyn_info i = { .nm = m, .port = 49152, .pbits = 2 };
+	char text[80];
+
+	(void)state;
+	memset(&w, 0, sizeof(w));
+	r = rule(DLB_DYN_R_QRATE, 0, 10, 2, 0);
+	dlb_dyn_group_set_rule(g, &r);
+	dlb_dyn_group_set_masks(g, 32, 128, 2);
+	dlb_dyn_group_register(g);
+	dlb_dyn_tick(ws, 1, now);
+	query(&w, "192.0.2.1:50000", "a.example.", 1, 15);
+	query(&w, "192.0.2.1:60000", "a.example.", 1, 15);	/* the same range: 30 */
+	query(&w, "192.0.2.1:1000", "a.example.", 1, 15);
+	query(&w, "[2001:db8::1]:50000", "a.example.", 1, 21);
+	dlb_dyn_tick(ws, 1, now + 1);
+	assert_int_equal(dlb_dyn_group_apply(g, now + 1.01, NULL), 2);
+	assert_int_equal(look("192.0.2.1:49152", "a.", now + 1), DLB_DYN_DROP);
+	assert_int_equal(look("192.0.2.1:65535", "a.", now + 1), DLB_DYN_DROP);
+	assert_int_equal(look("192.0.2.1:49151", "a.", now + 1), -1);
+	assert_int_equal(look("[2001:db8::1]:1", "a.", now + 1), DLB_DYN_DROP);
+	/* a less specific block applies to the other ranges */
+	block("192.0.2.0/24", DLB_DYN_REFUSED, now + 60, false, now);
+	dlb_dyn_publish();
+	assert_int_equal(look("192.0.2.1:1000", "a.", now + 1), DLB_DYN_REFUSED);
+	assert_int_equal(look("192.0.2.1:50000", "a.", now + 1), DLB_DYN_DROP);
+	dlb_dyn_key_text(&i, text, sizeof(text));
+	assert_string_equal(text, "192.0.2.1:49152/2");
+	dlb_dyn_group_free(g);
+	dlb_dyn_reset();
+}
+
 static void
 count_hits(const struct dlb_netmask *client, uint64_t count, void *ud)
 {
@@ -348,7 +464,7 @@ test_masks_ratio_exceed(void **state)
 	dlb_dyn_group_set_rule(g, &r);
 	r = rule(DLB_DYN_R_QRATE, 0, 10, 2, 0);
 	dlb_dyn_group_set_rule(g, &r);
-	dlb_dyn_group_set_masks(g, 24, 64);
+	dlb_dyn_group_set_masks(g, 24, 64, 0);
 	dlb_dyn_group_register(g);
 	assert_true(dlb_dyn_track_code(DLB_DYN_R_RCODE, DLB_RCODE_SERVFAIL, now));
 	dlb_dyn_tick(ws, 1, now);
@@ -482,6 +598,8 @@ main(void)
 		cmocka_unit_test_setup(test_snapshot_swap, setup),
 		cmocka_unit_test_setup(test_show_format, setup),
 		cmocka_unit_test_setup(test_rates, setup),
+		cmocka_unit_test_setup(test_window_and_sources, setup),
+		cmocka_unit_test_setup(test_port_ranges, setup),
 		cmocka_unit_test_setup(test_masks_ratio_exceed, setup),
 		cmocka_unit_test_setup(test_suffix_visitor, setup),
 		cmocka_unit_test_setup(test_group_text, setup),
