@@ -357,18 +357,21 @@ const struct dlb_lref dlb_lua_reference[] = {
 	     "`warningRate`, log and show a warning entry without blocking."),
 	METH("Dynamic blocks", "setRCodeRate",
 	     "(rcode, rate, seconds, reason, blockingTime[, action[, warningRate]])",
-	     "The same for answers with `rcode` (`DNSRCode.NXDOMAIN`, ...) sent to the client."),
+	     "The same for answers with `rcode` (`DNSRCode.NXDOMAIN`, ...) the client got from a "
+	     "backend (dnsdist 1.7: not from the cache nor from a rule; a backend's UDP timeout "
+	     "counts as a NOERROR of 0 bytes)."),
 	METH("Dynamic blocks", "setRCodeRatio",
 	     "(rcode, ratio, seconds, reason, blockingTime, minimumNumberOfResponses[, action[, "
 	     "warningRatio]])",
-	     "Block when answers with `rcode` exceed `ratio` of the client's answers (at least "
-	     "`minimumNumberOfResponses` of them)."),
+	     "Block when answers with `rcode` exceed `ratio` of the client's answers from backends "
+	     "(at least `minimumNumberOfResponses` of them; counted as for `setRCodeRate`)."),
 	METH("Dynamic blocks", "setQTypeRate",
 	     "(qtype, rate, seconds, reason, blockingTime[, action[, warningRate]])",
 	     "The same for queries of `qtype` (`DNSQType.ANY`, ...)."),
 	METH("Dynamic blocks", "setResponseByteRate",
 	     "(rate, seconds, reason, blockingTime[, action[, warningRate]])",
-	     "The same for the bytes of the answers sent to the client."),
+	     "The same for the bytes of the answers the client got from backends (counted as for "
+	     "`setRCodeRate`)."),
 	METH("Dynamic blocks", "setSuffixMatchRule", "(seconds, reason, blockingTime, action, visitor)",
 	     "Calls `visitor(node, self, children)` for every name and parent seen over `seconds`; "
 	     "returning `true[, reason]` blocks that name and everything under it."),
@@ -378,8 +381,9 @@ const struct dlb_lref dlb_lua_reference[] = {
 	     "Exceptions to `excludeRange()` (the most specific range decides)."),
 	METH("Dynamic blocks", "excludeDomains", "(names)",
 	     "Never block these names or names under them (a name or a table of names)."),
-	METH("Dynamic blocks", "setMasks", "(v4, v6, port)",
-	     "Measure and block clients by prefix (default 32 and 128); `port` must be 0."),
+	METH("Dynamic blocks", "setMasks", "(v4, v6[, port])",
+	     "Measure and block clients by prefix (default 32 and 128), and IPv4 addresses by "
+	     "ranges of ports: `port` bits (0..16, default 0; needs `v4` = 32), for CGNAT."),
 	METH("Dynamic blocks", "setQuiet", "(bool)", "Do not log the blocks this group inserts."),
 	METH("Dynamic blocks", "apply", "()", "Evaluate the rules now and insert the blocks."),
 	METH("Dynamic blocks", "toString", "()", "The rules, in dnsdist 1.7's words."),
