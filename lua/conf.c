@@ -2828,8 +2828,8 @@ l_ignored_call(lua_State *L)
 /*
  * What dnslb cannot do, a clear error rather than "attempt to call a nil
  * value": a configuration that asks for DNS over TLS or HTTPS, DNSCrypt,
- * SNMP, eBPF, protobuf or dnstap logging, LuaJIT's FFI or CDB/LMDB stores
- * must not start without it (docs/dnsdist-differences.md). A function
+ * SNMP, eBPF, protobuf or dnstap logging or CDB/LMDB stores must not
+ * start without it (docs/dnsdist-differences.md). A function
  * another part of dnslb defines is left alone (register_legacy_calls).
  */
 #define NO_DOT_DOH	"DNS over TLS and HTTPS are not supported yet by dnslb"
@@ -2837,7 +2837,6 @@ l_ignored_call(lua_State *L)
 #define NO_SNMP		"SNMP is not supported by dnslb"
 #define NO_BPF		"eBPF filtering is not supported by dnslb"
 #define NO_PBDNSTAP	"protobuf and dnstap logging are not supported by dnslb"
-#define NO_FFI		"LuaJIT's FFI is not available in dnslb (Lua 5.4)"
 #define NO_KVS		"CDB and LMDB key-value stores are not supported by dnslb"
 static const struct {
 	const char *name;
@@ -2875,16 +2874,6 @@ static const struct {
 	{ "RemoteLogResponseAction", NO_PBDNSTAP },
 	{ "DnstapLogAction", NO_PBDNSTAP },
 	{ "DnstapLogResponseAction", NO_PBDNSTAP },
-	{ "LuaFFIAction", NO_FFI },
-	{ "LuaFFIResponseAction", NO_FFI },
-	{ "LuaFFIRule", NO_FFI },
-	{ "LuaFFIPerThreadAction", NO_FFI },
-	{ "LuaFFIPerThreadResponseAction", NO_FFI },
-	{ "LuaFFIPerThreadRule", NO_FFI },
-	{ "setServerPolicyLuaFFI", NO_FFI },
-	{ "setServerPolicyLuaFFIPerThread", NO_FFI },
-	{ "setPoolServerPolicyLuaFFI", NO_FFI },
-	{ "setPoolServerPolicyLuaFFIPerThread", NO_FFI },
 	{ "newCDBKVStore", NO_KVS },
 	{ "newLMDBKVStore", NO_KVS },
 };

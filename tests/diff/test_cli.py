@@ -180,8 +180,6 @@ DIFFERENT = [
      lb_error(1, "newBPFFilter: eBPF filtering is not supported by dnslb")),
     ('addAction(SNIRule("x"), DropAction())\n', NOT_YET, ok(),
      lb_error(1, "SNIRule: DNS over TLS and HTTPS are not supported yet by dnslb")),
-    ('setServerPolicyLuaFFI("x", function() end)\n', NOT_YET, ok(),
-     lb_error(1, "setServerPolicyLuaFFI: LuaJIT's FFI is not available in dnslb (Lua 5.4)")),
     ('setAPIWritable(true, "/tmp")\n', NOT_YET, ok(),
      lb_error(1, "setAPIWritable: a writable HTTP API is not supported by dnslb")),
     ('newServer({address="9.9.9.9:853", tls="openssl", subjectName="dns.quad9.net"})\n', NOT_YET,
