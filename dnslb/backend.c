@@ -613,29 +613,33 @@ handle_answer(struct dlb_worker *w, struct dlb_be_sock *s, unsigned i)
 	struct dlb_slot *slot;
 	uint32_t idx, delay_ms;
 
-	if (len < DLB_DNS_HDR || (w->rmsgs[i].msg_hdr.msg_flags & MSG_TRUNC)) {
-		w->stats.noncompliant_responses++;
+	/*
+	 * What dnsdist 1.7 never counts as noncompliant is not counted here
+	 * either: a short datagram, an unknown, duplicate or late ID, an
+	 * answer from another address (its connected socket never sees one)
+	 * and an answer for another question.
+	 */
+	if (len < DLB_DNS_HDR || (w->rmsgs[i].msg_hdr.msg_flags & MSG_TRUNC))
 		return;
-	}
 	idx = dlb_inflight_lookup(&s->table, dlb_rd16(pkt));
-	if (idx == DLB_SLOT_NONE) {
-		/* unknown, duplicate or late (after its timeout): never delivered */
-		w->stats.noncompliant_responses++;
-		return;
-	}
+	if (idx == DLB_SLOT_NONE)
+		return;		/* unknown, duplicate or late (after its timeout): never delivered */
 	slot = dlb_slot_get(&w->slots, idx);
 	if (s->be_index < 0 &&
 	    !dlb_sockaddr_equal(&w->raddr[i].sa,
-				(const struct sockaddr *)&w->cfg->backends[slot->be_index]->addr)) {
-		/* shared socket: not from the server this ID was sent to */
+				(const struct sockaddr *)&w->cfg->backends[slot->be_index]->addr))
+		return;		/* shared socket: not from the server this ID was sent to */
+	switch (dlb_query_response_matches(w, pkt, len, slot)) {
+	case DLB_ANSWER_OK:
+		break;
+	case DLB_ANSWER_NONCOMPLIANT:
 		w->stats.noncompliant_responses++;
-		return;
+		return;		/* the query keeps waiting for the real answer */
+	case DLB_ANSWER_OTHER:
+		return;		/* spoofed: the query keeps waiting for the real answer */
 	}
-	if (!dlb_query_response_matches(w, pkt, len, slot)) {
-		/* spoofed or broken: the query keeps waiting for the real answer */
-		w->stats.noncompliant_responses++;
-		return;
-	}
+	if (w->cfg->truncate_tc && (pkt[2] & (DLB_F_TC >> 8)))
+		len = dlb_wire_truncate_tc(pkt, len, w->cfg->selfans.add_edns);
 	if (w->cfg->failover_on_servfail && DLB_RCODE(pkt[3]) == DLB_RCODE_SERVFAIL &&
 	    failover_retry(w, slot)) {
 		/* the client waits for the other server's answer */

@@ -597,7 +597,7 @@ dlb_query_process(struct dlb_worker *w, struct dlb_query *q)
 	return dlb_query_finish(w, q);
 }
 
-bool
+enum dlb_answer_match
 dlb_query_response_matches(const struct dlb_worker *w, const uint8_t *pkt, size_t len,
 			   const struct dlb_slot *s)
 {
@@ -605,18 +605,21 @@ dlb_query_response_matches(const struct dlb_worker *w, const uint8_t *pkt, size_
 	int rc = dlb_wire_parse_response_question(pkt, len, &m);
 	unsigned rcode;
 
+	if (len >= DLB_DNS_HDR && !(pkt[2] & 0x80))
+		return DLB_ANSWER_NONCOMPLIANT;		/* QR=0 */
 	if (rc != DLB_OK && rc != DLB_EEMPTY)
-		return false;
-	if (!(m.flags & DLB_F_QR))
-		return false;
+		return DLB_ANSWER_NONCOMPLIANT;
 	if (rc == DLB_EEMPTY) {
 		rcode = DLB_RCODE(m.flags);
 		return w->cfg->allow_empty_response ||
-		       (rcode != DLB_RCODE_NOERROR && rcode != DLB_RCODE_NXDOMAIN);
+		       (rcode != DLB_RCODE_NOERROR && rcode != DLB_RCODE_NXDOMAIN) ?
+		       DLB_ANSWER_OK : DLB_ANSWER_NONCOMPLIANT;
 	}
-	return m.qtype == s->key.qtype && m.qclass == s->key.qclass &&
-	       m.qname_len == s->key.qname_len &&
-	       memcmp(m.qname_lc, s->key.qname_lc, s->key.qname_len) == 0;
+	if (m.qtype == s->key.qtype && m.qclass == s->key.qclass &&
+	    m.qname_len == s->key.qname_len &&
+	    memcmp(m.qname_lc, s->key.qname_lc, s->key.qname_len) == 0)
+		return DLB_ANSWER_OK;
+	return DLB_ANSWER_OTHER;
 }
 
 size_t

@@ -104,14 +104,23 @@ enum dlb_verdict dlb_query_finish(struct dlb_worker *w, struct dlb_query *q);
  */
 enum dlb_verdict dlb_query_cache_hit_rules(struct dlb_worker *w, struct dlb_query *q);
 
+/* What a backend answer is to the in-flight query it claims to answer. */
+enum dlb_answer_match {
+	DLB_ANSWER_OK = 0,		/* its answer */
+	DLB_ANSWER_OTHER,		/* well formed, for another question: not counted */
+	DLB_ANSWER_NONCOMPLIANT,	/* noncompliant-responses, as dnsdist counts it */
+};
+
 /**
  * Check a backend answer against the in-flight slot it claims to answer:
  * QR=1, the same qname (case-insensitive), qtype and qclass; a header-only
  * answer only for rcodes other than NOERROR/NXDOMAIN (unless
- * setAllowEmptyResponse). Does not modify @pkt.
+ * setAllowEmptyResponse). As dnsdist 1.7, QR=0, a refused header-only
+ * answer and a question that does not parse are noncompliant; an answer
+ * for another question is merely not this one's. Does not modify @pkt.
  */
-bool dlb_query_response_matches(const struct dlb_worker *w, const uint8_t *pkt, size_t len,
-				const struct dlb_slot *s);
+enum dlb_answer_match dlb_query_response_matches(const struct dlb_worker *w, const uint8_t *pkt,
+						 size_t len, const struct dlb_slot *s);
 
 /**
  * The PROXY v2 header for a query of client @c (@tcp: the TCP flavour):

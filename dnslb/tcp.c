@@ -754,9 +754,13 @@ up_free(struct dlb_tcp_up *u)
 	free(u);
 }
 
-/* Fail every request of @u (answer SERVFAIL to TCP clients, nothing to UDP ones), then free it. */
+/*
+ * Fail every request of @u (answer SERVFAIL to TCP clients, nothing to UDP
+ * ones; with @close_clients, close the TCP clients' connections instead, as
+ * dnsdist does when an answer on the stream answers no query), then free it.
+ */
 static void
-up_fail_all(struct dlb_tcp_up *u, bool timeout)
+up_fail_all_how(struct dlb_tcp_up *u, bool timeout, bool close_clients)
 {
 	struct dlb_worker *w = u->w;
 	struct up_req *reqs = u->reqs;
@@ -783,11 +787,19 @@ up_fail_all(struct dlb_tcp_up *u, bool timeout)
 				}
 			}
 		}
-		if (r->s.client.proto == DLB_CLIENT_TCP)
+		if (r->s.client.proto == DLB_CLIENT_TCP && close_clients)
+			dlb_tcp_drop(w, &r->s.client);
+		else if (r->s.client.proto == DLB_CLIENT_TCP)
 			client_fail(w, &r->s.client, &r->s, !timeout);
 		free(r->frame);
 	}
 	free(reqs);
+}
+
+static void
+up_fail_all(struct dlb_tcp_up *u, bool timeout)
+{
+	up_fail_all_how(u, timeout, false);
 }
 
 static int
@@ -941,6 +953,7 @@ up_read_frames(struct dlb_tcp_up *u)
 		uint16_t flen = dlb_rd16(u->rbuf + pos);
 		uint8_t *pkt = u->rbuf + pos + 2;
 		struct dlb_slot s;
+		enum dlb_answer_match match;
 		size_t alen;
 		uint32_t i, delay_ms;
 
@@ -950,17 +963,36 @@ up_read_frames(struct dlb_tcp_up *u)
 		for (i = 0; i < u->nreqs; i++)
 			if (flen >= DLB_DNS_HDR && u->reqs[i].s.wire_id == dlb_rd16(pkt))
 				break;
-		if (i == u->nreqs || !dlb_query_response_matches(w, pkt, flen, &u->reqs[i].s)) {
-			/* on a stream there is no waiting for the real one: drop the connection */
-			w->stats.noncompliant_responses++;
-			up_fail_all(u, false);
+		if (i == u->nreqs) {
+			/*
+			 * An answer to no query: the stream is out of step. As
+			 * dnsdist, every client waiting on it loses its connection.
+			 */
+			up_fail_all_how(u, false, true);
 			return false;
 		}
+		match = dlb_query_response_matches(w, pkt, flen, &u->reqs[i].s);
 		s = u->reqs[i].s;
 		up_remove_req(u, i);
 		w->be_stats[s.be_index].outstanding--;
 		dlb_oc_release(w, &s);
 		u->last_use = ev_now(w->loop);
+		if (match != DLB_ANSWER_OK) {
+			/*
+			 * On a stream there is no waiting for the real one. As
+			 * dnsdist, the client's connection is closed; the backend
+			 * connection, still in step, stays.
+			 */
+			if (match == DLB_ANSWER_NONCOMPLIANT)
+				w->stats.noncompliant_responses++;
+			if (s.client.proto == DLB_CLIENT_TCP)
+				dlb_tcp_drop(w, &s.client);
+			if (u->single && u->nreqs == 0) {
+				up_free(u);
+				return false;
+			}
+			continue;
+		}
 		alen = dlb_query_finish_response(w, &pkt, flen, &s, &delay_ms);
 		if (alen == 0) {
 			/* dropped by a rule, or a prefetch */

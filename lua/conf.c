@@ -2318,6 +2318,13 @@ l_set_allow_empty_response(lua_State *L)
 }
 
 static int
+l_truncate_tc(lua_State *L)
+{
+	conf_get(L)->cfg->truncate_tc = dlb_lua_arg_bool(L, 1, "truncateTC");
+	return 0;
+}
+
+static int
 l_set_payload_size_on_self_generated_answers(lua_State *L)
 {
 	const char *fn = "setPayloadSizeOnSelfGeneratedAnswers";
@@ -2771,6 +2778,7 @@ static const luaL_Reg conf_funcs[] = {
 	{ "setServFailWhenNoServer", l_set_servfail_when_no_server },
 	{ "setDropEmptyQueries", l_set_drop_empty_queries },
 	{ "setAllowEmptyResponse", l_set_allow_empty_response },
+	{ "truncateTC", l_truncate_tc },
 	{ "setPayloadSizeOnSelfGeneratedAnswers", l_set_payload_size_on_self_generated_answers },
 	{ "setAddEDNSToSelfGeneratedResponses", l_set_add_edns_to_self_generated_responses },
 	{ "setTCPRecvTimeout", l_set_tcp_recv_timeout },
