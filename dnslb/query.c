@@ -826,10 +826,8 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 		if (rc->n > 0) {
 			enum dlb_verdict_r v = dlb_rules_run_response(rc, &dr, &w->stats);
 
-			if (v == DLB_R_DROP) {
-				w->stats.responses++;
-				return 0;
-			}
+			if (v == DLB_R_DROP)
+				return 0;	/* not in responses, as in dnsdist */
 			len = dr.len;
 			if (dr.skip_cache)
 				cache = NULL;
@@ -863,10 +861,8 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 			dr.len = len;
 			dr.cap = len;
 			v = dlb_rules_run_response(ic, &dr, &w->stats);
-			if (v == DLB_R_DROP) {
-				w->stats.responses++;
-				return 0;
-			}
+			if (v == DLB_R_DROP)
+				return 0;	/* not in responses, as in dnsdist */
 			len = dr.len;
 			if (dr.max_returned_ttl > 0 && (max_ttl == 0 || dr.max_returned_ttl < max_ttl))
 				max_ttl = dr.max_returned_ttl;

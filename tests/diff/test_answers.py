@@ -4,10 +4,25 @@ data, a zone transfer of several messages, too large for the client)."""
 
 import struct
 
+import diffharness
 from diffharness import RD, build_query, known  # noqa: F401
 
 PROTOS = ("udp", "tcp")
 ONE = 'newServer({address="@B0@"})\n'
+
+# Counters that other areas of the differential work are bringing in line:
+# dnsdist 1.7.3 lists names dnslb does not show yet, counts no latency for
+# TCP answers, and reads tcp-listen-overflows from the host. Until those
+# land, every other counter is compared here, value for value.
+ELSEWHERE = {"latency-count", "tcp-listen-overflows"}
+
+
+def same_counters(p):
+    a = p.parse_dumpstats(p.theirs.console("dumpStats()"))
+    b = p.parse_dumpstats(p.ours.console("dumpStats()"))
+    skip = diffharness.VOLATILE_STATS | ELSEWHERE
+    diff = {k: (a[k], b[k]) for k in a if k in b and k not in skip and a[k] != b[k]}
+    assert not diff, "counters differ (dnsdist, dnslb): %r" % diff
 
 
 def q(name, qtype=1, opt=None, qid=4242, **kw):
@@ -22,7 +37,7 @@ def test_header_only_answers(pair):
         for label in ("empty-noerror", "empty-nxdomain", "empty-refused", "empty-servfail"):
             for opt in (None, {"payload": 1232}):
                 p.query(q(label + ".example.test.", opt=opt), proto)
-    p.stats()
+    same_counters(p)
 
 
 def test_header_only_answers_allowed(pair):
@@ -30,7 +45,7 @@ def test_header_only_answers_allowed(pair):
     for proto in PROTOS:
         for label in ("empty-noerror", "empty-nxdomain", "empty-refused"):
             p.query(q(label + ".example.test."), proto)
-    p.stats()
+    same_counters(p)
 
 
 def test_header_only_answers_response_rules(pair):
@@ -40,7 +55,7 @@ def test_header_only_answers_response_rules(pair):
     for proto in PROTOS:
         p.query(q("empty-refused.example.test."), proto, timeout=1.0)
         p.query(q("empty-servfail.example.test."), proto)
-    p.stats()
+    same_counters(p)
 
 
 def test_wrong_question_answers(pair):
@@ -51,7 +66,7 @@ def test_wrong_question_answers(pair):
         for label in ("wrongname", "wrongtype", "wrongclass", "wrongid", "qr0"):
             for qtype in (1, 28):
                 p.query(q(label + ".example.test.", qtype=qtype), proto)
-    p.stats()
+    same_counters(p)
 
 
 def test_wrong_question_case(pair):
@@ -60,7 +75,7 @@ def test_wrong_question_case(pair):
     p = pair(ONE)
     for proto in PROTOS:
         p.query(q("WwW.ExAmple.TEST."), proto)
-    p.stats()
+    same_counters(p)
 
 
 def test_tc_answers(pair):
@@ -69,7 +84,7 @@ def test_tc_answers(pair):
         for label in ("tc", "tcdata"):
             for opt in (None, {"payload": 1232}):
                 p.query(q(label + ".example.test.", opt=opt), proto)
-    p.stats()
+    same_counters(p)
 
 
 def test_tc_answers_truncate_tc(pair):
@@ -80,11 +95,11 @@ def test_tc_answers_truncate_tc(pair):
             for qtype in (1, 16):
                 for opt in (None, {"payload": 1232}):
                     p.query(q(label + ".example.test.", qtype=qtype, opt=opt), proto)
-    p.stats()
+    same_counters(p)
 
 
 def test_tc_answers_truncate_tc_off(pair):
     p = pair(ONE + "truncateTC(false)\n")
     for proto in PROTOS:
         p.query(q("tcdata.example.test.", opt={"payload": 1232}), proto)
-    p.stats()
+    same_counters(p)
