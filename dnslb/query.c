@@ -93,7 +93,8 @@ static void
 dr_from_query(struct dlb_worker *w, const struct dlb_query *q, struct dlb_dq *dr,
 	      struct dlb_dnsmsg *rm)
 {
-	dq_base(w, dr, q->pkt, q->len, q->len, rm, q->client, q->local, q->tcp, q->rs->gen);
+	/* a local answer sits in a whole receive buffer or in scratch: it may grow */
+	dq_base(w, dr, q->pkt, q->len, q->cap, rm, q->client, q->local, q->tcp, q->rs->gen);
 	dr->response = true;
 	if (q->tags != NULL)
 		dr->tags = *q->tags;
@@ -779,9 +780,16 @@ dr_from_slot(struct dlb_worker *w, const struct dlb_slot *s, uint8_t *pkt, size_
 {
 	const struct dlb_client *c = &s->client;
 
-	/* cap: response actions never grow the answer */
+	/*
+	 * cap: response actions never grow the answer in place (a TCP frame is
+	 * followed by the next one); Lua's setTrailingData moves it to scratch
+	 */
 	dq_base(w, dr, pkt, len, len, rm, &c->peer.sa, dlb_query_client_local(w, c, local),
 		c->proto == DLB_CLIENT_TCP, gen);
+	if (pkt == w->scratch)
+		dr->cap = DLB_RBUF_SIZE;
+	else
+		dr->spare = w->scratch;
 	dr->t_start = c->t_start;
 	dr->response = true;
 	dr->be_index = s->be_index;
@@ -828,6 +836,8 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 
 			if (v == DLB_R_DROP)
 				return 0;	/* not in responses, as in dnsdist */
+			pkt = dr.pkt;		/* moved to grow (setTrailingData) */
+			*pktp = pkt;
 			len = dr.len;
 			if (dr.skip_cache)
 				cache = NULL;

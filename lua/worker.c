@@ -877,6 +877,43 @@ l_dq_get_trailing_data(lua_State *L)
 	return 1;
 }
 
+/*
+ * setTrailingData(s): replace what follows the last record by @s (as
+ * dnsdist: after the whole message when it cannot be walked). Returns false
+ * when the message would pass 65535 bytes. A response grows into the
+ * worker's spare buffer (a backend answer's own may be followed by others).
+ */
+static int
+l_dq_set_trailing_data(lua_State *L)
+{
+	struct dlb_dq *dq = check_dq(L, 1);
+	size_t tlen;
+	const char *tail = luaL_checklstring(L, 2, &tlen);
+	long end = message_end(dq->pkt, dq->len);
+	size_t at = end < 0 ? dq->len : (size_t)end;
+
+	if (tlen > 65535 - at) {	/* a DNS message never passes a TCP length prefix */
+		lua_pushboolean(L, 0);
+		return 1;
+	}
+	if (at + tlen > dq->cap) {
+		if (dq->spare == NULL || dq->spare == dq->pkt || at + tlen > DLB_RBUF_SIZE) {
+			lua_pushboolean(L, 0);
+			return 1;
+		}
+		memcpy(dq->spare, dq->pkt, at);
+		dq->pkt = dq->spare;
+		dq->cap = DLB_RBUF_SIZE;
+		dq->spare = NULL;
+	}
+	memcpy(dq->pkt + at, tail, tlen);
+	dq->len = at + tlen;
+	if (end >= 0)
+		dq->m->trailing = tlen > 0;
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
 /* An address of dq:spoof(): a ComboAddress, or a string that is an address. */
 static bool
 spoof_address(lua_State *L, int idx, struct sockaddr_storage *out)
@@ -1076,6 +1113,7 @@ static const luaL_Reg dq_methods[] = {
 	{ "setContent", l_dq_set_content },
 	{ "getElapsedUs", l_dq_get_elapsed_us },
 	{ "getTrailingData", l_dq_get_trailing_data },
+	{ "setTrailingData", l_dq_set_trailing_data },
 	{ "spoof", l_dq_spoof },
 	{ "editTTLs", l_dq_edit_ttls },
 	{ "getSelectedBackend", l_dq_get_selected_backend },

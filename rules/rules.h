@@ -102,6 +102,8 @@ struct dlb_dq {
 	uint8_t *pkt;			/* query, or response for response chains */
 	size_t len;
 	size_t cap;			/* bytes writable at pkt (answers are built in place) */
+	uint8_t *spare;			/* NULL, or DLB_RBUF_SIZE bytes a response may move to
+					 * to grow (dq:setTrailingData): pkt then points there */
 	struct dlb_dnsmsg *m;		/* parsed query (response chains: the response's
 					 * header and question, parsed by dlb_wire_parse_response_question) */
 	/* --- who and how --- */
