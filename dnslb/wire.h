@@ -47,6 +47,9 @@ enum dlb_rcode {
 };
 
 #define DLB_TYPE_OPT	41
+#define DLB_TYPE_SOA	6
+#define DLB_TYPE_IXFR	251
+#define DLB_TYPE_AXFR	252
 #define DLB_EDNS_OPT_ECS	8
 #define DLB_EDNS_OPT_COOKIE	10
 #define DLB_EDNS_OPT_PADDING	12

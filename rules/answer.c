@@ -170,7 +170,25 @@ put_opt(uint8_t *pkt, size_t o, const struct dlb_dnsmsg *m, const struct dlb_sel
 	return o + ANS_OPT_LEN;
 }
 
-/* Header + question + OPT: RCodeAction, ERCodeAction, TCAction. */
+/*
+ * The query is one question and one OPT RR right after it, nothing else in
+ * its sections (dnsdist's getEDNSOptionsStart): only then is its OPT (and
+ * whatever follows) replaced in an answer made of the query.
+ */
+static bool
+lone_opt(size_t len, const struct dlb_dnsmsg *m)
+{
+	return m->qdcount == 1 && m->ancount == 0 && m->nscount == 0 && m->arcount == 1 &&
+	       m->has_opt && m->opt_off == m->question_end && m->question_end < len;
+}
+
+/*
+ * RCodeAction, ERCodeAction, TCAction: as dnsdist 1.7, the query turned into
+ * its answer by its header. A query of one question and one OPT RR loses
+ * the OPT and anything after it (trailing data too), and gets a fresh OPT
+ * (setAddEDNSToSelfGeneratedResponses); any other query keeps every record
+ * and octet it had.
+ */
 static int
 answer_empty(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m, unsigned rcode,
 	     uint16_t extra_flags, const struct dlb_answer_opts *o,
@@ -184,6 +202,10 @@ answer_empty(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m, u
 		o = &answer_defaults;
 	if (so == NULL)
 		so = &self_defaults;
+	if (!lone_opt(len, m) && len >= DLB_DNS_HDR && (m->qdcount == 0 || base > DLB_DNS_HDR)) {
+		dlb_wr16(pkt + 2, (uint16_t)(answer_flags(m->flags, o, rcode) | extra_flags));
+		return (int)len;
+	}
 	opt = answer_opt(m, so);
 	if (!answer_fits((size_t)base + (opt ? ANS_OPT_LEN : 0), cap))
 		return DLB_ESPACE;
