@@ -653,14 +653,17 @@ handle_answer(struct dlb_worker *w, struct dlb_be_sock *s, unsigned i)
 		/* dropped by a response rule, or a prefetch */
 		if (slot->client.proto == DLB_CLIENT_TCP)
 			dlb_tcp_drop(w, &slot->client);
-	} else if (slot->client.proto == DLB_CLIENT_TCP)
+	} else if (slot->client.proto == DLB_CLIENT_TCP) {
 		dlb_tcp_deliver(w, &slot->client, pkt, len);
-	else if (delay_ms > 0)
-		dlb_worker_delay_reply(w, &slot->client, pkt, len, delay_ms);
-	else if (pkt != w->rbuf[i])
-		dlb_frontend_send_reply(w, &slot->client, pkt, len);	/* scratch: now */
-	else
-		dlb_frontend_queue_reply(w, &slot->client, pkt, len);
+	} else {
+		len = dlb_query_fit_udp(w, &slot->client, pkt, len);
+		if (delay_ms > 0)
+			dlb_worker_delay_reply(w, &slot->client, pkt, len, delay_ms);
+		else if (pkt != w->rbuf[i])
+			dlb_frontend_send_reply(w, &slot->client, pkt, len);	/* scratch: now */
+		else
+			dlb_frontend_queue_reply(w, &slot->client, pkt, len);
+	}
 	release_slot(w, s, idx);
 }
 

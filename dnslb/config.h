@@ -214,6 +214,7 @@ struct dlb_config {
 	bool servfail_when_no_server;
 	bool drop_empty_queries;
 	bool allow_empty_response;
+	uint16_t max_udp_answer;		/* setMaxUDPAnswerSize, default 4096 */
 	bool truncate_tc;			/* truncateTC: a TC=1 answer loses its records (UDP) */
 	bool roundrobin_fail_on_no_server;
 	struct dlb_selfanswer_opts selfans;

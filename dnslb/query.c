@@ -421,6 +421,9 @@ process_head(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 		w->stats.rdqueries++;
 
 	q->orig_flags = q->m.flags;
+	q->udp_max = !q->m.has_opt || q->m.udp_size < 512 ? 512 : q->m.udp_size;
+	if (q->udp_max > cfg->max_udp_answer)
+		q->udp_max = cfg->max_udp_answer;
 	q->rs = dlb_rules_current();
 	{
 		enum dlb_verdict v = dynblock(w, q, &skip_rules);
@@ -596,6 +599,13 @@ dlb_query_process(struct dlb_worker *w, struct dlb_query *q)
 	if (!dlb_query_prepare(w, q, &v))
 		return v;
 	return dlb_query_finish(w, q);
+}
+
+size_t
+dlb_query_tc_for_client(const struct dlb_worker *w, uint8_t *pkt, size_t len)
+{
+	pkt[2] |= DLB_F_TC >> 8;
+	return dlb_wire_truncate_tc(pkt, len, w->cfg->selfans.add_edns);
 }
 
 enum dlb_answer_match

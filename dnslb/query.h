@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "dnslb/cache.h"
+#include "dnslb/inflight.h"
 #include "dnslb/wire.h"
 #include "rules/rules.h"
 
@@ -55,6 +56,8 @@ struct dlb_query {
 	uint32_t max_returned_ttl;	/* 0: none */
 	uint16_t orig_flags;		/* the client's flags, before rules changed m.flags
 					 * (SetNoRecurse): restored in the answer */
+	uint16_t udp_max;		/* the largest UDP answer the client takes, as it
+					 * asked (setMaxUDPAnswerSize caps it) */
 	bool tcp;
 	bool skip_cache;
 	bool has_dq;			/* the query rules ran: dq is valid */
@@ -103,6 +106,26 @@ enum dlb_verdict dlb_query_finish(struct dlb_worker *w, struct dlb_query *q);
  * edited) or DLB_V_DROP.
  */
 enum dlb_verdict dlb_query_cache_hit_rules(struct dlb_worker *w, struct dlb_query *q);
+
+/**
+ * An answer of @len bytes in @pkt is larger than its UDP client can take
+ * (dlb_client.udp_max): make it a TC=1 answer in place, as dnsdist 1.7 does
+ * for a UDP client of a TCP-only backend: its header with TC, its question,
+ * no records, and when it had an OPT RR (and
+ * setAddEDNSToSelfGeneratedResponses) an OPT with its payload size and DO
+ * bit. @return the new length.
+ */
+size_t dlb_query_tc_for_client(const struct dlb_worker *w, uint8_t *pkt, size_t len);
+
+/* A UDP client's answer as it may go out: never cut, never larger than it takes. */
+static inline size_t
+dlb_query_fit_udp(const struct dlb_worker *w, const struct dlb_client *c, uint8_t *pkt,
+		  size_t len)
+{
+	if (len <= 512 || c->udp_max == 0 || len <= c->udp_max)
+		return len;
+	return dlb_query_tc_for_client(w, pkt, len);
+}
 
 /* What a backend answer is to the in-flight query it claims to answer. */
 enum dlb_answer_match {

@@ -1124,12 +1124,16 @@ up_read_frames(struct dlb_tcp_up *u)
 			/* dropped by a rule, or a prefetch */
 			if (s.client.proto == DLB_CLIENT_TCP)
 				dlb_tcp_drop(w, &s.client);
-		} else if (s.client.proto == DLB_CLIENT_TCP)
+		} else if (s.client.proto == DLB_CLIENT_TCP) {
 			dlb_tcp_deliver(w, &s.client, pkt, alen);
-		else if (delay_ms > 0)
-			dlb_worker_delay_reply(w, &s.client, pkt, alen, delay_ms);
-		else
-			dlb_frontend_send_reply(w, &s.client, pkt, alen);
+		} else {
+			/* a UDP client of a tcpOnly backend */
+			alen = dlb_query_fit_udp(w, &s.client, pkt, alen);
+			if (delay_ms > 0)
+				dlb_worker_delay_reply(w, &s.client, pkt, alen, delay_ms);
+			else
+				dlb_frontend_send_reply(w, &s.client, pkt, alen);
+		}
 		if (u->single && u->nreqs == 0) {
 			up_free(u);
 			return false;

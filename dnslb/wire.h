@@ -253,7 +253,8 @@ int dlb_wire_build_answer(const uint8_t *qpkt, const struct dlb_dnsmsg *q, uint8
 /**
  * truncateTC(true): cut the backend's TC=1 answer @pkt (@len bytes) down to
  * its header and first question, counts but qdcount zeroed, as dnsdist 1.7
- * does. When @add_edns and the answer had an OPT RR, a fresh one follows:
+ * does (it does the same, TC set first, to an answer too large for a UDP
+ * client). When @add_edns and the answer had an OPT RR, a fresh one follows:
  * the answer's payload size and DO bit, nothing else. Never longer than
  * @len. @return the new length (@len when the answer does not parse).
  */

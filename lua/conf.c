@@ -2324,6 +2324,15 @@ l_truncate_tc(lua_State *L)
 	return 0;
 }
 
+/* dnslb's own: the cap on what a UDP client's advertised size lets through */
+static int
+l_set_max_udp_answer_size(lua_State *L)
+{
+	conf_get(L)->cfg->max_udp_answer =
+		(uint16_t)dlb_lua_arg_int(L, 1, "setMaxUDPAnswerSize", 512, 65535);
+	return 0;
+}
+
 static int
 l_set_payload_size_on_self_generated_answers(lua_State *L)
 {
@@ -2779,6 +2788,7 @@ static const luaL_Reg conf_funcs[] = {
 	{ "setDropEmptyQueries", l_set_drop_empty_queries },
 	{ "setAllowEmptyResponse", l_set_allow_empty_response },
 	{ "truncateTC", l_truncate_tc },
+	{ "setMaxUDPAnswerSize", l_set_max_udp_answer_size },
 	{ "setPayloadSizeOnSelfGeneratedAnswers", l_set_payload_size_on_self_generated_answers },
 	{ "setAddEDNSToSelfGeneratedResponses", l_set_add_edns_to_self_generated_responses },
 	{ "setTCPRecvTimeout", l_set_tcp_recv_timeout },

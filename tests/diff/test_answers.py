@@ -250,3 +250,79 @@ def test_xfr_over_udp(pair):
     p = pair(ONE)
     p.query(xfr_query("axfr-2.example.test."), "udp")
     same_counters(p)
+
+
+# ---- answers too large for a UDP client --------------------------------------
+
+BIG = "Answers too large for a UDP client become TC=1 answers"
+
+
+def tc_answer(query, answer, opt):
+    """What dnslb sends instead of an answer too large: @answer's header
+    with TC, @query's question, no records, an OPT when the answer had one
+    (the backend echoes the query's: @opt, its payload and DO bit)."""
+    qend = 12 + len(diffharness.dnslbtest.question_bytes(query))
+    flags = struct.unpack("!H", answer[2:4])[0] | 0x0200
+    out = answer[:2] + struct.pack("!HHHHH", flags, 1, 0, 0, 1 if opt else 0) + query[12:qend]
+    if opt:
+        out += b"\0" + struct.pack("!HHIH", 41, opt.get("payload", 1232),
+                                   0x8000 if opt.get("do") else 0, 0)
+    return out
+
+
+@pytest.mark.parametrize("size,opt,fits", [
+    (512, None, True), (513, None, False), (600, None, False),
+    (600, {"payload": 100}, False), (1232, {"payload": 1232}, True),
+    (1300, {"payload": 1232, "do": True}, False), (1300, {"payload": 4096}, True),
+    (5000, {"payload": 4096}, False), (5000, {"payload": 65000}, False)])
+def test_answer_too_large_for_udp_client(pair, size, opt, fits):
+    p = pair(ONE)
+    wire = q("huge-%d.example.test." % size, qtype=16, opt=opt)
+    if fits:
+        p.query(wire, "udp")
+    else:
+        known(BIG)
+        theirs, ours = p.answers(wire, "udp")
+        assert theirs is not None and ours is not None
+        assert ours == tc_answer(wire, ours, opt)
+        # the answer dnsdist passed on: the backend's, whole up to its buffer
+        assert len(theirs) == min(size, 4368) and not theirs[2] & 0x02
+        p.assert_same_backend_traffic()
+    # over TCP the whole answer goes through
+    p.query(wire, "tcp")
+    same_counters(p)
+
+
+def test_answer_too_large_cap(pair):
+    # dnsdist has no such setting: the same file for both, dnslb's own call guarded
+    p = pair(ONE + "if setMaxUDPAnswerSize then setMaxUDPAnswerSize(1232) end\n")
+    known(BIG)
+    opt = {"payload": 4096, "do": True}
+    wire = q("huge-1300.example.test.", qtype=16, opt=opt)
+    theirs, ours = p.answers(wire, "udp")
+    assert len(theirs) == 1300
+    assert ours == tc_answer(wire, ours, opt)
+    p.query(q("huge-1232.example.test.", qtype=16, opt={"payload": 4096}), "udp")
+    p.assert_same_backend_traffic()
+    same_counters(p)
+
+
+def test_answer_too_large_no_edns_in_self_answers(pair):
+    p = pair(ONE + "setAddEDNSToSelfGeneratedResponses(false)\n")
+    known(BIG)
+    wire = q("huge-2000.example.test.", qtype=16, opt={"payload": 1232})
+    theirs, ours = p.answers(wire, "udp")
+    assert len(theirs) == 2000
+    assert ours == tc_answer(wire, ours, None)
+    same_counters(p)
+
+
+@pytest.mark.parametrize("size,opt", [
+    (513, None), (600, None), (300, {"payload": 100}), (513, {"payload": 511}),
+    (1300, {"payload": 1232}), (1300, {"payload": 4096}), (4000, {"payload": 4096, "do": True})])
+def test_answer_too_large_tcp_only_backend(pair, size, opt):
+    """dnsdist itself makes the TC=1 answer for a UDP client of a tcpOnly
+    backend: dnslb's is the same."""
+    p = pair('newServer({address="@B0@", tcpOnly=true})\n')
+    p.query(q("huge-%d.example.test." % size, qtype=16, opt=opt), "udp")
+    same_counters(p)
