@@ -2342,9 +2342,10 @@ l_set_payload_size_on_self_generated_answers(lua_State *L)
 	if (n < 512) {
 		conf_log(L, DLB_LOG_WARN, "%s() is set too low, using 512 instead!", fn);
 		n = 512;
-	} else if (n > 65535) {
-		conf_log(L, DLB_LOG_WARN, "%s() is set too high, using 65535 instead!", fn);
-		n = 65535;
+	} else if (n > 1500) {
+		/* dnsdist 1.7 caps it at its UDP receive buffer's size */
+		conf_log(L, DLB_LOG_WARN, "%s() is set too high, capping to 1500 instead!", fn);
+		n = 1500;
 	}
 	conf_get(L)->cfg->selfans.payload_size = (uint16_t)n;
 	return 0;
