@@ -503,7 +503,7 @@ dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_
 	}
 	dlb_query_fill_slot(slot, q, c);
 	slot->client_counted = oc == DLB_COC_ACQUIRED;
-	if (q->ecslen > 0)
+	if (q->ecslen > 0 || (q->has_dq && q->dq.edns_added))
 		q->len = dlb_query_add_ecs(w, q, q->pkt, q->len, q->cap, &slot->ecs_added);
 	if ((w->cfg->failover_on_timeout || w->cfg->failover_on_servfail) &&
 	    q->len <= DLB_SLOT_QUERY_MAX) {

@@ -642,6 +642,8 @@ dlb_query_add_ecs(const struct dlb_worker *w, const struct dlb_query *q, uint8_t
 	if (q->ecslen > 0)
 		len = dlb_wire_add_ecs(pkt, len, cap, &q->m, q->ecs, q->ecslen, ecs_override(w->cfg, q),
 				       &a);
+	if (q->has_dq && q->dq.edns_added)
+		a = DLB_ECS_OPT_RR;	/* SetEDNSOptionAction's OPT: the answer's goes, as in dnsdist */
 	*added = (uint8_t)a;
 	return len;
 }

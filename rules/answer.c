@@ -566,6 +566,78 @@ dlb_wire_walk_rrs(uint8_t *pkt, size_t len, dlb_rr_visit_fn *fn, void *ud)
 	return DLB_OK;
 }
 
+/* ---- SetEDNSOptionAction ------------------------------------------------- */
+
+/* dnsdist 1.7.3's g_EdnsUDPPayloadSize: the OPT RR it adds to a query (observed) */
+#define EDNS_ADDED_PAYLOAD	512
+
+int
+dlb_wire_set_edns_option(uint8_t *pkt, size_t *len, size_t cap, struct dlb_dnsmsg *m,
+			 uint16_t code, const uint8_t *data, uint16_t dlen, bool *added)
+{
+	size_t optlen = 4 + (size_t)dlen;
+	size_t end, at;
+
+	*added = false;
+	if (*len < DLB_DNS_HDR || m->parsed_end < DLB_DNS_HDR || m->parsed_end > *len)
+		return DLB_EINVAL;
+	/* a rewrite keeps the records, not what follows them */
+	end = m->parsed_end;
+	if (!m->has_opt) {
+		/* no additional record: dnsdist appends to the message as it is */
+		at = dlb_rd16(pkt + 10) == 0 ? *len : end;
+		if (at + ANS_OPT_LEN + optlen > cap || at + ANS_OPT_LEN + optlen > ANS_MAX_MSG)
+			return DLB_ESPACE;
+		pkt[at] = 0;
+		dlb_wr16(pkt + at + 1, DLB_TYPE_OPT);
+		dlb_wr16(pkt + at + 3, EDNS_ADDED_PAYLOAD);
+		dlb_wr32(pkt + at + 5, 0);
+		dlb_wr16(pkt + at + 9, (uint16_t)optlen);
+		dlb_wr16(pkt + at + 11, code);
+		dlb_wr16(pkt + at + 13, dlen);
+		if (dlen > 0)
+			memcpy(pkt + at + 15, data, dlen);
+		dlb_wr16(pkt + 10, (uint16_t)(dlb_rd16(pkt + 10) + 1));
+		*len = at + ANS_OPT_LEN + optlen;
+		*added = true;
+	} else {
+		size_t rdata = m->opt_rdata_off, rdlen = m->opt_rdlen, p = rdata;
+
+		if (end + optlen > cap || end + optlen > ANS_MAX_MSG || rdlen + optlen > 65535)
+			return DLB_ESPACE;
+		/* the options of that code go (the parser checked their layout) */
+		while (p + 4 <= rdata + rdlen) {
+			size_t olen = 4 + (size_t)dlb_rd16(pkt + p + 2);
+
+			if (dlb_rd16(pkt + p) == code) {
+				memmove(pkt + p, pkt + p + olen, end - (p + olen));
+				rdlen -= olen;
+				end -= olen;
+			} else {
+				p += olen;
+			}
+		}
+		/* the new one last */
+		at = rdata + rdlen;
+		memmove(pkt + at + optlen, pkt + at, end - at);
+		dlb_wr16(pkt + at, code);
+		dlb_wr16(pkt + at + 2, dlen);
+		if (dlen > 0)
+			memcpy(pkt + at + 4, data, dlen);
+		rdlen += optlen;
+		end += optlen;
+		dlb_wr16(pkt + rdata - 2, (uint16_t)rdlen);
+		*len = end;
+	}
+	/*
+	 * The rules after this one see the new message. An OPT RR appended
+	 * after trailing data makes one that does not parse: mark it so.
+	 */
+	if (dlb_wire_parse_query(pkt, *len, m) != DLB_OK)
+		m->parsed_end = 0;
+	return DLB_OK;
+}
+
 /* ---- removing records --------------------------------------------------- */
 
 /*

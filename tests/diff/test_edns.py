@@ -5,7 +5,7 @@ sizes and the DO bit, EDNS options in rules, Lua and SetEDNSOptionAction."""
 import pytest
 
 import diffharness
-from diffharness import build_query
+from diffharness import build_query, known
 
 PROTOS = ("udp", "tcp")
 ONE = 'newServer({address="@B0@"})\n'
@@ -82,3 +82,76 @@ def test_edns_option_rule(pair):
                     {"options": [(10, b"01234567")]}):
             p.query(q("www.example.test.", opt=opt), proto)
     same_counters(p)
+
+
+SET_OPT = ('addAction("set.test.", SetEDNSOptionAction(65001, "hello"))\n'
+           'addAction("set2.test.", SetEDNSOptionAction(65002, "x"))\n'
+           'addAction("set2.test.", SetEDNSOptionAction(65001, "again"))\n'
+           'addAction("set3.test.", SetEDNSOptionAction(65003, ""))\n')
+
+
+def test_set_edns_option_action(pair):
+    """What the backend receives, and what the client gets back (the OPT
+    RR the action added is removed from the answer)."""
+    p = pair(ONE + SET_OPT)
+    for proto in PROTOS:
+        for opt in (None, {"payload": 1232}, {"payload": 100},
+                    {"options": [(65001, b"old"), (10, b"12345678"), (65001, b"x")]}):
+            for name in ("set.test.", "set2.test.", "withopt.set.test.", "noopt.set.test."):
+                p.query(q(name, opt=opt), proto)
+                p.query(q(name, opt=opt, trailing=b"TT"), proto)
+        p.query(q("set3.test."), proto)
+    same_counters(p)
+
+
+def test_set_edns_option_then_rule(pair):
+    """A later EDNSOptionRule sees the option the action added."""
+    p = pair(ONE + SET_OPT + 'addAction(EDNSOptionRule(65002), SpoofAction("192.0.2.2"))\n'
+             'addAction(EDNSOptionRule(65001), RCodeAction(DNSRCode.NXDOMAIN))\n')
+    for proto in PROTOS:
+        for opt in (None, {"payload": 1232}, {"payload": 100},
+                    {"options": [(65001, b"old"), (10, b"12345678")]}):
+            for name in ("set.test.", "set2.test.", "other.test."):
+                p.query(q(name, opt=opt), proto)
+    same_counters(p)
+
+
+SET_DO = "SetEDNSOptionAction keeps the query's EDNS flags"
+SET_EMPTY = "SetEDNSOptionAction with empty data adds an empty option"
+
+
+def test_set_edns_option_action_do_bit(pair):
+    """dnsdist 1.7.3 rewrites the OPT RR's TTL a byte off: the DO bit lands
+    in the version field (0x00008000 becomes 0x00800000). dnslb keeps it."""
+    p = pair(ONE + SET_OPT)
+    known(SET_DO)
+    for proto in PROTOS:
+        wire = q("set.test.", opt={"payload": 4096, "do": True})
+        theirs, ours = p.answers(wire, proto)
+        (_, ta), = p.new_backend_queries(p.theirs)
+        (_, oa), = p.new_backend_queries(p.ours)
+        opt_at = 12 + len(diffharness.dnslbtest.question_bytes(wire))
+        assert ta[opt_at + 5:opt_at + 9] == b"\x00\x80\x00\x00"
+        assert oa[opt_at + 5:opt_at + 9] == b"\x00\x00\x80\x00"
+        assert oa[:opt_at + 5] + oa[opt_at + 9:] == ta[:opt_at + 5] + ta[opt_at + 9:]
+        assert ours[:2] == theirs[:2] and ours is not None
+
+
+def test_set_edns_option_action_empty_data(pair):
+    """On a query with an OPT RR, dnsdist 1.7.3 drops the query when the
+    option's data is empty (its rewrite throws); dnslb adds the option."""
+    p = pair(ONE + SET_OPT)
+    known(SET_EMPTY)
+    for proto in PROTOS:
+        wire = q("set3.test.", opt={"payload": 1232})
+        theirs, ours = p.answers(wire, proto)
+        assert theirs is None and ours is not None
+        assert p.new_backend_queries(p.theirs) == []
+        (_, oa), = p.new_backend_queries(p.ours)
+        assert oa == diffharness.strip_id(q("set3.test.", opt={
+            "payload": 1232, "options": [(65003, b"")]}))
+
+
+def test_set_edns_option_action_show_rules(pair):
+    p = pair(ONE + 'addAction("set.test.", SetEDNSOptionAction(65001, "hello"))\n')
+    p.console("showRules()")
