@@ -155,3 +155,51 @@ def test_set_edns_option_action_empty_data(pair):
 def test_set_edns_option_action_show_rules(pair):
     p = pair(ONE + 'addAction("set.test.", SetEDNSOptionAction(65001, "hello"))\n')
     p.console("showRules()")
+
+
+EDNS_LUA = '''
+function hex(s)
+  return (s:gsub(".", function(c) return string.format("%02x", string.byte(c)) end))
+end
+function summary(dq)
+  local opts = dq:getEDNSOptions()
+  local codes = {}
+  for code, _ in pairs(opts) do table.insert(codes, code) end
+  table.sort(codes)
+  local out = "n" .. #codes
+  for _, code in ipairs(codes) do
+    local view = opts[code]
+    out = out .. "-" .. code .. "x" .. view:count()
+    for _, v in ipairs(view:getValues()) do out = out .. "v" .. hex(v) end
+  end
+  return out
+end
+function qopts(dq)
+  return DNSAction.Spoof, summary(dq) .. ".example."
+end
+function ropts(dr)
+  dr:setTrailingData(summary(dr))
+  return DNSResponseAction.None, ""
+end
+'''
+
+
+def test_get_edns_options(pair):
+    """dq:getEDNSOptions() in LuaAction and LuaResponseAction."""
+    p = pair(ONE + EDNS_LUA + 'addAction("lua.test.", LuaAction(qopts))\n'
+             'addResponseAction(AllRule(), LuaResponseAction(ropts))\n')
+    for proto in PROTOS:
+        for opt in (None, {"payload": 1232}, {"options": [(65001, b"ab")]},
+                    {"options": [(65001, b"ab"), (10, b"12345678"), (65001, b""), (8, b"\0\1\x18\0\xc0\0\2")]}):
+            p.query(q("lua.test.", opt=opt), proto)
+            for name in ("www.example.test.", "withopt.example.test.", "noopt.example.test."):
+                p.query(q(name, opt=opt), proto)
+    same_counters(p)
+
+
+@pytest.mark.parametrize("conf", [
+    "setPayloadSizeOnSelfGeneratedAnswers(4096)\n", "setPayloadSizeOnSelfGeneratedAnswers(100)\n",
+    "setPayloadSizeOnSelfGeneratedAnswers(1500)\n", "truncateTC(true)\n",
+    'addAction(AllRule(), SetEDNSOptionAction(65001, "abc"))\n'])
+def test_check_config(workdir, conf):
+    diffharness.same_check_config(workdir, conf)
