@@ -326,3 +326,36 @@ def test_answer_too_large_tcp_only_backend(pair, size, opt):
     p = pair('newServer({address="@B0@", tcpOnly=true})\n')
     p.query(q("huge-%d.example.test." % size, qtype=16, opt=opt), "udp")
     same_counters(p)
+
+
+def test_xfr_skips_response_rules(pair):
+    """The messages of a transfer go to the client as the backend wrote
+    them: no response rule runs on them."""
+    p = pair(ONE + 'addResponseAction(AllRule(), DropResponseAction())\n')
+    msgs, _, eof = same_xfr(p, xfr_query("axfr-3.example.test."))
+    assert len(msgs) == 3 and eof
+    same_counters(p)
+
+
+def test_xfr_pipelined_query_ignored(pair):
+    """A query sent behind the transfer on the same connection is never
+    read: the connection closes after the last message."""
+    from diffharness import TcpClient
+    p = pair(ONE)
+    wire = xfr_query("axfr-2.example.test.")
+    out = {}
+    for side in (p.theirs, p.ours):
+        with TcpClient(side.port) as c:
+            c.send_raw(struct.pack("!H", len(wire)) + wire +
+                       struct.pack("!H", 34) + q("www.example.test.", qid=9))
+            msgs = []
+            while True:
+                m = c.recv_msg(1.0)
+                if m is None:
+                    break
+                msgs.append(diffharness.strip_id(m))
+            out[side.impl] = (msgs, c.eof)
+    assert out["dnsdist"] == out["dnslb"]
+    assert len(out["dnslb"][0]) == 2 and out["dnslb"][1]
+    p.assert_same_backend_traffic()
+    same_counters(p)
