@@ -203,3 +203,24 @@ def test_get_edns_options(pair):
     'addAction(AllRule(), SetEDNSOptionAction(65001, "abc"))\n'])
 def test_check_config(workdir, conf):
     diffharness.same_check_config(workdir, conf)
+
+
+SET_TRAIL = "EDNSOptionRule after an OPT RR appended to trailing data"
+
+
+def test_set_edns_option_trailing_then_rule(pair):
+    """An OPT RR appended after trailing data (both do that) leaves a message
+    that does not parse: dnsdist 1.7.3 drops the query when a later
+    EDNSOptionRule looks at it; in dnslb the rule does not match."""
+    p = pair(ONE + SET_OPT + 'addAction(EDNSOptionRule(65001), RCodeAction(DNSRCode.NXDOMAIN))\n')
+    known(SET_TRAIL)
+    for proto in PROTOS:
+        wire = q("set.test.", trailing=b"TT")
+        theirs, ours = p.answers(wire, proto)
+        assert theirs is None and ours is not None
+        assert p.new_backend_queries(p.theirs) == []
+        (_, oa), = p.new_backend_queries(p.ours)
+        sent = bytearray(diffharness.strip_id(wire))
+        sent[11] = 1
+        assert oa == bytes(sent) + diffharness.dnslbtest.opt_rr(
+            payload=512, options=[(65001, b"hello")])
