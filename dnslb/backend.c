@@ -506,7 +506,7 @@ dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_
 	}
 	dlb_query_fill_slot(slot, q, c);
 	slot->client_counted = oc == DLB_COC_ACQUIRED;
-	if (q->ecslen > 0)
+	if (q->ecslen > 0 || (q->has_dq && q->dq.edns_added))
 		q->len = dlb_query_add_ecs(w, q, q->pkt, q->len, q->cap, &slot->ecs_added);
 	if ((w->cfg->failover_on_timeout || w->cfg->failover_on_servfail) &&
 	    q->len <= DLB_SLOT_QUERY_MAX) {
@@ -616,29 +616,33 @@ handle_answer(struct dlb_worker *w, struct dlb_be_sock *s, unsigned i)
 	struct dlb_slot *slot;
 	uint32_t idx, delay_ms;
 
-	if (len < DLB_DNS_HDR || (w->rmsgs[i].msg_hdr.msg_flags & MSG_TRUNC)) {
-		w->stats.noncompliant_responses++;
+	/*
+	 * What dnsdist 1.7 never counts as noncompliant is not counted here
+	 * either: a short datagram, an unknown, duplicate or late ID, an
+	 * answer from another address (its connected socket never sees one)
+	 * and an answer for another question.
+	 */
+	if (len < DLB_DNS_HDR || (w->rmsgs[i].msg_hdr.msg_flags & MSG_TRUNC))
 		return;
-	}
 	idx = dlb_inflight_lookup(&s->table, dlb_rd16(pkt));
-	if (idx == DLB_SLOT_NONE) {
-		/* unknown, duplicate or late (after its timeout): never delivered */
-		w->stats.noncompliant_responses++;
-		return;
-	}
+	if (idx == DLB_SLOT_NONE)
+		return;		/* unknown, duplicate or late (after its timeout): never delivered */
 	slot = dlb_slot_get(&w->slots, idx);
 	if (s->be_index < 0 &&
 	    !dlb_sockaddr_equal(&w->raddr[i].sa,
-				(const struct sockaddr *)&w->cfg->backends[slot->be_index]->addr)) {
-		/* shared socket: not from the server this ID was sent to */
+				(const struct sockaddr *)&w->cfg->backends[slot->be_index]->addr))
+		return;		/* shared socket: not from the server this ID was sent to */
+	switch (dlb_query_response_matches(w, pkt, len, slot)) {
+	case DLB_ANSWER_OK:
+		break;
+	case DLB_ANSWER_NONCOMPLIANT:
 		w->stats.noncompliant_responses++;
-		return;
+		return;		/* the query keeps waiting for the real answer */
+	case DLB_ANSWER_OTHER:
+		return;		/* spoofed: the query keeps waiting for the real answer */
 	}
-	if (!dlb_query_response_matches(w, pkt, len, slot)) {
-		/* spoofed or broken: the query keeps waiting for the real answer */
-		w->stats.noncompliant_responses++;
-		return;
-	}
+	if (w->cfg->truncate_tc && (pkt[2] & (DLB_F_TC >> 8)))
+		len = dlb_wire_truncate_tc(pkt, len, w->cfg->selfans.add_edns);
 	if (w->cfg->failover_on_servfail && DLB_RCODE(pkt[3]) == DLB_RCODE_SERVFAIL &&
 	    failover_retry(w, slot)) {
 		/* the client waits for the other server's answer */
@@ -652,14 +656,17 @@ handle_answer(struct dlb_worker *w, struct dlb_be_sock *s, unsigned i)
 		/* dropped by a response rule, or a prefetch */
 		if (slot->client.proto == DLB_CLIENT_TCP)
 			dlb_tcp_drop(w, &slot->client);
-	} else if (slot->client.proto == DLB_CLIENT_TCP)
+	} else if (slot->client.proto == DLB_CLIENT_TCP) {
 		dlb_tcp_deliver(w, &slot->client, pkt, len);
-	else if (delay_ms > 0)
-		dlb_worker_delay_reply(w, &slot->client, pkt, len, delay_ms);
-	else if (pkt != w->rbuf[i])
-		dlb_frontend_send_reply(w, &slot->client, pkt, len);	/* scratch: now */
-	else
-		dlb_frontend_queue_reply(w, &slot->client, pkt, len);
+	} else {
+		len = dlb_query_fit_udp(w, &slot->client, pkt, len);
+		if (delay_ms > 0)
+			dlb_worker_delay_reply(w, &slot->client, pkt, len, delay_ms);
+		else if (pkt != w->rbuf[i])
+			dlb_frontend_send_reply(w, &slot->client, pkt, len);	/* scratch: now */
+		else
+			dlb_frontend_queue_reply(w, &slot->client, pkt, len);
+	}
 	release_slot(w, s, idx);
 }
 

@@ -100,6 +100,7 @@ dlb_config_new(void)
 	cfg->workers = 0;
 	cfg->policy = DLB_POLICY_LEAST_OUTSTANDING;
 	cfg->udp_timeout_ms = 2000;
+	cfg->max_udp_answer = 4096;
 	cfg->max_udp_outstanding = 65535;
 	cfg->selfans.add_edns = true;
 	cfg->selfans.payload_size = 1232;

@@ -218,8 +218,9 @@ struct dlb_config {
 	bool servfail_when_no_server;
 	bool drop_empty_queries;
 	bool allow_empty_response;
+	uint16_t max_udp_answer;		/* setMaxUDPAnswerSize, default 4096 */
+	bool truncate_tc;			/* truncateTC: a TC=1 answer loses its records (UDP) */
 	bool roundrobin_fail_on_no_server;
-	bool truncate_tc;			/* truncateTC: strip the records of TC=1 answers */
 	bool fixup_case;			/* fixupCase: the client's qname case in answers */
 	struct dlb_selfanswer_opts selfans;
 	uint32_t whashed_perturbation;

@@ -419,6 +419,7 @@ udp_verdict(struct dlb_worker *w, struct dlb_udp_pending *p, enum dlb_verdict v)
 	case DLB_V_FORWARD:
 		c->orig_id = q->m.id;
 		c->orig_flags = q->orig_flags;
+		c->udp_max = q->udp_max;
 		c->conn_id = c->conn_gen = 0;
 		c->t_start = dlb_worker_now(w);
 		if (dlb_l2_park(w, q, c))

@@ -54,6 +54,7 @@ struct dlb_client {
 	uint16_t listener;		/* frontend index */
 	uint16_t orig_id;		/* the client's query ID */
 	uint16_t orig_flags;		/* the client's header flags (RD/CD restored) */
+	uint16_t udp_max;		/* UDP: the largest answer it takes (0: no limit) */
 	uint32_t conn_id;		/* TCP: connection slot */
 	uint32_t conn_gen;		/* TCP: its generation (stale handles are dropped) */
 	union dlb_sockaddr peer;

@@ -606,8 +606,9 @@ reload_settings(const struct dlb_config *n)
 	cfg->servfail_when_no_server = n->servfail_when_no_server;
 	cfg->drop_empty_queries = n->drop_empty_queries;
 	cfg->allow_empty_response = n->allow_empty_response;
-	cfg->roundrobin_fail_on_no_server = n->roundrobin_fail_on_no_server;
 	cfg->truncate_tc = n->truncate_tc;
+	cfg->max_udp_answer = n->max_udp_answer;
+	cfg->roundrobin_fail_on_no_server = n->roundrobin_fail_on_no_server;
 	cfg->fixup_case = n->fixup_case;
 	cfg->selfans = n->selfans;
 	cfg->whashed_perturbation = n->whashed_perturbation;

@@ -93,7 +93,8 @@ static void
 dr_from_query(struct dlb_worker *w, const struct dlb_query *q, struct dlb_dq *dr,
 	      struct dlb_dnsmsg *rm)
 {
-	dq_base(w, dr, q->pkt, q->len, q->len, rm, q->client, q->local, q->tcp, q->rs->gen);
+	/* a local answer sits in a whole receive buffer or in scratch: it may grow */
+	dq_base(w, dr, q->pkt, q->len, q->cap, rm, q->client, q->local, q->tcp, q->rs->gen);
 	dr->response = true;
 	if (q->tags != NULL)
 		dr->tags = *q->tags;
@@ -420,6 +421,9 @@ process_head(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 		w->stats.rdqueries++;
 
 	q->orig_flags = q->m.flags;
+	q->udp_max = !q->m.has_opt || q->m.udp_size < 512 ? 512 : q->m.udp_size;
+	if (q->udp_max > cfg->max_udp_answer)
+		q->udp_max = cfg->max_udp_answer;
 	q->rs = dlb_rules_current();
 	{
 		enum dlb_verdict v = dynblock(w, q, &skip_rules);
@@ -598,7 +602,14 @@ dlb_query_process(struct dlb_worker *w, struct dlb_query *q)
 	return dlb_query_finish(w, q);
 }
 
-bool
+size_t
+dlb_query_tc_for_client(const struct dlb_worker *w, uint8_t *pkt, size_t len)
+{
+	pkt[2] |= DLB_F_TC >> 8;
+	return dlb_wire_truncate_tc(pkt, len, w->cfg->selfans.add_edns);
+}
+
+enum dlb_answer_match
 dlb_query_response_matches(const struct dlb_worker *w, const uint8_t *pkt, size_t len,
 			   const struct dlb_slot *s)
 {
@@ -606,18 +617,21 @@ dlb_query_response_matches(const struct dlb_worker *w, const uint8_t *pkt, size_
 	int rc = dlb_wire_parse_response_question(pkt, len, &m);
 	unsigned rcode;
 
+	if (len >= DLB_DNS_HDR && !(pkt[2] & 0x80))
+		return DLB_ANSWER_NONCOMPLIANT;		/* QR=0 */
 	if (rc != DLB_OK && rc != DLB_EEMPTY)
-		return false;
-	if (!(m.flags & DLB_F_QR))
-		return false;
+		return DLB_ANSWER_NONCOMPLIANT;
 	if (rc == DLB_EEMPTY) {
 		rcode = DLB_RCODE(m.flags);
 		return w->cfg->allow_empty_response ||
-		       (rcode != DLB_RCODE_NOERROR && rcode != DLB_RCODE_NXDOMAIN);
+		       (rcode != DLB_RCODE_NOERROR && rcode != DLB_RCODE_NXDOMAIN) ?
+		       DLB_ANSWER_OK : DLB_ANSWER_NONCOMPLIANT;
 	}
-	return m.qtype == s->key.qtype && m.qclass == s->key.qclass &&
-	       m.qname_len == s->key.qname_len &&
-	       memcmp(m.qname_lc, s->key.qname_lc, s->key.qname_len) == 0;
+	if (m.qtype == s->key.qtype && m.qclass == s->key.qclass &&
+	    m.qname_len == s->key.qname_len &&
+	    memcmp(m.qname_lc, s->key.qname_lc, s->key.qname_len) == 0)
+		return DLB_ANSWER_OK;
+	return DLB_ANSWER_OTHER;
 }
 
 size_t
@@ -629,6 +643,8 @@ dlb_query_add_ecs(const struct dlb_worker *w, const struct dlb_query *q, uint8_t
 	if (q->ecslen > 0)
 		len = dlb_wire_add_ecs(pkt, len, cap, &q->m, q->ecs, q->ecslen, ecs_override(w->cfg, q),
 				       &a);
+	if (q->has_dq && q->dq.edns_added)
+		a = DLB_ECS_OPT_RR;	/* SetEDNSOptionAction's OPT: the answer's goes, as in dnsdist */
 	*added = (uint8_t)a;
 	return len;
 }
@@ -777,9 +793,16 @@ dr_from_slot(struct dlb_worker *w, const struct dlb_slot *s, uint8_t *pkt, size_
 {
 	const struct dlb_client *c = &s->client;
 
-	/* cap: response actions never grow the answer */
+	/*
+	 * cap: response actions never grow the answer in place (a TCP frame is
+	 * followed by the next one); Lua's setTrailingData moves it to scratch
+	 */
 	dq_base(w, dr, pkt, len, len, rm, &c->peer.sa, dlb_query_client_local(w, c, local),
 		c->proto == DLB_CLIENT_TCP, gen);
+	if (pkt == w->scratch)
+		dr->cap = DLB_RBUF_SIZE;
+	else
+		dr->spare = w->scratch;
 	dr->t_start = c->t_start;
 	dr->response = true;
 	dr->be_index = s->be_index;
@@ -827,10 +850,10 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 		if (rc->n > 0) {
 			enum dlb_verdict_r v = dlb_rules_run_response(rc, &dr, &w->stats);
 
-			if (v == DLB_R_DROP) {
-				w->stats.responses++;
-				return 0;
-			}
+			if (v == DLB_R_DROP)
+				return 0;	/* not in responses, as in dnsdist */
+			pkt = dr.pkt;		/* moved to grow (setTrailingData) */
+			*pktp = pkt;
 			len = dr.len;
 			if (dr.skip_cache)
 				cache = NULL;
@@ -864,10 +887,8 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 			dr.len = len;
 			dr.cap = len;
 			v = dlb_rules_run_response(ic, &dr, &w->stats);
-			if (v == DLB_R_DROP) {
-				w->stats.responses++;
-				return 0;
-			}
+			if (v == DLB_R_DROP)
+				return 0;	/* not in responses, as in dnsdist */
 			len = dr.len;
 			if (dr.max_returned_ttl > 0 && (max_ttl == 0 || dr.max_returned_ttl < max_ttl))
 				max_ttl = dr.max_returned_ttl;
@@ -880,7 +901,10 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 	if (DLB_RCODE(flags) == DLB_RCODE_SERVFAIL)
 		w->stats.servfail_responses++;
 	dlb_rings_slot(w, s, pkt, len, s->be_index);
-	dlb_query_account_answer(w, pkt, len, s->client.t_start);
+	if (s->client.proto == DLB_CLIENT_TCP)
+		account_rcode(w, pkt);	/* dnsdist 1.7.3 times no backend answer over TCP */
+	else
+		dlb_query_account_answer(w, pkt, len, s->client.t_start);
 	dlb_dyn_answer(w, &s->client.peer.sa, s->key.qname_lc, s->key.qname_len,
 		       DLB_RCODE(pkt[3]), len, DLB_DYN_FROM_BACKEND);
 	return len;

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "dnslb/cache.h"
+#include "dnslb/inflight.h"
 #include "dnslb/wire.h"
 #include "rules/rules.h"
 
@@ -55,6 +56,8 @@ struct dlb_query {
 	uint32_t max_returned_ttl;	/* 0: none */
 	uint16_t orig_flags;		/* the client's flags, before rules changed m.flags
 					 * (SetNoRecurse): restored in the answer */
+	uint16_t udp_max;		/* the largest UDP answer the client takes, as it
+					 * asked (setMaxUDPAnswerSize caps it) */
 	bool tcp;
 	bool skip_cache;
 	bool has_dq;			/* the query rules ran: dq is valid */
@@ -105,13 +108,42 @@ enum dlb_verdict dlb_query_finish(struct dlb_worker *w, struct dlb_query *q);
 enum dlb_verdict dlb_query_cache_hit_rules(struct dlb_worker *w, struct dlb_query *q);
 
 /**
+ * An answer of @len bytes in @pkt is larger than its UDP client can take
+ * (dlb_client.udp_max): make it a TC=1 answer in place, as dnsdist 1.7 does
+ * for a UDP client of a TCP-only backend: its header with TC, its question,
+ * no records, and when it had an OPT RR (and
+ * setAddEDNSToSelfGeneratedResponses) an OPT with its payload size and DO
+ * bit. @return the new length.
+ */
+size_t dlb_query_tc_for_client(const struct dlb_worker *w, uint8_t *pkt, size_t len);
+
+/* A UDP client's answer as it may go out: never cut, never larger than it takes. */
+static inline size_t
+dlb_query_fit_udp(const struct dlb_worker *w, const struct dlb_client *c, uint8_t *pkt,
+		  size_t len)
+{
+	if (len <= 512 || c->udp_max == 0 || len <= c->udp_max)
+		return len;
+	return dlb_query_tc_for_client(w, pkt, len);
+}
+
+/* What a backend answer is to the in-flight query it claims to answer. */
+enum dlb_answer_match {
+	DLB_ANSWER_OK = 0,		/* its answer */
+	DLB_ANSWER_OTHER,		/* well formed, for another question: not counted */
+	DLB_ANSWER_NONCOMPLIANT,	/* noncompliant-responses, as dnsdist counts it */
+};
+
+/**
  * Check a backend answer against the in-flight slot it claims to answer:
  * QR=1, the same qname (case-insensitive), qtype and qclass; a header-only
  * answer only for rcodes other than NOERROR/NXDOMAIN (unless
- * setAllowEmptyResponse). Does not modify @pkt.
+ * setAllowEmptyResponse). As dnsdist 1.7, QR=0, a refused header-only
+ * answer and a question that does not parse are noncompliant; an answer
+ * for another question is merely not this one's. Does not modify @pkt.
  */
-bool dlb_query_response_matches(const struct dlb_worker *w, const uint8_t *pkt, size_t len,
-				const struct dlb_slot *s);
+enum dlb_answer_match dlb_query_response_matches(const struct dlb_worker *w, const uint8_t *pkt,
+						 size_t len, const struct dlb_slot *s);
 
 /**
  * The PROXY v2 header for a query of client @c (@tcp: the TCP flavour):

@@ -452,6 +452,10 @@ client_process(struct dlb_tcp_client *c)
 			}
 			cl.t_start = ev_now(w->loop);
 			c->inflight++;
+			/* as dnsdist, a connection that carried a zone transfer takes no more queries */
+			if (q.m.qdcount > 0 &&
+			    (q.m.qtype == DLB_TYPE_AXFR || q.m.qtype == DLB_TYPE_IXFR))
+				c->limit_reached = true;
 			if (dlb_l2_park(w, &q, &cl))
 				break;	/* asks the fleet's cache first (dnslb/l2cache.h) */
 			dlb_tcp_forward(w, &q, &cl);
@@ -609,6 +613,19 @@ dlb_tcp_deliver(struct dlb_worker *w, const struct dlb_client *cl, const uint8_t
 }
 
 void
+dlb_tcp_xfr_part(struct dlb_worker *w, const struct dlb_client *cl, const uint8_t *pkt,
+		 size_t len)
+{
+	struct dlb_tcp_client *c = client_lookup(w, cl);
+
+	if (c == NULL)
+		return;	/* the client went away meanwhile */
+	if (!client_queue(c, pkt, len))
+		return;
+	client_flush(c);
+}
+
+void
 dlb_tcp_drop(struct dlb_worker *w, const struct dlb_client *cl)
 {
 	struct dlb_tcp_client *c = client_lookup(w, cl);
@@ -683,6 +700,10 @@ struct up_req {
 	uint8_t *frame;			/* framed query, ID rewritten */
 	size_t flen;
 	size_t written;
+	/* a zone transfer (AXFR/IXFR from a TCP client): several answers */
+	bool xfr;
+	uint32_t master_serial;		/* of the first SOA answered */
+	uint32_t soa_count, master_count;
 };
 
 struct dlb_tcp_up {
@@ -754,9 +775,13 @@ up_free(struct dlb_tcp_up *u)
 	free(u);
 }
 
-/* Fail every request of @u (answer SERVFAIL to TCP clients, nothing to UDP ones), then free it. */
+/*
+ * Fail every request of @u (answer SERVFAIL to TCP clients, nothing to UDP
+ * ones; with @close_clients, close the TCP clients' connections instead, as
+ * dnsdist does when an answer on the stream answers no query), then free it.
+ */
 static void
-up_fail_all(struct dlb_tcp_up *u, bool timeout)
+up_fail_all_how(struct dlb_tcp_up *u, bool timeout, bool close_clients)
 {
 	struct dlb_worker *w = u->w;
 	struct up_req *reqs = u->reqs;
@@ -783,11 +808,19 @@ up_fail_all(struct dlb_tcp_up *u, bool timeout)
 				}
 			}
 		}
-		if (r->s.client.proto == DLB_CLIENT_TCP)
+		if (r->s.client.proto == DLB_CLIENT_TCP && close_clients)
+			dlb_tcp_drop(w, &r->s.client);
+		else if (r->s.client.proto == DLB_CLIENT_TCP)
 			client_fail(w, &r->s.client, &r->s, !timeout);
 		free(r->frame);
 	}
 	free(reqs);
+}
+
+static void
+up_fail_all(struct dlb_tcp_up *u, bool timeout)
+{
+	up_fail_all_how(u, timeout, false);
 }
 
 static int
@@ -930,6 +963,106 @@ up_remove_req(struct dlb_tcp_up *u, uint32_t i)
 		u->wpos--;
 }
 
+/* The SERIAL of a SOA whose RDATA ends at @end: 20 octets before (dnsdist's way). */
+static uint32_t
+soa_serial(const uint8_t *pkt, size_t end)
+{
+	return dlb_rd32(pkt + end - 20);
+}
+
+/*
+ * Is @pkt the last message of zone transfer @r? As dnsdist 1.7.3: any rcode
+ * but NOERROR ends it; else the SOAs of the answer section count: the first
+ * one's serial is the master's; a second SOA with it ends an AXFR (or an
+ * AXFR-style IXFR), the master's serial seen three times an IXFR. A lone
+ * SOA (an IXFR already up to date) ends nothing: the backend's closing or
+ * the timeout does, as in dnsdist 1.7.3. A message that cannot be walked
+ * ends nothing.
+ */
+static bool
+xfr_finished(struct up_req *r, const uint8_t *pkt, size_t len)
+{
+	size_t off = DLB_DNS_HDR;
+	unsigned qd, an;
+	int n;
+
+	if (len < DLB_DNS_HDR)
+		return false;
+	if (DLB_RCODE(pkt[3]) != DLB_RCODE_NOERROR)
+		return true;
+	qd = dlb_rd16(pkt + 4);
+	an = dlb_rd16(pkt + 6);
+	for (unsigned i = 0; i < qd; i++) {
+		n = dlb_wire_skip_name(pkt, len, off);
+		if (n < 0 || (size_t)n + 4 > len)
+			return false;
+		off = (size_t)n + 4;
+	}
+	for (unsigned i = 0; i < an; i++) {
+		uint16_t type, cls, rdlen;
+		uint32_t serial;
+
+		n = dlb_wire_skip_name(pkt, len, off);
+		if (n < 0 || (size_t)n + 10 > len)
+			return false;
+		type = dlb_rd16(pkt + n);
+		cls = dlb_rd16(pkt + n + 2);
+		rdlen = dlb_rd16(pkt + n + 8);
+		off = (size_t)n + 10 + rdlen;
+		if (off > len)
+			return false;
+		if (type != DLB_TYPE_SOA || cls != 1)
+			continue;
+		if (rdlen < 22)
+			return false;
+		serial = soa_serial(pkt, off);
+		r->soa_count++;
+		if (r->soa_count == 1) {
+			r->master_serial = serial;
+			r->master_count = 1;
+		} else if (serial == r->master_serial) {
+			r->master_count++;
+			if (r->soa_count == 2 || r->master_count == 3)
+				return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * One message of the zone transfer of request @i. As dnsdist, it goes to
+ * the client as the backend wrote it, its ID aside: no check of the
+ * question, no response rules, not counted as a response. The last one
+ * ends the request. @return false if @u was freed.
+ */
+static bool
+up_xfr_message(struct dlb_tcp_up *u, uint32_t i, uint8_t *pkt, size_t flen)
+{
+	struct dlb_worker *w = u->w;
+	const struct dlb_backend *be = w->cfg->backends[u->be_index];
+	struct up_req *r = &u->reqs[i];
+	struct dlb_slot s;
+
+	dlb_wr16(pkt, r->s.client.orig_id);
+	u->last_use = ev_now(w->loop);
+	if (!xfr_finished(r, pkt, flen)) {
+		r->s.deadline = ev_now(w->loop) +
+				(be->tcp_recv_timeout > 0 ? be->tcp_recv_timeout : 30);
+		dlb_tcp_xfr_part(w, &r->s.client, pkt, flen);
+		return true;
+	}
+	s = r->s;
+	up_remove_req(u, i);
+	w->be_stats[s.be_index].outstanding--;
+	dlb_oc_release(w, &s);
+	dlb_tcp_deliver(w, &s.client, pkt, flen);	/* the client then closes (no more reads) */
+	if (u->single && u->nreqs == 0) {
+		up_free(u);
+		return false;
+	}
+	return true;
+}
+
 /* Handle complete answer frames. @return false if @u was freed. */
 static bool
 up_read_frames(struct dlb_tcp_up *u)
@@ -941,6 +1074,7 @@ up_read_frames(struct dlb_tcp_up *u)
 		uint16_t flen = dlb_rd16(u->rbuf + pos);
 		uint8_t *pkt = u->rbuf + pos + 2;
 		struct dlb_slot s;
+		enum dlb_answer_match match;
 		size_t alen;
 		uint32_t i, delay_ms;
 
@@ -950,28 +1084,56 @@ up_read_frames(struct dlb_tcp_up *u)
 		for (i = 0; i < u->nreqs; i++)
 			if (flen >= DLB_DNS_HDR && u->reqs[i].s.wire_id == dlb_rd16(pkt))
 				break;
-		if (i == u->nreqs || !dlb_query_response_matches(w, pkt, flen, &u->reqs[i].s)) {
-			/* on a stream there is no waiting for the real one: drop the connection */
-			w->stats.noncompliant_responses++;
-			up_fail_all(u, false);
+		if (i == u->nreqs) {
+			/*
+			 * An answer to no query: the stream is out of step. As
+			 * dnsdist, every client waiting on it loses its connection.
+			 */
+			up_fail_all_how(u, false, true);
 			return false;
 		}
+		if (u->reqs[i].xfr) {
+			if (!up_xfr_message(u, i, pkt, flen))
+				return false;
+			continue;
+		}
+		match = dlb_query_response_matches(w, pkt, flen, &u->reqs[i].s);
 		s = u->reqs[i].s;
 		up_remove_req(u, i);
 		w->be_stats[s.be_index].outstanding--;
 		dlb_oc_release(w, &s);
 		u->last_use = ev_now(w->loop);
+		if (match != DLB_ANSWER_OK) {
+			/*
+			 * On a stream there is no waiting for the real one. As
+			 * dnsdist, the client's connection is closed; the backend
+			 * connection, still in step, stays.
+			 */
+			if (match == DLB_ANSWER_NONCOMPLIANT)
+				w->stats.noncompliant_responses++;
+			if (s.client.proto == DLB_CLIENT_TCP)
+				dlb_tcp_drop(w, &s.client);
+			if (u->single && u->nreqs == 0) {
+				up_free(u);
+				return false;
+			}
+			continue;
+		}
 		alen = dlb_query_finish_response(w, &pkt, flen, &s, &delay_ms);
 		if (alen == 0) {
 			/* dropped by a rule, or a prefetch */
 			if (s.client.proto == DLB_CLIENT_TCP)
 				dlb_tcp_drop(w, &s.client);
-		} else if (s.client.proto == DLB_CLIENT_TCP)
+		} else if (s.client.proto == DLB_CLIENT_TCP) {
 			dlb_tcp_deliver(w, &s.client, pkt, alen);
-		else if (delay_ms > 0)
-			dlb_worker_delay_reply(w, &s.client, pkt, alen, delay_ms);
-		else
-			dlb_frontend_send_reply(w, &s.client, pkt, alen);
+		} else {
+			/* a UDP client of a tcpOnly backend */
+			alen = dlb_query_fit_udp(w, &s.client, pkt, alen);
+			if (delay_ms > 0)
+				dlb_worker_delay_reply(w, &s.client, pkt, alen, delay_ms);
+			else
+				dlb_frontend_send_reply(w, &s.client, pkt, alen);
+		}
 		if (u->single && u->nreqs == 0) {
 			up_free(u);
 			return false;
@@ -1041,16 +1203,20 @@ up_io_cb(struct ev_loop *loop, ev_io *io, int revents)
 	up_arm_timer(u);
 }
 
+/*
+ * A connection to @be with room for a query; @own: a new one of its own,
+ * never shared (a zone transfer, as dnsdist).
+ */
 static struct dlb_tcp_up *
-up_get(struct dlb_worker *w, const struct dlb_backend *be)
+up_get(struct dlb_worker *w, const struct dlb_backend *be, bool own)
 {
 	struct dlb_be_local *bl = &w->be[be->index];
 	uint32_t max = up_max_inflight(be);
 	struct dlb_tcp_up *u;
 
 	/* a PROXY header names one client: such connections are never shared */
-	for (u = bl->tcp_conns; u != NULL && !be->use_proxy_protocol; u = u->next)
-		if (u->fd >= 0 && u->nreqs < max)
+	for (u = bl->tcp_conns; u != NULL && !own; u = u->next)
+		if (u->fd >= 0 && !u->single && u->nreqs < max)
 			return u;
 	if (bl->tcp_count >= TCP_MAX_UP_PER_BACKEND)
 		return NULL;
@@ -1059,7 +1225,7 @@ up_get(struct dlb_worker *w, const struct dlb_backend *be)
 		return NULL;
 	u->w = w;
 	u->be_index = be->index;
-	u->single = be->use_proxy_protocol;
+	u->single = be->use_proxy_protocol || own;
 	u->fd = -1;
 	u->last_use = ev_now(w->loop);
 	ev_init(&u->timer, up_timer_cb);
@@ -1079,7 +1245,9 @@ void
 dlb_tcp_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *c)
 {
 	const struct dlb_backend *be = q->be;
-	struct dlb_tcp_up *u = up_get(w, be);
+	bool xfr = c->proto == DLB_CLIENT_TCP && q->m.qdcount > 0 &&
+		   (q->m.qtype == DLB_TYPE_AXFR || q->m.qtype == DLB_TYPE_IXFR);
+	struct dlb_tcp_up *u = up_get(w, be, xfr);
 	struct up_req *r;
 	double timeout = be->tcp_recv_timeout > 0 ? be->tcp_recv_timeout : 30;
 	size_t hl;
@@ -1138,6 +1306,8 @@ dlb_tcp_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_clie
 	r->s.wire_id = id;
 	r->s.deadline = ev_now(w->loop) + timeout;
 	r->written = 0;
+	r->xfr = xfr;
+	r->master_serial = r->soa_count = r->master_count = 0;
 	/* room for a PROXY header and an ECS option or OPT RR added on the way */
 	r->frame = malloc(DLB_PP2_MAX + q->len + 2 + (q->ecslen > 0 ? 11u + q->ecslen : 0));
 	if (r->frame == NULL) {

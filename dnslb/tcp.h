@@ -23,6 +23,12 @@ void dlb_tcp_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb
 /** Answer TCP client @c with @pkt (copied). A client that went away is ignored. */
 void dlb_tcp_deliver(struct dlb_worker *w, const struct dlb_client *c, const uint8_t *pkt, size_t len);
 /**
+ * One message of a zone transfer for TCP client @c, not the last (copied):
+ * its query stays in flight. A client that went away is ignored.
+ */
+void dlb_tcp_xfr_part(struct dlb_worker *w, const struct dlb_client *c, const uint8_t *pkt,
+		      size_t len);
+/**
  * The answer to TCP client @c's query was dropped (a response rule): release
  * its in-flight place and close the connection, as for a dropped query.
  */

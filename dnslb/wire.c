@@ -818,6 +818,38 @@ dlb_wire_build_answer(const uint8_t *qpkt, const struct dlb_dnsmsg *q, uint8_t r
 	return (int)o;
 }
 
+size_t
+dlb_wire_truncate_tc(uint8_t *pkt, size_t len, bool add_edns)
+{
+	struct dlb_dnsmsg m;
+	size_t o;
+
+	/* the query parser walks an answer too (it says ENOTQUERY at the end) */
+	(void)dlb_wire_parse_query_general(pkt, len, &m);
+	if (len < DLB_DNS_HDR)
+		return len;
+	if (m.qdcount == 0)
+		o = DLB_DNS_HDR;
+	else if (m.qname_off >= DLB_DNS_HDR && m.question_end > m.qname_off &&
+		 m.question_end <= len)
+		o = m.question_end;
+	else
+		return len;
+	dlb_wr16(pkt + 6, 0);
+	dlb_wr16(pkt + 8, 0);
+	dlb_wr16(pkt + 10, 0);
+	if (add_edns && m.has_opt && o + WIRE_MIN_RR <= len) {
+		pkt[o] = 0;
+		dlb_wr16(pkt + o + 1, DLB_TYPE_OPT);
+		dlb_wr16(pkt + o + 3, m.udp_size);
+		dlb_wr32(pkt + o + 5, m.do_bit ? 0x8000u : 0);
+		dlb_wr16(pkt + o + 9, 0);
+		dlb_wr16(pkt + 10, 1);
+		o += WIRE_MIN_RR;
+	}
+	return o;
+}
+
 int
 dlb_wire_scan_answer(const uint8_t *pkt, size_t len, uint16_t *ttl_offs, size_t max,
 		     struct dlb_answer_scan *out)

@@ -47,6 +47,9 @@ enum dlb_rcode {
 };
 
 #define DLB_TYPE_OPT	41
+#define DLB_TYPE_SOA	6
+#define DLB_TYPE_IXFR	251
+#define DLB_TYPE_AXFR	252
 #define DLB_EDNS_OPT_ECS	8
 #define DLB_EDNS_OPT_COOKIE	10
 #define DLB_EDNS_OPT_PADDING	12
@@ -246,6 +249,16 @@ struct dlb_selfanswer_opts {
  */
 int dlb_wire_build_answer(const uint8_t *qpkt, const struct dlb_dnsmsg *q, uint8_t rcode,
 			  const struct dlb_selfanswer_opts *opts, uint8_t *out, size_t outsz);
+
+/**
+ * truncateTC(true): cut the backend's TC=1 answer @pkt (@len bytes) down to
+ * its header and first question, counts but qdcount zeroed, as dnsdist 1.7
+ * does (it does the same, TC set first, to an answer too large for a UDP
+ * client). When @add_edns and the answer had an OPT RR, a fresh one follows:
+ * the answer's payload size and DO bit, nothing else. Never longer than
+ * @len. @return the new length (@len when the answer does not parse).
+ */
+size_t dlb_wire_truncate_tc(uint8_t *pkt, size_t len, bool add_edns);
 
 static inline uint16_t
 dlb_rd16(const uint8_t *p)

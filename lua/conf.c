@@ -2509,6 +2509,22 @@ l_set_allow_empty_response(lua_State *L)
 }
 
 static int
+l_truncate_tc(lua_State *L)
+{
+	conf_get(L)->cfg->truncate_tc = dlb_lua_arg_bool(L, 1, "truncateTC");
+	return 0;
+}
+
+/* dnslb's own: the cap on what a UDP client's advertised size lets through */
+static int
+l_set_max_udp_answer_size(lua_State *L)
+{
+	conf_get(L)->cfg->max_udp_answer =
+		(uint16_t)dlb_lua_arg_int(L, 1, "setMaxUDPAnswerSize", 512, 65535);
+	return 0;
+}
+
+static int
 l_set_payload_size_on_self_generated_answers(lua_State *L)
 {
 	const char *fn = "setPayloadSizeOnSelfGeneratedAnswers";
@@ -2517,9 +2533,10 @@ l_set_payload_size_on_self_generated_answers(lua_State *L)
 	if (n < 512) {
 		conf_log(L, DLB_LOG_WARN, "%s() is set too low, using 512 instead!", fn);
 		n = 512;
-	} else if (n > 65535) {
-		conf_log(L, DLB_LOG_WARN, "%s() is set too high, using 65535 instead!", fn);
-		n = 65535;
+	} else if (n > 1500) {
+		/* dnsdist 1.7 caps it at its UDP receive buffer's size */
+		conf_log(L, DLB_LOG_WARN, "%s() is set too high, capping to 1500 instead!", fn);
+		n = 1500;
 	}
 	conf_get(L)->cfg->selfans.payload_size = (uint16_t)n;
 	return 0;
@@ -2710,17 +2727,6 @@ l_set_syslog_facility(lua_State *L)
 	config_time_only(L, "setSyslogFacility");
 	if (lua_type(L, 1) != LUA_TNUMBER && lua_type(L, 1) != LUA_TSTRING)
 		return luaL_error(L, "setSyslogFacility: expected a number or a facility name");
-	return 0;
-}
-
-/*
- * truncateTC(bool): strip the records of a truncated (TC=1) backend answer
- * before it goes to the client, as dnsdist 1.7 does (default off).
- */
-static int
-l_truncate_tc(lua_State *L)
-{
-	conf_get(L)->cfg->truncate_tc = dlb_lua_arg_bool(L, 1, "truncateTC");
 	return 0;
 }
 
@@ -3203,6 +3209,8 @@ static const luaL_Reg conf_funcs[] = {
 	{ "setServFailWhenNoServer", l_set_servfail_when_no_server },
 	{ "setDropEmptyQueries", l_set_drop_empty_queries },
 	{ "setAllowEmptyResponse", l_set_allow_empty_response },
+	{ "truncateTC", l_truncate_tc },
+	{ "setMaxUDPAnswerSize", l_set_max_udp_answer_size },
 	{ "setPayloadSizeOnSelfGeneratedAnswers", l_set_payload_size_on_self_generated_answers },
 	{ "setAddEDNSToSelfGeneratedResponses", l_set_add_edns_to_self_generated_responses },
 	{ "setTCPRecvTimeout", l_set_tcp_recv_timeout },
@@ -3223,7 +3231,6 @@ static const luaL_Reg conf_funcs[] = {
 	{ "setSecurityPollSuffix", l_set_security_poll_suffix },
 	{ "setSecurityPollInterval", l_set_security_poll_interval },
 	{ "setSyslogFacility", l_set_syslog_facility },
-	{ "truncateTC", l_truncate_tc },
 	{ "setACLFromFile", l_set_acl_from_file },
 	{ "fixupCase", l_fixup_case },
 	{ "setAPIWritable", l_set_api_writable },

@@ -74,7 +74,9 @@ const struct dlb_lref dlb_lua_reference[] = {
 	     "Replaces the whole message; it must fit in `size` and parse (as a query, or as a "
 	     "response in response rules). The fields then describe the new message."),
 	METH("dq and dr", "getElapsedUs", "()", "Microseconds since the query arrived."),
+	METH("dq and dr", "getEDNSOptions", "()", "A table of EDNSOptionView keyed by option code (`:count()`, `:getValues()`: the values of the options of that code); empty without an OPT RR."),
 	METH("dq and dr", "getTrailingData", "()", "The octets after the last record (`\"\"` if none)."),
+	METH("dq and dr", "setTrailingData", "(s)", "Replace the octets after the last record by `s` (`\"\"` removes them); false if the message would pass 65535 bytes."),
 	METH("dq and dr", "spoof", "(x)",
 	     "Queries only: turns the query into an answer in place, then `return "
 	     "DNSAction.HeaderModify`. `x`: an address (ComboAddress or string) or a table of "

@@ -1900,6 +1900,28 @@ l_set_tag_action(lua_State *L)
 }
 
 static int
+l_set_edns_option_action(lua_State *L)
+{
+	const char *fn = "SetEDNSOptionAction";
+	unsigned code = (unsigned)dlb_lua_arg_int(L, 1, fn, 0, 65535);
+	size_t len;
+	const char *data = luaL_checklstring(L, 2, &len);
+	struct dlb_act *a;
+
+	if (len > 65535 - 4)
+		return luaL_error(L, "%s: the option data is longer than %d bytes", fn, 65535 - 4);
+	a = push_act(L, DLB_ACT_SET_EDNS_OPTION, false);
+	a->u.ednsopt.code = (uint16_t)code;
+	a->u.ednsopt.len = (uint16_t)len;
+	a->u.ednsopt.data = malloc(len > 0 ? len : 1);
+	if (a->u.ednsopt.data == NULL)
+		return luaL_error(L, "out of memory");
+	memcpy(a->u.ednsopt.data, data, len);
+	set_desc(L, &a->desc, "add EDNS Option (code=%u)", code);
+	return 1;
+}
+
+static int
 l_kvs_lookup_action(lua_State *L)
 {
 	struct dlb_kvstore *kvs;
@@ -2374,6 +2396,10 @@ static const struct cat_entry catalog[] = {
 	  "Clear the RD bit; go on.", NULL },
 	{ "SetDisableValidationAction", CAT_ACTION, l_set_disable_validation_action, "()",
 	  "Set the CD bit; go on.", NULL },
+	{ "SetEDNSOptionAction", CAT_ACTION, l_set_edns_option_action, "(code, data)",
+	  "Add the EDNS option code with data to the query, replacing one of that code; a query "
+	  "without an OPT RR gets one (payload 512), which is then removed from the answer; go on.",
+	  NULL },
 	{ "SetSkipCacheAction", CAT_ACTION, l_set_skip_cache_action, "()",
 	  "Neither look the query up in the packet cache nor cache its answer; go on.", NULL },
 	{ "SetTempFailureCacheTTLAction", CAT_ACTION, l_set_tempfail_ttl_action, "(ttl)",

@@ -64,6 +64,7 @@
 
 #define MT_DQ		"DNSQuestion"
 #define MT_DH		"DNSHeader"
+#define MT_EOV		"EDNSOptionView"
 
 /* registry keys: {n -> function} and {n -> "file:line"} of dlb_lua_register_fn */
 static const char fns_key = 'f';
@@ -893,6 +894,165 @@ l_dq_get_trailing_data(lua_State *L)
 	return 1;
 }
 
+/*
+ * setTrailingData(s): replace what follows the last record by @s (as
+ * dnsdist: after the whole message when it cannot be walked). Returns false
+ * when the message would pass 65535 bytes. A response grows into the
+ * worker's spare buffer (a backend answer's own may be followed by others).
+ */
+static int
+l_dq_set_trailing_data(lua_State *L)
+{
+	struct dlb_dq *dq = check_dq(L, 1);
+	size_t tlen;
+	const char *tail = luaL_checklstring(L, 2, &tlen);
+	long end = message_end(dq->pkt, dq->len);
+	size_t at = end < 0 ? dq->len : (size_t)end;
+
+	if (tlen > 65535 - at) {	/* a DNS message never passes a TCP length prefix */
+		lua_pushboolean(L, 0);
+		return 1;
+	}
+	if (at + tlen > dq->cap) {
+		if (dq->spare == NULL || dq->spare == dq->pkt || at + tlen > DLB_RBUF_SIZE) {
+			lua_pushboolean(L, 0);
+			return 1;
+		}
+		memcpy(dq->spare, dq->pkt, at);
+		dq->pkt = dq->spare;
+		dq->cap = DLB_RBUF_SIZE;
+		dq->spare = NULL;
+	}
+	memcpy(dq->pkt + at, tail, tlen);
+	dq->len = at + tlen;
+	if (end >= 0)
+		dq->m->trailing = tlen > 0;
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+/*
+ * The OPT RR's RDATA in @pkt: the first OPT of the additional section,
+ * every record walked. @return false when there is none or the message
+ * cannot be walked.
+ */
+static bool
+find_opt_rdata(const uint8_t *pkt, size_t len, size_t *rdata, size_t *rdlen)
+{
+	unsigned qd, an, ns, ar;
+	size_t off = DLB_DNS_HDR;
+
+	if (len < DLB_DNS_HDR)
+		return false;
+	qd = dlb_rd16(pkt + 4);
+	an = dlb_rd16(pkt + 6);
+	ns = dlb_rd16(pkt + 8);
+	ar = dlb_rd16(pkt + 10);
+	for (unsigned i = 0; i < qd; i++) {
+		int n = dlb_wire_skip_name(pkt, len, off);
+
+		if (n < 0 || (size_t)n + 4 > len)
+			return false;
+		off = (size_t)n + 4;
+	}
+	for (unsigned i = 0; i < an + ns + ar; i++) {
+		int n = dlb_wire_skip_name(pkt, len, off);
+		size_t rl;
+
+		if (n < 0 || (size_t)n + 10 > len)
+			return false;
+		rl = dlb_rd16(pkt + n + 8);
+		if ((size_t)n + 10 + rl > len)
+			return false;
+		if (i >= an + ns && dlb_rd16(pkt + n) == DLB_TYPE_OPT) {
+			*rdata = (size_t)n + 10;
+			*rdlen = rl;
+			return true;
+		}
+		off = (size_t)n + 10 + rl;
+	}
+	return false;
+}
+
+static int
+l_eov_count(lua_State *L)
+{
+	luaL_checkudata(L, 1, MT_EOV);
+	lua_getiuservalue(L, 1, 1);
+	lua_pushinteger(L, (lua_Integer)lua_rawlen(L, -1));
+	return 1;
+}
+
+static int
+l_eov_get_values(lua_State *L)
+{
+	lua_Integer n;
+
+	luaL_checkudata(L, 1, MT_EOV);
+	lua_getiuservalue(L, 1, 1);
+	n = (lua_Integer)lua_rawlen(L, -1);
+	lua_createtable(L, (int)n, 0);
+	for (lua_Integer i = 1; i <= n; i++) {
+		lua_rawgeti(L, -2, i);
+		lua_rawseti(L, -2, i);
+	}
+	return 1;
+}
+
+static const luaL_Reg eov_methods[] = {
+	{ "count", l_eov_count },
+	{ "getValues", l_eov_get_values },
+	{ NULL, NULL },
+};
+
+/*
+ * getEDNSOptions(): a table of EDNSOptionView keyed by option code (each
+ * holds the values of the options of that code, in order); empty without
+ * an OPT RR. An OPT whose options overrun its RDATA is an error, as in
+ * dnsdist.
+ */
+static int
+l_dq_get_edns_options(lua_State *L)
+{
+	struct dlb_dq *dq = check_dq(L, 1);
+	size_t rdata, rdlen, p;
+
+	lua_newtable(L);
+	if (!find_opt_rdata(dq->pkt, dq->len, &rdata, &rdlen))
+		return 1;
+	for (p = rdata; p + 4 <= rdata + rdlen;) {
+		uint16_t code = dlb_rd16(dq->pkt + p);
+		size_t olen = dlb_rd16(dq->pkt + p + 2);
+
+		if (p + 4 + olen > rdata + rdlen)
+			return luaL_error(L, "Unable to parse EDNS options");
+		if (lua_rawgeti(L, -1, code) == LUA_TNIL) {
+			lua_pop(L, 1);
+			lua_newuserdatauv(L, 0, 1);
+			if (luaL_newmetatable(L, MT_EOV)) {
+				lua_newtable(L);
+				luaL_setfuncs(L, eov_methods, 0);
+				lua_setfield(L, -2, "__index");
+				lua_pushliteral(L, MT_EOV);
+				lua_setfield(L, -2, "__metatable");
+			}
+			lua_setmetatable(L, -2);
+			lua_newtable(L);
+			lua_setiuservalue(L, -2, 1);
+			lua_pushvalue(L, -1);
+			lua_rawseti(L, -3, code);
+		}
+		lua_getiuservalue(L, -1, 1);
+		lua_pushlstring(L, (const char *)dq->pkt + p + 4, olen);
+		lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+		lua_pop(L, 2);
+		p += 4 + olen;
+	}
+	if (p != rdata + rdlen)
+		return luaL_error(L, "Unable to parse EDNS options");
+	return 1;
+}
+
 /* An address of dq:spoof(): a ComboAddress, or a string that is an address. */
 static bool
 spoof_address(lua_State *L, int idx, struct sockaddr_storage *out)
@@ -1092,6 +1252,8 @@ static const luaL_Reg dq_methods[] = {
 	{ "setContent", l_dq_set_content },
 	{ "getElapsedUs", l_dq_get_elapsed_us },
 	{ "getTrailingData", l_dq_get_trailing_data },
+	{ "getEDNSOptions", l_dq_get_edns_options },
+	{ "setTrailingData", l_dq_set_trailing_data },
 	{ "spoof", l_dq_spoof },
 	{ "editTTLs", l_dq_edit_ttls },
 	{ "getSelectedBackend", l_dq_get_selected_backend },

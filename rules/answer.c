@@ -170,7 +170,25 @@ put_opt(uint8_t *pkt, size_t o, const struct dlb_dnsmsg *m, const struct dlb_sel
 	return o + ANS_OPT_LEN;
 }
 
-/* Header + question + OPT: RCodeAction, ERCodeAction, TCAction. */
+/*
+ * The query is one question and one OPT RR right after it, nothing else in
+ * its sections (dnsdist's getEDNSOptionsStart): only then is its OPT (and
+ * whatever follows) replaced in an answer made of the query.
+ */
+static bool
+lone_opt(size_t len, const struct dlb_dnsmsg *m)
+{
+	return m->qdcount == 1 && m->ancount == 0 && m->nscount == 0 && m->arcount == 1 &&
+	       m->has_opt && m->opt_off == m->question_end && m->question_end < len;
+}
+
+/*
+ * RCodeAction, ERCodeAction, TCAction: as dnsdist 1.7, the query turned into
+ * its answer by its header. A query of one question and one OPT RR loses
+ * the OPT and anything after it (trailing data too), and gets a fresh OPT
+ * (setAddEDNSToSelfGeneratedResponses); any other query keeps every record
+ * and octet it had.
+ */
 static int
 answer_empty(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m, unsigned rcode,
 	     uint16_t extra_flags, const struct dlb_answer_opts *o,
@@ -184,6 +202,10 @@ answer_empty(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m, u
 		o = &answer_defaults;
 	if (so == NULL)
 		so = &self_defaults;
+	if (!lone_opt(len, m) && len >= DLB_DNS_HDR && (m->qdcount == 0 || base > DLB_DNS_HDR)) {
+		dlb_wr16(pkt + 2, (uint16_t)(answer_flags(m->flags, o, rcode) | extra_flags));
+		return (int)len;
+	}
 	opt = answer_opt(m, so);
 	if (!answer_fits((size_t)base + (opt ? ANS_OPT_LEN : 0), cap))
 		return DLB_ESPACE;
@@ -541,6 +563,78 @@ dlb_wire_walk_rrs(uint8_t *pkt, size_t len, dlb_rr_visit_fn *fn, void *ud)
 		if (rr.type != DLB_TYPE_OPT)
 			fn(ud, pkt, rr.section, rr.type, rr.cls, rr.fixed + 4);
 	}
+	return DLB_OK;
+}
+
+/* ---- SetEDNSOptionAction ------------------------------------------------- */
+
+/* dnsdist 1.7.3's g_EdnsUDPPayloadSize: the OPT RR it adds to a query (observed) */
+#define EDNS_ADDED_PAYLOAD	512
+
+int
+dlb_wire_set_edns_option(uint8_t *pkt, size_t *len, size_t cap, struct dlb_dnsmsg *m,
+			 uint16_t code, const uint8_t *data, uint16_t dlen, bool *added)
+{
+	size_t optlen = 4 + (size_t)dlen;
+	size_t end, at;
+
+	*added = false;
+	if (*len < DLB_DNS_HDR || m->parsed_end < DLB_DNS_HDR || m->parsed_end > *len)
+		return DLB_EINVAL;
+	/* a rewrite keeps the records, not what follows them */
+	end = m->parsed_end;
+	if (!m->has_opt) {
+		/* no additional record: dnsdist appends to the message as it is */
+		at = dlb_rd16(pkt + 10) == 0 ? *len : end;
+		if (at + ANS_OPT_LEN + optlen > cap || at + ANS_OPT_LEN + optlen > ANS_MAX_MSG)
+			return DLB_ESPACE;
+		pkt[at] = 0;
+		dlb_wr16(pkt + at + 1, DLB_TYPE_OPT);
+		dlb_wr16(pkt + at + 3, EDNS_ADDED_PAYLOAD);
+		dlb_wr32(pkt + at + 5, 0);
+		dlb_wr16(pkt + at + 9, (uint16_t)optlen);
+		dlb_wr16(pkt + at + 11, code);
+		dlb_wr16(pkt + at + 13, dlen);
+		if (dlen > 0)
+			memcpy(pkt + at + 15, data, dlen);
+		dlb_wr16(pkt + 10, (uint16_t)(dlb_rd16(pkt + 10) + 1));
+		*len = at + ANS_OPT_LEN + optlen;
+		*added = true;
+	} else {
+		size_t rdata = m->opt_rdata_off, rdlen = m->opt_rdlen, p = rdata;
+
+		if (end + optlen > cap || end + optlen > ANS_MAX_MSG || rdlen + optlen > 65535)
+			return DLB_ESPACE;
+		/* the options of that code go (the parser checked their layout) */
+		while (p + 4 <= rdata + rdlen) {
+			size_t olen = 4 + (size_t)dlb_rd16(pkt + p + 2);
+
+			if (dlb_rd16(pkt + p) == code) {
+				memmove(pkt + p, pkt + p + olen, end - (p + olen));
+				rdlen -= olen;
+				end -= olen;
+			} else {
+				p += olen;
+			}
+		}
+		/* the new one last */
+		at = rdata + rdlen;
+		memmove(pkt + at + optlen, pkt + at, end - at);
+		dlb_wr16(pkt + at, code);
+		dlb_wr16(pkt + at + 2, dlen);
+		if (dlen > 0)
+			memcpy(pkt + at + 4, data, dlen);
+		rdlen += optlen;
+		end += optlen;
+		dlb_wr16(pkt + rdata - 2, (uint16_t)rdlen);
+		*len = end;
+	}
+	/*
+	 * The rules after this one see the new message. An OPT RR appended
+	 * after trailing data makes one that does not parse: mark it so.
+	 */
+	if (dlb_wire_parse_query(pkt, *len, m) != DLB_OK)
+		m->parsed_end = 0;
 	return DLB_OK;
 }
 

@@ -689,6 +689,9 @@ dlb_act_unref(struct dlb_act *a)
 	case DLB_RACT_CLEAR_RECORD_TYPES:
 		free(a->u.types.types);
 		break;
+	case DLB_ACT_SET_EDNS_OPTION:
+		free(a->u.ednsopt.data);
+		break;
 	case DLB_ACT_KVS:
 		dlb_kvstore_unref(a->u.kvs.store);
 		free(a->u.kvs.tag);
@@ -1034,6 +1037,18 @@ run_query_action(const struct dlb_act *a, struct dlb_dq *dq, struct dlb_stats *s
 		dq->pkt[3] |= 0x10;
 		dq->m->flags |= DLB_F_CD;
 		return DLB_R_CONTINUE;
+	case DLB_ACT_SET_EDNS_OPTION: {
+		bool added = false;
+		int rc = dlb_wire_set_edns_option(dq->pkt, &dq->len, dq->cap, dq->m,
+						  a->u.ednsopt.code, a->u.ednsopt.data,
+						  a->u.ednsopt.len, &added);
+
+		if (rc == DLB_EINVAL)
+			return DLB_R_DROP;	/* dnsdist's rewrite throws: the query is lost */
+		if (rc == DLB_OK && added)
+			dq->edns_added = true;
+		return DLB_R_CONTINUE;
+	}
 	case DLB_ACT_SKIP_CACHE:
 		dq->skip_cache = true;
 		return DLB_R_CONTINUE;

@@ -102,6 +102,8 @@ struct dlb_dq {
 	uint8_t *pkt;			/* query, or response for response chains */
 	size_t len;
 	size_t cap;			/* bytes writable at pkt (answers are built in place) */
+	uint8_t *spare;			/* NULL, or DLB_RBUF_SIZE bytes a response may move to
+					 * to grow (dq:setTrailingData): pkt then points there */
 	struct dlb_dnsmsg *m;		/* parsed query (response chains: the response's
 					 * header and question, parsed by dlb_wire_parse_response_question) */
 	/* --- who and how --- */
@@ -120,6 +122,8 @@ struct dlb_dq {
 					 * not exist, so no server: no-policy) */
 	bool pool_set;			/* false: the default pool */
 	bool skip_cache;
+	bool edns_added;		/* SetEDNSOptionAction added the OPT RR: the
+					 * backend's is removed from its answer */
 	int32_t tempfail_ttl;		/* -1: the cache's temporaryFailureTTL */
 	uint32_t delay_ms;		/* delay the answer to the client (UDP only) */
 	int8_t use_ecs;			/* -1: the backend's useClientSubnet; 0 off; 1 on */
@@ -319,6 +323,7 @@ enum dlb_act_type {
 	DLB_ACT_LOG,		/* u.log */
 	DLB_ACT_LUA,		/* u.lua */
 	DLB_ACT_KVS,		/* u.kvs: KeyValueStoreLookupAction */
+	DLB_ACT_SET_EDNS_OPTION,	/* u.ednsopt */
 	/* response actions */
 	DLB_RACT_ALLOW,
 	DLB_RACT_DROP,
@@ -381,6 +386,7 @@ struct dlb_act {
 		struct { struct sockaddr_storage v4, v6; uint8_t bits4, bits6; } ecs;
 		struct { uint16_t v4, v6; } ecsprefix;
 		struct { char *name; char *value; } tag;
+		struct { uint16_t code; uint16_t len; uint8_t *data; } ednsopt;
 		struct { uint32_t min, max; uint16_t *types; int ntypes; } ttl;
 		struct { uint16_t *types; int ntypes; } types;
 		struct dlb_log *log;
@@ -416,6 +422,19 @@ enum dlb_verdict_r {
 enum dlb_verdict_r dlb_act_run(const struct dlb_act *a, struct dlb_dq *dq);
 
 /* ---- record-walking helpers used by response actions (rules/answer.c) ---- */
+
+/**
+ * SetEDNSOptionAction, as dnsdist 1.7 does it to query @pkt (*@len bytes,
+ * room for @cap, parsed in @m, parsed again after a change): with an OPT
+ * RR, the options of @code go and the new one is appended, and anything
+ * after the last record goes; without one, an OPT RR (payload 512, the
+ * option) is appended, *@added then set. A query it does not fit is left
+ * alone. @return DLB_OK, DLB_EINVAL for a message that does not parse
+ * (after an OPT RR appended to trailing data: dnsdist then drops the
+ * query), or another negative dlb_err.
+ */
+int dlb_wire_set_edns_option(uint8_t *pkt, size_t *len, size_t cap, struct dlb_dnsmsg *m,
+			     uint16_t code, const uint8_t *data, uint16_t dlen, bool *added);
 
 /**
  * Walk every resource record of @pkt (answer, authority, additional; the OPT

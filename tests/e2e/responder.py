@@ -44,6 +44,16 @@ to port 0 and read `.port`.  Every query it receives is recorded (see
   tcdata             TC=1 but with the normal records (TTL 300)
   lowercase          the normal answer, its question name in lower case
 
+  trailing           the normal answer followed by 4 octets (de ad be ef)
+                     after its last record
+  withopt            the normal answer with an OPT RR (payload 4096, DO,
+                     option 65002 "opt") whether the query had one or not
+  noopt              the normal answer without an OPT RR, whatever the query
+  axfr-<n>           AXFR/IXFR over TCP: <n> messages (n >= 1), the first
+                     starting with the zone's SOA (serial 2024010101), the
+                     last ending with it, A records between; UDP: TC=1
+  huge-<n>           an answer of exactly <n> bytes (TXT) over UDP and TCP
+
 Health-check queries (qname in `check_names`, by default
 {"a.root-servers.net."}, case-insensitive) get the normal answer unless
 `set_check_mode(mode)` was called; it can be changed at any time while the
@@ -278,6 +288,21 @@ def _txt_fill(q, total):
     out = build_answer(q, answers=recs)
     assert len(out) == total, (len(out), total)
     return out
+
+
+def _xfr_messages(q, n):
+    """A zone transfer of @n messages for query @q: SOA, A records, SOA."""
+    soa = _soa_rr(3600, 300)
+    msgs = []
+    for i in range(max(1, n)):
+        recs = [_rr(1, bytes([192, 0, 2, 10 + i]))]
+        if i == 0:
+            recs.insert(0, soa)
+        if i == max(1, n) - 1:
+            recs.append(soa)
+        ans = build_answer(q, answers=recs, with_opt=False)
+        msgs.append(ans)
+    return msgs
 
 
 class _TcpConn:
@@ -561,6 +586,24 @@ class Responder:
         if label == "lowercase":
             lower = q.qname_wire.lower() + struct.pack("!HH", q.qtype, q.qclass)
             return [(0, build_answer(q, answers=_normal_records(q), question=lower), "normal")]
+
+        if label == "trailing":
+            return [(0, normal + b"\xde\xad\xbe\xef", "normal")]
+        if label in ("withopt", "noopt"):
+            ans = build_answer(q, answers=_normal_records(q), with_opt=False)
+            if label == "withopt":
+                rdata = struct.pack("!HH", 65002, 3) + b"opt"
+                ans = (ans[:10] + struct.pack("!H", 1) + ans[12:] + b"\x00"
+                       + struct.pack("!HHIH", 41, 4096, 0x8000, len(rdata)) + rdata)
+            return [(0, ans, "normal")]
+        m = re.fullmatch(r"axfr-(\d+)", label)
+        if m:
+            if transport == "udp":
+                return [(0, build_answer(q, flags_set=TC), "tc")]
+            return [(0.01 * i, msg, "xfr") for i, msg in enumerate(_xfr_messages(q, int(m.group(1))))]
+        m = re.fullmatch(r"huge-(\d+)", label)
+        if m:
+            return [(0, _txt_fill(q, int(m.group(1))), "big")]
         if label == "tcdata":
             return [(0, build_answer(q, answers=_normal_records(q), flags_set=TC), "tc")]
         if label == "twice":

@@ -709,6 +709,40 @@ test_answer_negative_soa(void **state)
 }
 
 static void
+test_set_edns_option(void **state)
+{
+	static const uint8_t hello[] = "hello";
+	struct cap c;
+	size_t len;
+	bool added;
+
+	(void)state;
+	/* no OPT: one appended (payload 512), after trailing data too */
+	cap_query(&c, "12340100000100000000000002726304746573740000010001");
+	len = c.len;
+	assert_int_equal(dlb_wire_set_edns_option(c.pkt, &len, sizeof(c.pkt), &c.m, 65001, hello, 5,
+						  &added), DLB_OK);
+	assert_true(added);
+	expect_hex(&c, (int)len, "12340100000100000000000102726304746573740000010001"
+		   "0000290200000000000009fde9000568656c6c6f");
+	/* an OPT: same-code options go, the new one last, DO kept, trailing data dropped */
+	cap_query(&c, "12340100000100000000000102726304746573740000010001000029100000008000000e"
+		      "fde900016f" "000a0000" "fde9000178" "54");
+	len = c.len;
+	assert_int_equal(dlb_wire_set_edns_option(c.pkt, &len, sizeof(c.pkt), &c.m, 65001, hello, 5,
+						  &added), DLB_OK);
+	assert_false(added);
+	expect_hex(&c, (int)len, "12340100000100000000000102726304746573740000010001"
+		   "000029100000008000000d" "000a0000" "fde9000568656c6c6f");
+	/* it does not fit: left alone */
+	cap_query(&c, "12340100000100000000000002726304746573740000010001");
+	len = c.len;
+	assert_int_equal(dlb_wire_set_edns_option(c.pkt, &len, c.len + 10, &c.m, 65001, hello, 5,
+						  &added), DLB_ESPACE);
+	assert_int_equal(len, c.len);
+}
+
+static void
 test_answer_rcode_tc(void **state)
 {
 	struct dlb_answer_opts all = { .aa = true, .aa_set = true, .ad = true, .ra = true,
@@ -743,6 +777,14 @@ test_answer_rcode_tc(void **state)
 	expect_hex(&c, dlb_answer_rcode(c.pkt, c.len, sizeof(c.pkt), &c.m, 17, NULL, NULL),
 		   "12348181000100000000000105657263313704"
 		   "74657374000001000100002904d0010000000000");
+	/* no lone OPT: the query's other octets stay (trailing data, an OPT not alone) */
+	cap_query(&c, "12340100000100000000000002726304746573740000010001" "5454");
+	expect_hex(&c, dlb_answer_rcode(c.pkt, c.len, sizeof(c.pkt), &c.m, 5, NULL, NULL),
+		   "12348185000100000000000002726304746573740000010001" "5454");
+	cap_query(&c, "123401000001000000000001027263047465737400000100010000291000000080000000"
+		      "5454");
+	expect_hex(&c, dlb_answer_rcode(c.pkt, c.len, sizeof(c.pkt), &c.m, 5, NULL, NULL),
+		   "1234818500010000000000010272630474657374000001000100002904d0000080000000");
 	/* setAddEDNSToSelfGeneratedResponses(false) */
 	cap_query(&c, "123400000001000000000001027263047465737400000100010000291000000080000000");
 	expect_hex(&c, dlb_answer_rcode(c.pkt, c.len, sizeof(c.pkt), &c.m, 5, NULL, &noedns),
@@ -1646,6 +1688,7 @@ main(void)
 		cmocka_unit_test(test_answer_cname_raw),
 		cmocka_unit_test(test_answer_negative_soa),
 		cmocka_unit_test(test_answer_rcode_tc),
+		cmocka_unit_test(test_set_edns_option),
 		cmocka_unit_test(test_walk_rrs),
 		cmocka_unit_test(test_walk_rrs_malformed),
 		cmocka_unit_test(test_clear_types),
