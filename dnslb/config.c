@@ -418,6 +418,28 @@ dlb_config_attach_backend(struct dlb_config *cfg, struct dlb_backend *be)
 }
 
 int
+dlb_config_backend_at(const struct dlb_config *cfg, int pos)
+{
+	int n = __atomic_load_n(&cfg->nbackends, __ATOMIC_ACQUIRE);
+
+	if (pos < 0 || pos >= n)
+		return -1;
+	/* rank of each server: those of a lower order, then those of the same
+	 * order added before it (n is at most DLB_MAX_BACKENDS) */
+	for (int i = 0; i < n; i++) {
+		int rank = 0;
+
+		for (int k = 0; k < n; k++)
+			if (cfg->backends[k]->order < cfg->backends[i]->order ||
+			    (cfg->backends[k]->order == cfg->backends[i]->order && k < i))
+				rank++;
+		if (rank == pos)
+			return i;
+	}
+	return -1;
+}
+
+int
 dlb_config_add_backend(struct dlb_config *cfg, struct dlb_backend *be)
 {
 	if (dlb_config_append_backend(cfg, be) != 0)

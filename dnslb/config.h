@@ -332,6 +332,13 @@ int dlb_config_add_backend(struct dlb_config *cfg, struct dlb_backend *be);
  */
 int dlb_config_append_backend(struct dlb_config *cfg, struct dlb_backend *be);
 int dlb_config_attach_backend(struct dlb_config *cfg, struct dlb_backend *be);
+/**
+ * The index in cfg->backends of the server shown at position @pos: dnsdist
+ * lists its servers sorted by order (a stable sort: equal orders keep the
+ * order they were added in), and numbers them so in showServers(),
+ * getServer(n), rmServer(n) and the web API. @return -1 past the end.
+ */
+int dlb_config_backend_at(const struct dlb_config *cfg, int pos);
 /** Detach and free backend @idx, re-indexing the rest (config time only). */
 int dlb_config_remove_backend(struct dlb_config *cfg, int idx);
 /** Find or create a pool. @return NULL when there are too many. */

@@ -876,7 +876,12 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 	if (DLB_RCODE(flags) == DLB_RCODE_SERVFAIL)
 		w->stats.servfail_responses++;
 	dlb_rings_slot(w, s, pkt, len, s->be_index);
-	dlb_query_account_answer(w, pkt, len, s->client.t_start);
+	/* dnsdist 1.7.3 leaves backend answers over TCP out of the latency
+	 * histogram and averages (its cache hits and own answers are in) */
+	if (s->client.proto == DLB_CLIENT_TCP)
+		account_rcode(w, pkt);
+	else
+		dlb_query_account_answer(w, pkt, len, s->client.t_start);
 	dlb_dyn_answer(w, &s->client.peer.sa, s->key.qname_lc, s->key.qname_len,
 		       DLB_RCODE(pkt[3]), len);
 	return len;

@@ -39,6 +39,7 @@
 #include <lualib.h>
 #include <math.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1092,7 +1093,7 @@ l_get_server(lua_State *L)
 
 		if (n >= cfg->nbackends)
 			return luaL_error(L, "getServer: no server with index %I", n);
-		push_server(L, cfg->backends[n]);
+		push_server(L, cfg->backends[dlb_config_backend_at(cfg, (int)n)]);
 		return 1;
 	}
 	be = find_server_by_uuid(cfg, dlb_lua_arg_string(L, 1, "getServer"));
@@ -1110,7 +1111,7 @@ l_get_servers(lua_State *L)
 
 	lua_createtable(L, cfg->nbackends, 0);
 	for (int i = 0; i < cfg->nbackends; i++) {
-		push_server(L, cfg->backends[i]);
+		push_server(L, cfg->backends[dlb_config_backend_at(cfg, i)]);
 		lua_rawseti(L, -2, i + 1);
 	}
 	return 1;
@@ -1135,7 +1136,7 @@ l_rm_server(lua_State *L)
 
 		if (n >= cfg->nbackends)
 			return luaL_error(L, "rmServer: no server with index %I", n);
-		be = cfg->backends[n];
+		be = cfg->backends[dlb_config_backend_at(cfg, (int)n)];
 	} else if (lua_type(L, 1) == LUA_TSTRING) {
 		be = find_server_by_uuid(cfg, lua_tostring(L, 1));
 		if (be == NULL)
@@ -1954,11 +1955,10 @@ l_show_pools(lua_State *L)
 
 			if (j > 0)
 				luaL_addstring(&b, ", ");
-			/* dnsdist: "name address" for a named server, else the address */
-			if (strcmp(be->name, be->addr_text) != 0) {
-				luaL_addstring(&b, be->name);
-				luaL_addchar(&b, ' ');
-			}
+			/* dnsdist 1.7.3: "name address", the name being the
+			 * address when none was given */
+			luaL_addstring(&b, be->name);
+			luaL_addchar(&b, ' ');
 			luaL_addstring(&b, be->addr_text);
 		}
 		luaL_pushresult(&b);
@@ -2194,24 +2194,106 @@ l_set_ch_balancing_factor(lua_State *L)
 	return 0;
 }
 
+/* A console line built as boost::format does: "%|Nt|" pads to column N. */
+struct ln {
+	char p[1024];
+	size_t len;
+};
+
+static void
+ln_tab(struct ln *l, size_t col)
+{
+	while (l->len < col && l->len + 1 < sizeof(l->p))
+		l->p[l->len++] = ' ';
+	l->p[l->len] = '\0';
+}
+
+static void ln_add(struct ln *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+ln_add(struct ln *l, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(l->p + l->len, sizeof(l->p) - l->len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		l->len += (size_t)n < sizeof(l->p) - l->len ? (size_t)n : sizeof(l->p) - l->len - 1;
+}
+
 /*
- * showServers(): dnsdist 1.7.3's table. State is up/down from health checks,
- * UP/DOWN when forced; Qps and Drate over the last second; Lat in ms.
+ * One showServers() line; the cells are strings already formatted. dnsdist
+ * 1.7.3's format: "%1$-3d [%15$-36s ]%2$-20.20s %|25t|%3% %|55t|%4$5s
+ * %|51t|%5$7.1f %|66t|%6$7d %|69t|%7$3d %|78t|%8$2d %|80t|%9$10d
+ * %|86t|%10$7d %|91t|%11$5.1f %|109t|%12$5.1f %|115t|%13$11d %14%", the
+ * tabs 37 columns further with the UUID column; an address longer than
+ * the column pushes the rest right.
+ */
+static void
+show_servers_line(lua_State *L, bool uuids, const char *const c[15])
+{
+	static const size_t tabs[] = { 25, 55, 51, 66, 69, 78, 80, 86, 91, 109, 115 };
+	size_t shift = uuids ? 37 : 0;
+	struct ln l = { .len = 0 };
+
+	ln_add(&l, "%-3s ", c[0]);
+	if (uuids)
+		ln_add(&l, "%-36s ", c[14]);
+	ln_add(&l, "%-20.20s ", c[1]);
+	ln_tab(&l, tabs[0] + shift);
+	ln_add(&l, "%s ", c[2]);
+	ln_tab(&l, tabs[1] + shift);
+	ln_add(&l, "%5s ", c[3]);
+	ln_tab(&l, tabs[2] + shift);
+	ln_add(&l, "%7s ", c[4]);
+	ln_tab(&l, tabs[3] + shift);
+	ln_add(&l, "%7s ", c[5]);
+	ln_tab(&l, tabs[4] + shift);
+	ln_add(&l, "%3s ", c[6]);
+	ln_tab(&l, tabs[5] + shift);
+	ln_add(&l, "%2s ", c[7]);
+	ln_tab(&l, tabs[6] + shift);
+	ln_add(&l, "%10s ", c[8]);
+	ln_tab(&l, tabs[7] + shift);
+	ln_add(&l, "%7s ", c[9]);
+	ln_tab(&l, tabs[8] + shift);
+	ln_add(&l, "%5s ", c[10]);
+	ln_tab(&l, tabs[9] + shift);
+	ln_add(&l, "%5s ", c[11]);
+	ln_tab(&l, tabs[10] + shift);
+	ln_add(&l, "%11s %s", c[12], c[13]);
+	dlb_lua_print(L, l.p);
+}
+
+/*
+ * showServers([{showUUIDs=bool}]): dnsdist 1.7.3's table, in its order
+ * (dlb_config_backend_at). State is up/down from health checks, UP/DOWN
+ * when forced; Qps and Drate over the last second; Lat in ms; Pools the
+ * names given to newServer (none for the default pool alone).
  */
 static int
 l_show_servers(lua_State *L)
 {
 	struct dlb_config *cfg = conf_get(L)->cfg;
-	char line[512];
+	static const char *const head[15] = {
+		"#", "Name", "Address", "State", "Qps", "Qlim", "Ord", "Wt", "Queries", "Drops",
+		"Drate", "Lat", "Outstanding", "Pools", "UUID",
+	};
+	char num[13][32];
+	const char *c[15];
 	double total_qps = 0;
 	uint64_t total_q = 0, total_d = 0;
+	bool uuids = false;
 
-	snprintf(line, sizeof(line), "%-3s %-20.20s %-25.25s %6s %7s %7s %3s %2s %10s %7s %5s %5s %11s %s",
-		 "#", "Name", "Address", "State", "Qps", "Qlim", "Ord", "Wt", "Queries", "Drops",
-		 "Drate", "Lat", "Outstanding", "Pools");
-	dlb_lua_print(L, line);
+	if (lua_type(L, 1) == LUA_TTABLE)
+		dlb_lua_opt_bool(L, 1, "showServers", "showUUIDs", &uuids);
+	else if (!lua_isnoneornil(L, 1))
+		return luaL_error(L, "showServers: the argument must be a table of options");
+	show_servers_line(L, uuids, head);
 	for (int i = 0; i < cfg->nbackends; i++) {
-		const struct dlb_backend *be = cfg->backends[i];
+		const struct dlb_backend *be = cfg->backends[dlb_config_backend_at(cfg, i)];
 		int admin = __atomic_load_n(&be->admin, __ATOMIC_RELAXED);
 		const char *state = admin == DLB_BE_FORCED_UP ? "UP" :
 				    admin == DLB_BE_FORCED_DOWN ? "DOWN" :
@@ -2221,24 +2303,44 @@ l_show_servers(lua_State *L)
 		size_t o = 0;
 
 		server_totals(L, be, &t);
+		/* dnsdist's join: no separator while the text is still empty */
 		for (int p = 0; p < be->npools && o < sizeof(pools); p++)
-			o += (size_t)snprintf(pools + o, sizeof(pools) - o, "%s%s", p ? " " : "",
+			o += (size_t)snprintf(pools + o, sizeof(pools) - o, "%s%s", o ? " " : "",
 					      be->pools[p]);
-		snprintf(line, sizeof(line),
-			 "%-3d %-20.20s %-25.25s %6s %7.1f %7d %3d %2d %10llu %7llu %5.1f %5.1f %11llu %s",
-			 i, be->name, be->addr_text, state, t.qps,
-			 __atomic_load_n(&be->qps_limit_rt, __ATOMIC_RELAXED), be->order, be->weight,
-			 (unsigned long long)t.queries, (unsigned long long)t.drops, t.drate,
-			 t.latency_us / 1000.0, (unsigned long long)t.outstanding, pools);
-		dlb_lua_print(L, line);
+		snprintf(num[0], sizeof(num[0]), "%d", i);
+		snprintf(num[4], sizeof(num[4]), "%.1f", t.qps);
+		snprintf(num[5], sizeof(num[5]), "%d",
+			 __atomic_load_n(&be->qps_limit_rt, __ATOMIC_RELAXED));
+		snprintf(num[6], sizeof(num[6]), "%d", be->order);
+		snprintf(num[7], sizeof(num[7]), "%d", be->weight);
+		snprintf(num[8], sizeof(num[8]), "%llu", (unsigned long long)t.queries);
+		snprintf(num[9], sizeof(num[9]), "%llu", (unsigned long long)t.drops);
+		snprintf(num[10], sizeof(num[10]), "%.1f", t.drate);
+		snprintf(num[11], sizeof(num[11]), "%.1f", t.latency_us / 1000.0);
+		snprintf(num[12], sizeof(num[12]), "%llu", (unsigned long long)t.outstanding);
+		c[0] = num[0];
+		c[1] = be->name;
+		c[2] = be->addr_text;
+		c[3] = state;
+		for (int k = 4; k <= 12; k++)
+			c[k] = num[k];
+		c[13] = pools;
+		c[14] = be->uuid;
+		show_servers_line(L, uuids, c);
 		total_qps += t.qps;
 		total_q += t.queries;
 		total_d += t.drops;
 	}
-	snprintf(line, sizeof(line), "%-3s %-20.20s %-25.25s %6s %7.1f %7s %3s %2s %10llu %7llu",
-		 "All", "", "", "", total_qps, "", "", "", (unsigned long long)total_q,
-		 (unsigned long long)total_d);
-	dlb_lua_print(L, line);
+	snprintf(num[4], sizeof(num[4]), "%.1f", total_qps);
+	snprintf(num[8], sizeof(num[8]), "%llu", (unsigned long long)total_q);
+	snprintf(num[9], sizeof(num[9]), "%llu", (unsigned long long)total_d);
+	for (int k = 0; k < 15; k++)
+		c[k] = "";
+	c[0] = "All";
+	c[4] = num[4];
+	c[8] = num[8];
+	c[9] = num[9];
+	show_servers_line(L, uuids, c);
 	return 0;
 }
 
