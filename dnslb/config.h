@@ -85,6 +85,7 @@ struct dlb_backend {
 
 	char pools[DLB_MAX_POOLS_PER_BACKEND][64];
 	int npools;				/* 0 = default pool "" */
+	bool named_default;			/* "" was among newServer's pools */
 	int order;				/* default 1 */
 	int weight;				/* default 1, >= 1 */
 	int qps;				/* 0 = unlimited; only firstAvailable reads it */

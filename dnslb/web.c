@@ -1241,10 +1241,9 @@ json_stats(void)
 			continue;
 		json_num(o, m[i].name, m[i].value, m[i].is_double);
 	}
-	/* dnsdist's older names, kept in this document: the cache's under
-	 * their first names, and two drops no version counts any more */
-	json_num(o, "packetcache-hits", metric_of(m, n, "cache-hits", NULL), false);
-	json_num(o, "packetcache-misses", metric_of(m, n, "cache-misses", NULL), false);
+	/* names of older dnsdist versions that 1.7.3 still lists, always 0 */
+	json_num(o, "packetcache-hits", 0, false);
+	json_num(o, "packetcache-misses", 0, false);
 	json_num(o, "over-capacity-drops", 0, false);
 	json_num(o, "too-old-drops", 0, false);
 	if (dlb_daemon.cfg != NULL)
@@ -1301,9 +1300,11 @@ cmp_str(const void *a, const void *b)
 static void
 add_pool_names(cJSON *a, const struct dlb_backend *be)
 {
-	const char *names[DLB_MAX_POOLS_PER_BACKEND];
+	const char *names[DLB_MAX_POOLS_PER_BACKEND + 1];
 	size_t n = 0;
 
+	if (be->named_default)
+		names[n++] = "";
 	for (int i = 0; i < be->npools && n < DLB_MAX_POOLS_PER_BACKEND; i++)
 		names[n++] = be->pools[i];
 	qsort(names, n, sizeof(names[0]), cmp_str);
@@ -1398,13 +1399,17 @@ json_rules(const struct rule_vec *rv, const char *chain, bool query_rules)
 		if (query_rules) {
 			cJSON *st = cJSON_AddObjectToObject(o, "action-stats");
 
-			(void)st;	/* dnsdist: per-action figures; none kept by dnslb */
+			/* dnsdist 1.7.3's figures of an action that keeps none */
+			if (st != NULL)
+				json_u64(st, "", 0);
 		}
 		/* position over all chains, as dnsdist's creation order is global */
 		cJSON_AddNumberToObject(o, "creationOrder", (double)i);
 		cJSON_AddNumberToObject(o, "id", id++);
 		json_u64(o, "matches", r->matches);
-		json_str(o, "name", strcmp(r->id, r->uuid) != 0 ? r->id : "");
+		/* dnsdist 1.7.3 names its response rules only */
+		if (!query_rules)
+			json_str(o, "name", strcmp(r->id, r->uuid) != 0 ? r->id : "");
 		json_str(o, "rule", r->rule);
 		json_str(o, "uuid", r->uuid);
 		cJSON_AddItemToArray(a, o);

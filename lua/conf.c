@@ -1050,6 +1050,7 @@ l_new_server(lua_State *L)
 		return luaL_error(L, "newServer: expected an address string or a table");
 	scratch->qps_limit_rt = scratch->qps;
 	scratch->admin_file = scratch->admin;
+	scratch->named_default = want_default;
 
 	if (lc->cfg->nbackends >= DLB_MAX_BACKENDS)
 		return luaL_error(L, "newServer: too many servers (at most %d)", DLB_MAX_BACKENDS);
