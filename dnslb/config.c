@@ -546,27 +546,47 @@ ring_reclaim(ck_epoch_entry_t *e)
 }
 
 /* @pool's ring from its current members. @return 0 (*out NULL: no points) or -1. */
+/* The points of a server of @weight on a ring of pool weight @total (ring_build). */
+static size_t
+ring_points(int weight, uint64_t total)
+{
+	uint64_t v;
+
+	if (total <= DLB_CH_MAX_POINTS)
+		return (size_t)weight;
+	v = (uint64_t)weight * DLB_CH_MAX_POINTS / total;
+	return v > 0 ? (size_t)v : 1;
+}
+
 static int
 ring_build(const struct dlb_pool *p, struct dlb_ch_ring **out)
 {
 	struct dlb_ch_ring *r;
 	size_t n = 0, k = 0;
+	uint64_t total = 0;
 
 	*out = NULL;
 	for (int j = 0; j < p->n; j++)
-		n += (size_t)p->members[j]->weight;
-	if (n == 0)
+		total += (uint64_t)p->members[j]->weight;
+	if (total == 0)
 		return 0;
-	if (n > 10000000)
-		return -1;	/* absurd weights: refuse rather than eat memory */
+	/*
+	 * Any weight up to 2^31 - 1 is valid (dnsdist takes it). Past
+	 * DLB_CH_MAX_POINTS in a pool, each server gets points in proportion to
+	 * its weight (at least one), so the ring keeps the weights' shares in a
+	 * bounded size instead of a point per unit of weight.
+	 */
+	for (int j = 0; j < p->n; j++)
+		n += ring_points(p->members[j]->weight, total);
 	r = malloc(sizeof(*r) + n * sizeof(r->p[0]));
 	if (r == NULL)
 		return -1;
 	for (int j = 0; j < p->n; j++) {
 		struct dlb_backend *be = p->members[j];
 		uint32_t base = fnv1a(be->uuid, strlen(be->uuid), 2166136261u);
+		size_t points = ring_points(be->weight, total);
 
-		for (int w = 0; w < be->weight; w++) {
+		for (size_t w = 0; w < points; w++) {
 			uint32_t wi = (uint32_t)w;
 
 			r->p[k].hash = fnv1a(&wi, sizeof(wi), base);

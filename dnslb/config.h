@@ -143,9 +143,12 @@ struct dlb_ch_point {
 	struct dlb_backend *be;
 };
 
+/** The most points a pool's ring holds (16 bytes each): see ring_build. */
+#define DLB_CH_MAX_POINTS	(1u << 20)
+
 /**
- * A pool's consistent-hashing ring: `weight` points per member, sorted by
- * hash. Immutable once published; a membership or weight change at runtime
+ * A pool's consistent-hashing ring: `weight` points per member (in
+ * proportion to it past DLB_CH_MAX_POINTS in all), sorted by hash. Immutable once published; a membership or weight change at runtime
  * publishes a new one and retires the old through the epoch.
  */
 struct dlb_ch_ring {

@@ -860,9 +860,57 @@ add_server_pool(lua_State *L, struct dlb_backend *be, const char *name, bool *wa
 	snprintf(be->pools[be->npools++], sizeof(be->pools[0]), "%s", name);
 }
 
+/*
+ * newServer's weight= as dnsdist 1.7.3 reads it: the value as a string
+ * (a number as Lua writes it) through std::stoi, so "5", 1.5 and "7abc"
+ * give their leading integer. A value below 1, or no integer at all or
+ * one past int, is not an error of the configuration there: dnsdist logs
+ * it and newServer returns nil without adding the server. @return that
+ * message, or NULL with be->weight set.
+ */
+static const char *
+server_weight(lua_State *L, struct dlb_backend *be)
+{
+	static const char range[] =
+		"Error creating new server: downstream weight value must be between 1 and 2147483647";
+	const char *s, *p;
+	long long v = 0;
+	bool neg = false, digits = false;
+
+	if (lua_getfield(L, 1, "weight") == LUA_TNIL) {
+		lua_pop(L, 1);
+		return NULL;
+	}
+	s = lua_type(L, -1) == LUA_TNUMBER || lua_type(L, -1) == LUA_TSTRING ?
+	    lua_tostring(L, -1) : NULL;
+	lua_pop(L, 1);	/* a string from the table: still anchored there */
+	if (s == NULL)
+		return range;
+	for (p = s; isspace((unsigned char)*p); p++)
+		;
+	if (*p == '+' || *p == '-')
+		neg = *p++ == '-';
+	for (; isdigit((unsigned char)*p); p++) {
+		digits = true;
+		v = v * 10 + (*p - '0');
+		if (v > (long long)INT_MAX + 1)
+			return range;
+	}
+	if (!digits)
+		return range;
+	v = neg ? -v : v;
+	if (v > INT_MAX || v < INT_MIN)
+		return range;
+	if (v < 1)
+		return "Error creating new server: downstream weight value must be greater than 0.";
+	be->weight = (int)v;
+	return NULL;
+}
+
 /* The table form of newServer, at stack index 1, into the scratch @be. */
 static void
-parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
+parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default,
+		   const char **weight_err)
 {
 	const char *fn = "newServer";
 	const char *s;
@@ -906,7 +954,7 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
 	lua_pop(L, 1);
 
 	dlb_lua_opt_int(L, 1, fn, "order", 0, INT_MAX, &be->order);
-	dlb_lua_opt_int(L, 1, fn, "weight", 1, INT_MAX, &be->weight);
+	*weight_err = server_weight(L, be);
 	dlb_lua_opt_int(L, 1, fn, "qps", 0, INT_MAX, &be->qps);
 
 	if ((s = dlb_lua_opt_string_push(L, 1, fn, "id")) != NULL) {
@@ -1033,6 +1081,7 @@ l_new_server(lua_State *L)
 	struct dlb_lua_conf *lc = conf_get(L);
 	struct dlb_backend *scratch, *be;
 	bool want_default = false;
+	const char *weight_err = NULL;
 
 	/* Parse into GC-owned scratch memory: a Lua error from here on leaks nothing. */
 	scratch = lua_newuserdatauv(L, sizeof(*scratch), 0);
@@ -1045,9 +1094,14 @@ l_new_server(lua_State *L)
 	if (lua_type(L, 1) == LUA_TSTRING)
 		set_server_address(L, scratch, lua_tostring(L, 1));
 	else if (lua_type(L, 1) == LUA_TTABLE)
-		parse_server_table(L, scratch, &want_default);
+		parse_server_table(L, scratch, &want_default, &weight_err);
 	else
 		return luaL_error(L, "newServer: expected an address string or a table");
+	if (weight_err != NULL) {
+		conf_log(L, DLB_LOG_ERR, "%s", weight_err);
+		lua_pushnil(L);
+		return 1;
+	}
 	scratch->qps_limit_rt = scratch->qps;
 	scratch->admin_file = scratch->admin;
 	scratch->named_default = want_default;
