@@ -2249,6 +2249,12 @@ l_set_ch_balancing_factor(lua_State *L)
 	return 0;
 }
 
+static int
+cmp_cstr(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 /* A console line built as boost::format does: "%|Nt|" pads to column N. */
 struct ln {
 	char p[1024];
@@ -2354,14 +2360,19 @@ l_show_servers(lua_State *L)
 				    admin == DLB_BE_FORCED_DOWN ? "DOWN" :
 				    __atomic_load_n(&be->healthy, __ATOMIC_RELAXED) ? "up" : "down";
 		char pools[512] = "";
+		const char *names[DLB_MAX_POOLS_PER_BACKEND];
 		struct dlb_be_totals t;
 		size_t o = 0;
 
 		server_totals(L, be, &t);
-		/* dnsdist's join: no separator while the text is still empty */
+		/* dnsdist's std::set, sorted ("" first, which adds nothing: no
+		 * separator while the text is still empty) */
+		for (int p = 0; p < be->npools; p++)
+			names[p] = be->pools[p];
+		qsort(names, (size_t)be->npools, sizeof(names[0]), cmp_cstr);
 		for (int p = 0; p < be->npools && o < sizeof(pools); p++)
 			o += (size_t)snprintf(pools + o, sizeof(pools) - o, "%s%s", o ? " " : "",
-					      be->pools[p]);
+					      names[p]);
 		snprintf(num[0], sizeof(num[0]), "%d", i);
 		snprintf(num[4], sizeof(num[4]), "%.1f", t.qps);
 		snprintf(num[5], sizeof(num[5]), "%d",
