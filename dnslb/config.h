@@ -373,6 +373,13 @@ dlb_pool_ring(const struct dlb_pool *pool)
 
 /** Hash of a lowercased wire name for whashed/chashed (not keyed: stable across restarts). */
 uint32_t dlb_name_hash_seeded(const uint8_t *lc, size_t len, uint32_t seed);
+/**
+ * dnsdist's burtleCI: Bob Jenkins' lookup2 hash of @len bytes of @k, ASCII
+ * letters taken as lowercase, from @init. whashed and chashed hash the
+ * query name's wire form with it, and chashed places a server's points at
+ * the hashes of "<id>-<n>", as dnsdist does.
+ */
+uint32_t dlb_burtle_ci(const void *k, size_t len, uint32_t init);
 
 /** dnsdist's default ACL (RFC 1918, CGNAT, loopback, link-local, ULA). */
 void dlb_config_default_acl(struct dlb_nmg *acl);

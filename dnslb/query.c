@@ -981,9 +981,11 @@ total_weight(struct dlb_worker *w, const struct dlb_pool *pool, const struct loa
 {
 	uint32_t sum = 0;
 
+	/* dnsdist's int sum, held at INT_MAX rather than overflowing */
 	for (int i = 0; i < pool->n; i++)
 		if (dlb_backend_is_up(pool->members[i]) && !over_bound(w, lb, pool->members[i]))
-			sum += (uint32_t)pool->members[i]->weight;
+			sum += (uint32_t)pool->members[i]->weight > INT32_MAX - sum ?
+			       INT32_MAX - sum : (uint32_t)pool->members[i]->weight;
 	return sum;
 }
 
@@ -1124,12 +1126,13 @@ dlb_pool_select(struct dlb_worker *w, const struct dlb_pool *pool, const struct 
 	case DLB_POLICY_WRANDOM:
 		return weighted(w, pool, 0, false);
 	case DLB_POLICY_WHASHED:
-		/* not the per-process keyed hash: stickiness must survive restarts */
-		return weighted(w, pool, dlb_name_hash_seeded(m->qname_lc, m->qname_len,
-							      w->cfg->whashed_perturbation), true);
+		/* dnsdist's hash of the name: the same server for the same name
+		 * as dnsdist, and across restarts */
+		return weighted(w, pool, dlb_burtle_ci(m->qname_lc, m->qname_len,
+						       w->cfg->whashed_perturbation), true);
 	case DLB_POLICY_CHASHED:
-		return consistent_hashed(w, pool, dlb_name_hash_seeded(m->qname_lc, m->qname_len,
-								       w->cfg->whashed_perturbation));
+		return consistent_hashed(w, pool, dlb_burtle_ci(m->qname_lc, m->qname_len,
+								w->cfg->whashed_perturbation));
 	case DLB_POLICY_LEAST_OUTSTANDING:
 	default:
 		return least_outstanding(w, pool);
