@@ -1121,7 +1121,9 @@ l_new_server(lua_State *L)
 	/* pool={"", "x"}: the default pool as well as the named ones */
 	if (want_default && be->npools > 0)
 		dlb_config_pool_add(lc->cfg, "", be);
-	conf_log(L, DLB_LOG_INFO, "Added downstream server %s", be->addr_text);
+	/* dnsdist says nothing of it under --check-config */
+	if (lc->phase != DLB_LUA_PHASE_CHECK)
+		conf_log(L, DLB_LOG_INFO, "Added downstream server %s", be->addr_text);
 	push_server(L, be);
 	return 1;
 }
