@@ -410,7 +410,9 @@ process_head(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 			w->stats.rdqueries++;
 		if (cfg->drop_empty_queries)
 			return DLB_V_DROP;
-		return answer_locally(w, q, DLB_RCODE_NOTIMP, true);
+		/* dnsdist 1.7.3 counts this NOTIMP neither in self-answered nor
+		 * in the latency figures (dlb_query_account_local) */
+		return answer_locally(w, q, DLB_RCODE_NOTIMP, false);
 	default:
 		/* malformed, QR=1 or TC=1: never answer what we cannot trust */
 		w->stats.noncompliant_queries++;
@@ -757,7 +759,9 @@ DLB_HOT void
 dlb_query_account_local(struct dlb_worker *w, const uint8_t *pkt)
 {
 	account_rcode(w, pkt);
-	w->local_answers++;
+	/* not the NOTIMP to an empty query (qdcount 0), as in dnsdist 1.7.3 */
+	if ((pkt[4] | pkt[5]) != 0)
+		w->local_answers++;
 }
 
 DLB_HOT void
