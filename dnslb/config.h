@@ -95,6 +95,7 @@ struct dlb_backend {
 	int check_name_len;
 	uint16_t check_type;			/* default A */
 	uint16_t check_class;			/* default IN */
+	bool check_fn;				/* checkFunction= (dlb_health_check_hook) */
 	int check_interval;			/* s, default 1 */
 	int check_timeout;			/* ms, default 1000 */
 	int max_check_failures;			/* default 1 */

@@ -50,6 +50,7 @@
 #include "dnslb/cache.h"
 #include "dnslb/config.h"
 #include "dnslb/daemon.h"
+#include "dnslb/health.h"
 #include "dnslb/log.h"
 #include "dnslb/netmask.h"
 #include "dnslb/rcu.h"
@@ -715,6 +716,201 @@ l_server_eq(lua_State *L)
 	return 1;
 }
 
+/* ---- newServer's checkFunction ------------------------------------------ */
+
+/*
+ * checkFunction(qname, qtype, qclass, dh) -> qname, qtype, qclass, called
+ * by the health checker (main thread) before each check of its server; dh
+ * is the check's header (getRD/setRD, getCD/setCD, ... as dq.dh). The
+ * functions live in the registry of the config state that ran newServer,
+ * keyed by the server's name and address (which a reload keeps).
+ */
+#define MT_CHECK_DH	"dlb.CheckHeader"
+
+static const char check_fns_key = 0;
+/* the state holding them before dlb_daemon.lc is set (the initial checks) */
+static struct dlb_lua_conf *check_lc;
+
+struct check_call {
+	const struct dlb_backend *be;
+	uint8_t *name;
+	int *name_len;
+	uint16_t *type, *cls, *flags;
+};
+
+static void
+check_fn_key(lua_State *L, const struct dlb_backend *be)
+{
+	/* (newServer names a server after its address only once it is added) */
+	lua_pushfstring(L, "%s\n%s", be->addr_text,
+			strcmp(be->name, be->addr_text) != 0 ? be->name : "");
+}
+
+static uint16_t *
+check_dh(lua_State *L)
+{
+	uint16_t **f = luaL_checkudata(L, 1, MT_CHECK_DH);
+
+	if (*f == NULL)
+		luaL_error(L, "this DNSHeader is gone: it is valid only during its checkFunction's call");
+	return *f;
+}
+
+static int
+check_dh_flag(lua_State *L)
+{
+	uint16_t bit = (uint16_t)lua_tointeger(L, lua_upvalueindex(1));
+	uint16_t *f = check_dh(L);
+
+	if (lua_toboolean(L, lua_upvalueindex(2))) {
+		*f = lua_toboolean(L, 2) ? (uint16_t)(*f | bit) : (uint16_t)(*f & ~bit);
+		return 0;
+	}
+	lua_pushboolean(L, (*f & bit) != 0);
+	return 1;
+}
+
+static int
+check_dh_tostring(lua_State *L)
+{
+	lua_pushliteral(L, "DNSHeader");
+	return 1;
+}
+
+/* Under lua_pcall: run the checkFunction of c->be, read back its three results. */
+static int
+check_call_cb(lua_State *L)
+{
+	static const struct {
+		const char *get, *set;
+		uint16_t bit;
+	} flags[] = {
+		{ "getRD", "setRD", DLB_F_RD }, { "getCD", "setCD", DLB_F_CD },
+		{ "getAD", "setAD", DLB_F_AD }, { "getAA", "setAA", DLB_F_AA },
+		{ "getRA", "setRA", DLB_F_RA }, { "getTC", "setTC", DLB_F_TC },
+		{ "getQR", "setQR", DLB_F_QR },
+	};
+	struct check_call *cc = lua_touserdata(L, 1);
+	uint16_t **dh;
+	const uint8_t *wire;
+	size_t len;
+	lua_Integer v;
+
+	lua_rawgetp(L, LUA_REGISTRYINDEX, &check_fns_key);
+	if (lua_type(L, -1) == LUA_TTABLE) {
+		check_fn_key(L, cc->be);
+		lua_rawget(L, -2);
+	}
+	if (lua_type(L, -1) != LUA_TFUNCTION)
+		return luaL_error(L, "the checkFunction of %s is gone (reloaded away)",
+				  cc->be->name);
+	dlb_lua_push_dnsname(L, cc->name, (size_t)*cc->name_len);
+	lua_pushinteger(L, *cc->type);
+	lua_pushinteger(L, *cc->cls);
+	dh = lua_newuserdatauv(L, sizeof(*dh), 0);
+	*dh = cc->flags;
+	if (luaL_newmetatable(L, MT_CHECK_DH)) {
+		lua_newtable(L);
+		for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+			for (int set = 0; set < 2; set++) {
+				lua_pushinteger(L, flags[i].bit);
+				lua_pushboolean(L, set);
+				lua_pushcclosure(L, check_dh_flag, 2);
+				lua_setfield(L, -2, set ? flags[i].set : flags[i].get);
+			}
+		}
+		lua_setfield(L, -2, "__index");
+		lua_pushcfunction(L, check_dh_tostring);
+		lua_setfield(L, -2, "__tostring");
+	}
+	lua_setmetatable(L, -2);
+	lua_pushvalue(L, -1);
+	lua_insert(L, 2);	/* keep the header, to retire it after the call */
+	lua_call(L, 4, 3);
+	*dh = NULL;
+	if ((wire = dlb_lua_to_dnsname(L, -3, &len)) != NULL && len <= DLB_MAX_NAME) {
+		memcpy(cc->name, wire, len);
+		*cc->name_len = (int)len;
+	} else if (lua_type(L, -3) == LUA_TSTRING) {
+		*cc->name_len = (int)dlb_lua_check_name_lc(L, -3, "checkFunction", cc->name);
+	} else {
+		return luaL_error(L, "checkFunction: the first result must be a DNSName");
+	}
+	for (int i = 0; i < 2; i++) {
+		int isnum;
+
+		v = lua_tointegerx(L, -2 + i, &isnum);
+		if (!isnum || v < 0 || v > 65535)
+			return luaL_error(L, "checkFunction: the %s result must be a %s (0..65535)",
+					  i == 0 ? "second" : "third", i == 0 ? "type" : "class");
+		if (i == 0)
+			*cc->type = (uint16_t)v;
+		else
+			*cc->cls = (uint16_t)v;
+	}
+	return 0;
+}
+
+static int
+check_hook(const struct dlb_backend *be, uint8_t *name, int *name_len, uint16_t *type,
+	   uint16_t *cls, uint16_t *flags, char *err, size_t errlen)
+{
+	struct dlb_lua_conf *lc = dlb_daemon.lc != NULL ? dlb_daemon.lc : check_lc;
+	struct check_call cc = { be, name, name_len, type, cls, flags };
+	lua_State *L;
+	int top;
+
+	if (lc == NULL || lc->L == NULL) {
+		snprintf(err, errlen, "checkFunction: no Lua state");
+		return -1;
+	}
+	L = lc->L;
+	top = lua_gettop(L);
+	lua_pushcfunction(L, check_call_cb);
+	lua_pushlightuserdata(L, &cc);
+	if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+		const char *m = lua_tostring(L, -1);
+
+		snprintf(err, errlen, "checkFunction: %s", m != NULL ? m : "error");
+		lua_settop(L, top);
+		return -1;
+	}
+	lua_settop(L, top);
+	return 0;
+}
+
+/* newServer({checkFunction=f}) at stack index 1, for the added @be. */
+static void
+register_check_fn(lua_State *L, struct dlb_lua_conf *lc, struct dlb_backend *be)
+{
+	int t = lua_getfield(L, 1, "checkFunction");
+
+	if (t == LUA_TNIL) {
+		lua_pop(L, 1);
+		return;
+	}
+	if (t != LUA_TFUNCTION)
+		luaL_error(L, "newServer: 'checkFunction' must be a function");
+	be->check_fn = true;
+	if (dlb_lua_phase_throwaway(lc->phase) && lc->phase != DLB_LUA_PHASE_RELOAD) {
+		lua_pop(L, 1);
+		return;
+	}
+	if (lua_rawgetp(L, LUA_REGISTRYINDEX, &check_fns_key) != LUA_TTABLE) {
+		lua_pop(L, 1);
+		lua_newtable(L);
+		lua_pushvalue(L, -1);
+		lua_rawsetp(L, LUA_REGISTRYINDEX, &check_fns_key);
+	}
+	check_fn_key(L, be);
+	lua_pushvalue(L, -3);
+	lua_rawset(L, -3);
+	lua_pop(L, 2);
+	if (lc->phase != DLB_LUA_PHASE_RELOAD)
+		check_lc = lc;
+	dlb_health_check_hook = check_hook;
+}
+
 /* ---- newServer ---------------------------------------------------------- */
 
 static const char *const server_keys[] = {
@@ -725,7 +921,7 @@ static const char *const server_keys[] = {
 	"maxInFlight", "source", "lazyHealthCheckSampleSize", "lazyHealthCheckMinSampleCount",
 	"lazyHealthCheckThreshold", "lazyHealthCheckFailedInterval",
 	"lazyHealthCheckUseExponentialBackOff", "lazyHealthCheckMaxBackOff", "lazyHealthCheckMode",
-	"useClientSubnet", "useProxyProtocol", NULL,
+	"useClientSubnet", "useProxyProtocol", "checkFunction", NULL,
 };
 
 static void
@@ -1102,6 +1298,8 @@ l_new_server(lua_State *L)
 		lua_pushnil(L);
 		return 1;
 	}
+	if (lua_type(L, 1) == LUA_TTABLE)
+		register_check_fn(L, lc, scratch);
 	scratch->qps_limit_rt = scratch->qps;
 	scratch->admin_file = scratch->admin;
 	scratch->named_default = want_default;
@@ -3181,6 +3379,8 @@ dlb_lua_conf_free(struct dlb_lua_conf *lc)
 {
 	if (lc == NULL)
 		return;
+	if (check_lc == lc)
+		check_lc = NULL;
 	if (lc->L != NULL)
 		lua_close(lc->L);
 	for (int i = 0; i < lc->nfiles; i++)

@@ -211,3 +211,26 @@ def test_tcp_connection_duration(pair):
     assert a[0] is not None and a[1] is None
     p.assert_same_backend_traffic()
     p.stats()
+
+
+def test_check_function(pair):
+    p = pair('''
+function cf(qname, qtype, qclass, dh)
+  dh:setCD(true)
+  dh:setRD(false)
+  return newDNSName("health." .. qname:toString()), DNSQType.TXT, qclass
+end
+newServer({address="@B0@", checkFunction=cf, checkName="probe.example.test."})
+newServer({address="@B1@", checkFunction=function(n, t, c, dh) return n, t, c end,
+           checkType="AAAA"})
+newServer({address="@B2@", checkFunction=function(n, t, c, dh) error("no") end})
+''', backends=({}, {}, {}))
+    time.sleep(2.5)
+    got = {}
+    for s in (p.theirs, p.ours):
+        # the first checks each backend received (ID aside), and the states
+        got[s.impl] = ([[strip_id(q.wire) for q in r.client_queries()][:2] for r in s.responders],
+                       [l.split()[3] for l in s.console("showServers()").splitlines()[1:-1]])
+    assert got["dnsdist"] == got["dnslb"]
+    assert got["dnslb"][1] == ["up", "up", "down"]
+    assert got["dnslb"][0][0][0][2:4] == b"\x00\x10"   # CD, no RD
