@@ -24,6 +24,7 @@
 #include "dnslb/stats.h"
 #include "dnslb/worker.h"
 #include "rules/rules.h"
+#include "rules/tee.h"
 
 /* ---- /proc readers ------------------------------------------------------- */
 
@@ -615,6 +616,9 @@ dlb_metrics_pool(int i, struct dlb_metrics_pool *out)
 
 /* ---- rules ---------------------------------------------------------------- */
 
+_Static_assert(DLB_TEE__COUNT == sizeof(((struct dlb_metrics_rule *)0)->tee_stats) / sizeof(uint64_t),
+	       "struct dlb_metrics_rule holds every TeeAction figure");
+
 static const char *const chain_names[DLB_CHAIN__COUNT] = {
 	[DLB_CHAIN_QUERY] = "rules",
 	[DLB_CHAIN_RESPONSE] = "response-rules",
@@ -642,6 +646,12 @@ dlb_metrics_rules(void (*fn)(const struct dlb_metrics_rule *r, void *arg), void 
 			snprintf(m.rule, sizeof(m.rule), "%s", r->sel->desc ? r->sel->desc : "");
 			snprintf(m.action, sizeof(m.action), "%s", r->act->desc ? r->act->desc : "");
 			m.matches = dlb_rule_hits(r);
+			if (r->act->type == DLB_ACT_TEE && r->act->u.tee != NULL) {
+				m.tee = true;
+				for (int s = 0; s < DLB_TEE__COUNT; s++)
+					m.tee_stats[s] = dlb_tee_stat(r->act->u.tee,
+								      (enum dlb_tee_stat)s);
+			}
 			fn(&m, arg);
 		}
 	}

@@ -95,6 +95,8 @@ struct dlb_metrics_rule {
 	char uuid[40];
 	char rule[256], action[256];	/* as showRules() prints them */
 	uint64_t matches;
+	bool tee;			/* a TeeAction: its figures in tee_stats */
+	uint64_t tee_stats[10];		/* rules/tee.h's, in enum dlb_tee_stat order */
 };
 /**
  * Call @fn for every rule of every chain of the current ruleset, in chain

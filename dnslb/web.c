@@ -53,6 +53,7 @@
 #include "dnslb/rcu.h"
 #include "dnslb/rings.h"
 #include "dnslb/wire.h"
+#include "rules/tee.h"
 
 #ifndef DLB_VERSION
 #define DLB_VERSION "unknown"
@@ -1399,8 +1400,11 @@ json_rules(const struct rule_vec *rv, const char *chain, bool query_rules)
 		if (query_rules) {
 			cJSON *st = cJSON_AddObjectToObject(o, "action-stats");
 
-			/* dnsdist 1.7.3's figures of an action that keeps none */
-			if (st != NULL)
+			/* a TeeAction's figures; dnsdist 1.7.3's {"": 0} for an
+			 * action that keeps none */
+			for (int k = 0; st != NULL && r->tee && k < DLB_TEE__COUNT; k++)
+				json_u64(st, dlb_tee_names[k], r->tee_stats[k]);
+			if (st != NULL && !r->tee)
 				json_u64(st, "", 0);
 		}
 		/* position over all chains, as dnsdist's creation order is global */

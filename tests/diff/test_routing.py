@@ -3,6 +3,7 @@ hashing with large weights, the record-count selectors on every section,
 the ACL's answer to a refused client and the TCP per-client and
 per-connection limits, compared with dnsdist 1.7.3."""
 
+import json
 import socket
 import struct
 import time
@@ -234,3 +235,41 @@ newServer({address="@B2@", checkFunction=function(n, t, c, dh) error("no") end})
     assert got["dnsdist"] == got["dnslb"]
     assert got["dnslb"][1] == ["up", "up", "down"]
     assert got["dnslb"][0][0][0][2:4] == b"\x00\x10"   # CD, no RD
+
+
+def quiet(text):
+    """dnsdist's console client evaluates the configuration too, and prints
+    its warnings about the web server's plain-text credentials first."""
+    return "".join(l for l in text.splitlines(True) if not l.startswith("Passing a plain-text"))
+
+
+def test_tee_action(pair):
+    p = pair('''
+newServer({address="@B0@"})
+tee = TeeAction("@B1@")
+addAction("tee.example.test.", tee)
+addAction(makeRule("nx.example.test."), TeeAction("@B1@"))
+''', backends=({}, {}), web=True)
+    for name in ("tee.example.test.", "www.example.test.", "nx.example.test.", "tee.example.test."):
+        for proto in ("udp", "tcp"):
+            a, b = p.answers(build_query(name, qid=0x4444, opt=True), proto)
+            assert strip_id(a) == strip_id(b)
+    time.sleep(0.5)
+    got = {s.impl: [[(q.transport, strip_id(q.wire)) for q in s.responders[0].client_queries()],
+                    [(q.transport, q.wire) for q in s.responders[1].client_queries()]]
+           for s in (p.theirs, p.ours)}
+    # the copies keep the client's ID: compare them whole
+    assert got["dnsdist"] == got["dnslb"]
+    assert len(got["dnslb"][1]) == 3
+    stats = ("local t = {} for k, v in pairs(tee:getStats()) do t[#t + 1] = k .. '=' .. v end "
+             "table.sort(t) return table.concat(t, ' ')")
+    a, b = quiet(p.theirs.console(stats)), p.ours.console(stats)
+    assert a == b
+    assert "queries=2" in b and "tcp-drops=2" in b
+    a, b = (json.loads(s.web("/api/v1/servers/localhost")[1])["rules"] for s in (p.theirs, p.ours))
+    assert [r["action-stats"] for r in a] == [r["action-stats"] for r in b]
+    assert b[0]["action-stats"]["queries"] == 2
+    a, b = quiet(p.theirs.console("showRules()")), p.ours.console("showRules()")
+    assert a.replace(p.theirs.responders[1].address, "T") == \
+        b.replace(p.ours.responders[1].address, "T")
+    p.stats()
