@@ -4,9 +4,10 @@ their own ports, so those ports (and the listener's) are written back as
 @B0@, @B1@, @PORT@ before comparing; random server UUIDs as UUID."""
 
 import re
+import subprocess
 import time
 
-from diffharness import build_query, known  # noqa: F401
+from diffharness import DNSDIST, build_query, dnslb_bin, known  # noqa: F401
 
 UUID_RX = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
@@ -163,3 +164,22 @@ def test_show_version(pair):
     assert a == "dnsdist 1.7.3\n"
     assert known("The version is dnslb's")
     assert re.fullmatch(r"dnslb \d+\.\d+\.\d+\n", b), b
+
+
+def test_console_acl_refuses_the_client(pair):
+    p = pair('newServer({address="@B0@"})\nsetConsoleACL({"192.0.2.1/32"})\n', backends=({},))
+    out = {}
+    for s in (p.theirs, p.ours):
+        binary = DNSDIST if s.impl == "dnsdist" else dnslb_bin()
+        r = subprocess.run([binary, "-C", s.daemon.conf_path, "-c", "-e", "showServers()"],
+                           capture_output=True, text=True, timeout=10, cwd=s.daemon.workdir)
+        out[s.impl] = (r.returncode, r.stdout, r.stderr)
+    # the server closes the connection from 127.0.0.1 at once: both clients fail
+    # (dnsdist's message depends on the race: EOF, or the connection reset)
+    assert out["dnsdist"][0] == 1 and out["dnsdist"][2] == ""
+    assert out["dnsdist"][1] in ("Fatal error: EOF while reading message\n",
+                                 "Fatal error: failed in readn2: Connection reset by peer\n")
+    assert known("The console client explains a closed connection")
+    assert out["dnslb"] == (1, "", "The server closed the connection right away, likely "
+                            "indicating a key mismatch. Please check your setKey() directive.\n")
+    p.stats()
