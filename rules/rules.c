@@ -977,11 +977,9 @@ run_query_action(const struct dlb_act *a, struct dlb_dq *dq, struct dlb_stats *s
 		return DLB_R_CONTINUE;
 	}
 	case DLB_ACT_RCODE:
-		/* dnsdist 1.7.3's RCodeAction modifies the header: self-answered
-		 * only, never rule-nxdomain/refused/servfail (observed) */
 		return answered(dq, dlb_answer_rcode(dq->pkt, dq->len, dq->cap, dq->m,
 						     a->u.rcode.rcode, &a->u.rcode.o, selfans(dq)),
-				0, out);
+				rcode_counter(a->u.rcode.rcode), out);
 	case DLB_ACT_ERCODE:
 		return answered(dq, dlb_answer_rcode(dq->pkt, dq->len, dq->cap, dq->m,
 						     a->u.rcode.rcode, &a->u.rcode.o, selfans(dq)),
@@ -1474,9 +1472,9 @@ dlb_rules_shutdown(void)
 /*
  * Counters, each bumped at most once per query:
  *  - Drop, QPSAction over its rate, Lua Drop: rule-drop;
- *  - Lua Nxdomain/Refused/ServFail: rule-nxdomain, rule-refused or
- *    rule-servfail, plus self-answered; RCodeAction and ERCodeAction:
- *    self-answered only (dnsdist 1.7.3);
+ *  - RCodeAction and Lua Nxdomain/Refused/ServFail: rule-nxdomain,
+ *    rule-refused or rule-servfail for those three rcodes (other rcodes and
+ *    ERCodeAction: none), plus self-answered;
  *  - TCAction and Lua Truncate over UDP: rule-truncated + self-answered;
  *  - every other local answer (ERCode, Spoof*, NegativeAndSOA, Lua Spoof,
  *    SpoofRaw, SpoofPacket, HeaderModify): self-answered;

@@ -16,7 +16,8 @@ newServer({address="@B0@"})
 newServer({address="@B1@", pool={"", "abuse"}, name="second", weight=3})
 newServer({address="@B2@", pool="abuse", order=2})
 newServer({address="192.0.2.1:53", pool="unreachable", name="down-server"})
-addAction("refused.example.test.", RCodeAction(DNSRCode.REFUSED), {name="refuse-them"})
+addAction("refused.example.test.", LuaAction(function(dq) return DNSAction.Refused end),
+          {name="refuse-them"})
 addAction("dropme.example.test.", DropAction())
 addAction("tc.example.test.", TCAction())
 addAction("abuse.example.test.", PoolAction("abuse"))
@@ -129,3 +130,20 @@ def test_localhost_document(pair):
     assert pools["second"] == ["", "abuse"]
     assert pools["down-server"] == ["unreachable"]
     assert [s["order"] for s in b["servers"]] == [1, 1, 1, 2]
+
+
+def test_rcode_action_counters(pair):
+    p = pair('''
+newServer({address="@B0@"})
+addAction("refused.example.test.", RCodeAction(DNSRCode.REFUSED))
+addAction("nx.example.test.", RCodeAction(DNSRCode.NXDOMAIN))
+addAction("servfail.example.test.", RCodeAction(DNSRCode.SERVFAIL))
+''', backends=({},))
+    for proto in ("udp", "tcp"):
+        for name in ("refused.example.test.", "nx.example.test.", "servfail.example.test."):
+            p.query(build_query(name, qid=9), proto)
+    a, b = (p.parse_dumpstats(s.console("dumpStats()")) for s in (p.theirs, p.ours))
+    assert known("RCodeAction counts in rule-refused, rule-nxdomain, rule-servfail")
+    for k in ("rule-refused", "rule-nxdomain", "rule-servfail"):
+        assert (a[k], b[k]) == ("0", "2"), k
+    assert a["self-answered"] == b["self-answered"] == "6"

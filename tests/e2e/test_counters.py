@@ -9,8 +9,7 @@ The mix, all over UDP from 127.0.0.1:
   10 distinct names forwarded and answered        (cache-misses, responses)
    5 of them asked again                          (cache-hits)
    3 dropped by a rule                            (rule-drop)
-   2 refused by a rule (RCodeAction)              (self-answered; as in dnsdist
-                                                  1.7.3, not rule-refused)
+   2 refused by a rule                            (rule-refused, self-answered)
    2 truncated by a rule                          (rule-truncated, self-answered)
    2 sent to a pool without servers               (no-policy)
    2 never answered by the backend                (downstream-timeouts)
@@ -102,7 +101,7 @@ def test_counters_after_a_mix_and_the_accounting_identity(dnslb, responder):
         "cache-misses": 14,          # 10 + 2 timeouts + 2 NXDOMAIN; the empty pool
                                      # has no cache, rules answer before the cache
         "rule-drop": 3,
-        "rule-refused": 0,           # RCodeAction: self-answered only (dnsdist 1.7.3)
+        "rule-refused": 2,
         "rule-truncated": 2,
         "self-answered": 4,
         "no-policy": 2,
