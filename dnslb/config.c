@@ -397,6 +397,7 @@ dlb_config_append_backend(struct dlb_config *cfg, struct dlb_backend *be)
 	if (be->name[0] == '\0')
 		snprintf(be->name, sizeof(be->name), "%s", be->addr_text);
 	be->index = cfg->nbackends;
+	be->list_order = be->order;
 	cfg->backends[cfg->nbackends] = be;
 	/* workers running: they see the slot filled before the count */
 	__atomic_store_n(&cfg->nbackends, cfg->nbackends + 1, __ATOMIC_RELEASE);
@@ -430,8 +431,8 @@ dlb_config_backend_at(const struct dlb_config *cfg, int pos)
 		int rank = 0;
 
 		for (int k = 0; k < n; k++)
-			if (cfg->backends[k]->order < cfg->backends[i]->order ||
-			    (cfg->backends[k]->order == cfg->backends[i]->order && k < i))
+			if (cfg->backends[k]->list_order < cfg->backends[i]->list_order ||
+			    (cfg->backends[k]->list_order == cfg->backends[i]->list_order && k < i))
 				rank++;
 		if (rank == pos)
 			return i;

@@ -87,6 +87,7 @@ struct dlb_backend {
 	int npools;				/* 0 = default pool "" */
 	bool named_default;			/* "" was among newServer's pools */
 	int order;				/* default 1 */
+	int list_order;				/* order when added: the list's (dlb_config_backend_at) */
 	int weight;				/* default 1, >= 1 */
 	int qps;				/* 0 = unlimited; only firstAvailable reads it */
 
@@ -339,8 +340,9 @@ int dlb_config_append_backend(struct dlb_config *cfg, struct dlb_backend *be);
 int dlb_config_attach_backend(struct dlb_config *cfg, struct dlb_backend *be);
 /**
  * The index in cfg->backends of the server shown at position @pos: dnsdist
- * lists its servers sorted by order (a stable sort: equal orders keep the
- * order they were added in), and numbers them so in showServers(),
+ * lists its servers sorted by order (a stable sort at each newServer: equal
+ * orders keep the order they were added in; a later change of a server's
+ * order does not move it), and numbers them so in showServers(),
  * getServer(n), rmServer(n) and the web API. @return -1 past the end.
  */
 int dlb_config_backend_at(const struct dlb_config *cfg, int pos);
