@@ -398,6 +398,7 @@ dlb_config_append_backend(struct dlb_config *cfg, struct dlb_backend *be)
 	if (be->name[0] == '\0')
 		snprintf(be->name, sizeof(be->name), "%s", be->addr_text);
 	be->index = cfg->nbackends;
+	be->list_order = be->order;
 	cfg->backends[cfg->nbackends] = be;
 	/* workers running: they see the slot filled before the count */
 	__atomic_store_n(&cfg->nbackends, cfg->nbackends + 1, __ATOMIC_RELEASE);
@@ -416,6 +417,28 @@ dlb_config_attach_backend(struct dlb_config *cfg, struct dlb_backend *be)
 			return -1;
 	}
 	return 0;
+}
+
+int
+dlb_config_backend_at(const struct dlb_config *cfg, int pos)
+{
+	int n = __atomic_load_n(&cfg->nbackends, __ATOMIC_ACQUIRE);
+
+	if (pos < 0 || pos >= n)
+		return -1;
+	/* rank of each server: those of a lower order, then those of the same
+	 * order added before it (n is at most DLB_MAX_BACKENDS) */
+	for (int i = 0; i < n; i++) {
+		int rank = 0;
+
+		for (int k = 0; k < n; k++)
+			if (cfg->backends[k]->list_order < cfg->backends[i]->list_order ||
+			    (cfg->backends[k]->list_order == cfg->backends[i]->list_order && k < i))
+				rank++;
+		if (rank == pos)
+			return i;
+	}
+	return -1;
 }
 
 int
@@ -511,6 +534,61 @@ dlb_name_hash_seeded(const uint8_t *lc, size_t len, uint32_t seed)
 	return fnv1a(lc, len, 2166136261u ^ seed);
 }
 
+#define BURTLE_MIX(a, b, c) do {						\
+	a -= b; a -= c; a ^= (c >> 13);					\
+	b -= c; b -= a; b ^= (a << 8);					\
+	c -= a; c -= b; c ^= (b >> 13);					\
+	a -= b; a -= c; a ^= (c >> 12);					\
+	b -= c; b -= a; b ^= (a << 16);					\
+	c -= a; c -= b; c ^= (b >> 5);					\
+	a -= b; a -= c; a ^= (c >> 3);					\
+	b -= c; b -= a; b ^= (a << 10);					\
+	c -= a; c -= b; c ^= (b >> 15);					\
+} while (0)
+
+static inline uint32_t
+lc8(const uint8_t *k, size_t i)
+{
+	uint8_t c = k[i];
+
+	return c >= 'A' && c <= 'Z' ? (uint32_t)(c + 32) : c;
+}
+
+uint32_t
+dlb_burtle_ci(const void *key, size_t length, uint32_t init)
+{
+	const uint8_t *k = key;
+	uint32_t a = 0x9e3779b9u, b = 0x9e3779b9u, c = init;
+	size_t len = length;
+
+	while (len >= 12) {
+		a += lc8(k, 0) + (lc8(k, 1) << 8) + (lc8(k, 2) << 16) + (lc8(k, 3) << 24);
+		b += lc8(k, 4) + (lc8(k, 5) << 8) + (lc8(k, 6) << 16) + (lc8(k, 7) << 24);
+		c += lc8(k, 8) + (lc8(k, 9) << 8) + (lc8(k, 10) << 16) + (lc8(k, 11) << 24);
+		BURTLE_MIX(a, b, c);
+		k += 12;
+		len -= 12;
+	}
+	c += (uint32_t)length;
+	/* the last 11 bytes; the first byte of c is the length's */
+	switch (len) {
+	case 11: c += lc8(k, 10) << 24;		/* FALLTHROUGH */
+	case 10: c += lc8(k, 9) << 16;		/* FALLTHROUGH */
+	case 9: c += lc8(k, 8) << 8;		/* FALLTHROUGH */
+	case 8: b += lc8(k, 7) << 24;		/* FALLTHROUGH */
+	case 7: b += lc8(k, 6) << 16;		/* FALLTHROUGH */
+	case 6: b += lc8(k, 5) << 8;		/* FALLTHROUGH */
+	case 5: b += lc8(k, 4);			/* FALLTHROUGH */
+	case 4: a += lc8(k, 3) << 24;		/* FALLTHROUGH */
+	case 3: a += lc8(k, 2) << 16;		/* FALLTHROUGH */
+	case 2: a += lc8(k, 1) << 8;		/* FALLTHROUGH */
+	case 1: a += lc8(k, 0);			/* FALLTHROUGH */
+	default: break;
+	}
+	BURTLE_MIX(a, b, c);
+	return c;
+}
+
 static int
 cmp_points(const void *a, const void *b)
 {
@@ -529,30 +607,51 @@ ring_reclaim(ck_epoch_entry_t *e)
 }
 
 /* @pool's ring from its current members. @return 0 (*out NULL: no points) or -1. */
+/* The points of a server of @weight on a ring of pool weight @total (ring_build). */
+static size_t
+ring_points(int weight, uint64_t total)
+{
+	uint64_t v;
+
+	if (total <= DLB_CH_MAX_POINTS)
+		return (size_t)weight;
+	v = (uint64_t)weight * DLB_CH_MAX_POINTS / total;
+	return v > 0 ? (size_t)v : 1;
+}
+
 static int
-ring_build(const struct dlb_pool *p, struct dlb_ch_ring **out)
+ring_build(const struct dlb_pool *p, uint32_t seed, struct dlb_ch_ring **out)
 {
 	struct dlb_ch_ring *r;
 	size_t n = 0, k = 0;
+	uint64_t total = 0;
 
 	*out = NULL;
 	for (int j = 0; j < p->n; j++)
-		n += (size_t)p->members[j]->weight;
-	if (n == 0)
+		total += (uint64_t)p->members[j]->weight;
+	if (total == 0)
 		return 0;
-	if (n > 10000000)
-		return -1;	/* absurd weights: refuse rather than eat memory */
+	/*
+	 * Any weight up to 2^31 - 1 is valid (dnsdist takes it). Past
+	 * DLB_CH_MAX_POINTS in a pool, each server gets points in proportion to
+	 * its weight (at least one), so the ring keeps the weights' shares in a
+	 * bounded size instead of a point per unit of weight.
+	 */
+	for (int j = 0; j < p->n; j++)
+		n += ring_points(p->members[j]->weight, total);
 	r = malloc(sizeof(*r) + n * sizeof(r->p[0]));
 	if (r == NULL)
 		return -1;
 	for (int j = 0; j < p->n; j++) {
 		struct dlb_backend *be = p->members[j];
-		uint32_t base = fnv1a(be->uuid, strlen(be->uuid), 2166136261u);
+		size_t points = ring_points(be->weight, total);
 
-		for (int w = 0; w < be->weight; w++) {
-			uint32_t wi = (uint32_t)w;
+		/* dnsdist's points: the hashes of "<id>-<weight>" ... "<id>-1" */
+		for (size_t w = points; w > 0; w--) {
+			char id[sizeof(be->uuid) + 24];
+			int len = snprintf(id, sizeof(id), "%s-%zu", be->uuid, w);
 
-			r->p[k].hash = fnv1a(&wi, sizeof(wi), base);
+			r->p[k].hash = dlb_burtle_ci(id, (size_t)len, seed);
 			r->p[k].be = be;
 			k++;
 		}
@@ -572,7 +671,7 @@ dlb_config_build_rings(struct dlb_config *cfg, struct dlb_rcu_thread *rt)
 		struct dlb_pool *p = cfg->pools[i];
 		struct dlb_ch_ring *r, *prev;
 
-		if (ring_build(p, &r) != 0) {
+		if (ring_build(p, cfg->whashed_perturbation, &r) != 0) {
 			rc = -1;
 			continue;
 		}

@@ -89,7 +89,9 @@ struct dlb_backend {
 
 	char pools[DLB_MAX_POOLS_PER_BACKEND][64];
 	int npools;				/* 0 = default pool "" */
+	bool named_default;			/* "" was among newServer's pools */
 	int order;				/* default 1 */
+	int list_order;				/* order when added: the list's (dlb_config_backend_at) */
 	int weight;				/* default 1, >= 1 */
 	int qps;				/* 0 = unlimited; only firstAvailable reads it */
 
@@ -98,6 +100,7 @@ struct dlb_backend {
 	int check_name_len;
 	uint16_t check_type;			/* default A */
 	uint16_t check_class;			/* default IN */
+	bool check_fn;				/* checkFunction= (dlb_health_check_hook) */
 	int check_interval;			/* s, default 1 */
 	int check_timeout;			/* ms, default 1000 */
 	int max_check_failures;			/* default 1 */
@@ -146,9 +149,12 @@ struct dlb_ch_point {
 	struct dlb_backend *be;
 };
 
+/** The most points a pool's ring holds (16 bytes each): see ring_build. */
+#define DLB_CH_MAX_POINTS	(1u << 20)
+
 /**
- * A pool's consistent-hashing ring: `weight` points per member, sorted by
- * hash. Immutable once published; a membership or weight change at runtime
+ * A pool's consistent-hashing ring: `weight` points per member (in
+ * proportion to it past DLB_CH_MAX_POINTS in all), sorted by hash. Immutable once published; a membership or weight change at runtime
  * publishes a new one and retires the old through the epoch.
  */
 struct dlb_ch_ring {
@@ -339,6 +345,14 @@ int dlb_config_add_backend(struct dlb_config *cfg, struct dlb_backend *be);
  */
 int dlb_config_append_backend(struct dlb_config *cfg, struct dlb_backend *be);
 int dlb_config_attach_backend(struct dlb_config *cfg, struct dlb_backend *be);
+/**
+ * The index in cfg->backends of the server shown at position @pos: dnsdist
+ * lists its servers sorted by order (a stable sort at each newServer: equal
+ * orders keep the order they were added in; a later change of a server's
+ * order does not move it), and numbers them so in showServers(),
+ * getServer(n), rmServer(n) and the web API. @return -1 past the end.
+ */
+int dlb_config_backend_at(const struct dlb_config *cfg, int pos);
 /** Detach and free backend @idx, re-indexing the rest (config time only). */
 int dlb_config_remove_backend(struct dlb_config *cfg, int idx);
 /** Find or create a pool. @return NULL when there are too many. */
@@ -369,6 +383,13 @@ dlb_pool_ring(const struct dlb_pool *pool)
 
 /** Hash of a lowercased wire name for whashed/chashed (not keyed: stable across restarts). */
 uint32_t dlb_name_hash_seeded(const uint8_t *lc, size_t len, uint32_t seed);
+/**
+ * dnsdist's burtleCI: Bob Jenkins' lookup2 hash of @len bytes of @k, ASCII
+ * letters taken as lowercase, from @init. whashed and chashed hash the
+ * query name's wire form with it, and chashed places a server's points at
+ * the hashes of "<id>-<n>", as dnsdist does.
+ */
+uint32_t dlb_burtle_ci(const void *k, size_t len, uint32_t init);
 
 /** dnsdist's default ACL (RFC 1918, CGNAT, loopback, link-local, ULA). */
 void dlb_config_default_acl(struct dlb_nmg *acl);

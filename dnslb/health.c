@@ -183,6 +183,7 @@ static void
 check_validate(struct hc *c, const uint8_t *p, size_t n)
 {
 	const struct dlb_backend *be = c->be;
+	const uint8_t *sent;
 	struct dlb_dnsmsg m;
 	unsigned rcode;
 	int rc;
@@ -213,10 +214,12 @@ check_validate(struct hc *c, const uint8_t *p, size_t n)
 		check_done(c, false, rcode == DLB_RCODE_NXDOMAIN ? "NXDOMAIN" : "REFUSED");
 		return;
 	}
+	/* the question sent (a checkFunction may have changed it) */
+	sent = c->query + DLB_PP2_MAX + 2;
 	if (rc == DLB_OK &&
-	    (m.qtype != be->check_type || m.qclass != be->check_class ||
-	     !dlb_wire_name_equal_ci(m.qname_lc, m.qname_len, be->check_name,
-				     (size_t)be->check_name_len))) {
+	    (m.qtype != dlb_rd16(sent + c->qlen - 4) || m.qclass != dlb_rd16(sent + c->qlen - 2) ||
+	     !dlb_wire_name_equal_ci(m.qname_lc, m.qname_len, sent + DLB_DNS_HDR,
+				     c->qlen - DLB_DNS_HDR - 4))) {
 		check_done(c, false, "question mismatch");
 		return;
 	}
@@ -298,6 +301,10 @@ check_next_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	check_start(container_of(t, struct hc, next));
 }
 
+int (*dlb_health_check_hook)(const struct dlb_backend *be, uint8_t *name, int *name_len,
+			     uint16_t *type, uint16_t *cls, uint16_t *flags, char *err,
+			     size_t errlen);
+
 static void
 check_start(struct hc *c)
 {
@@ -305,6 +312,11 @@ check_start(struct hc *c)
 	struct dlb_backend *be = c->be;
 	uint8_t *q = c->query + DLB_PP2_MAX + 2;
 	uint8_t pp[DLB_PP2_MAX];
+	uint8_t name[DLB_MAX_NAME];
+	int name_len = be->check_name_len;
+	uint16_t type = be->check_type, cls = be->check_class;
+	uint16_t flags = (uint16_t)(DLB_F_RD | (be->set_cd ? DLB_F_CD : 0));
+	char err[256];
 	size_t hl = 0;
 	int one = 1;
 
@@ -316,14 +328,24 @@ check_start(struct hc *c)
 	}
 	c->tcp = be->check_tcp || be->tcp_only;
 	c->id = (uint16_t)dlb_rng_u32(&h->rng);
+	memcpy(name, be->check_name, (size_t)name_len);
+	if (be->check_fn && dlb_health_check_hook != NULL &&
+	    dlb_health_check_hook(be, name, &name_len, &type, &cls, &flags, err,
+				  sizeof(err)) != 0) {
+		c->checks++;
+		c->running = true;
+		c->fd = -1;
+		check_done(c, false, err);
+		return;
+	}
 	dlb_wr16(q, c->id);
-	dlb_wr16(q + 2, (uint16_t)(DLB_F_RD | (be->set_cd ? DLB_F_CD : 0)));
+	dlb_wr16(q + 2, flags);
 	dlb_wr16(q + 4, 1);
 	memset(q + 6, 0, 6);
-	memcpy(q + DLB_DNS_HDR, be->check_name, (size_t)be->check_name_len);
-	dlb_wr16(q + DLB_DNS_HDR + be->check_name_len, be->check_type);
-	dlb_wr16(q + DLB_DNS_HDR + be->check_name_len + 2, be->check_class);
-	c->qlen = DLB_DNS_HDR + (size_t)be->check_name_len + 4;
+	memcpy(q + DLB_DNS_HDR, name, (size_t)name_len);
+	dlb_wr16(q + DLB_DNS_HDR + name_len, type);
+	dlb_wr16(q + DLB_DNS_HDR + name_len + 2, cls);
+	c->qlen = DLB_DNS_HDR + (size_t)name_len + 4;
 	/* a backend expecting PROXY headers gets a LOCAL one, as dnsdist sends */
 	if (be->use_proxy_protocol)
 		hl = dlb_pp2_local(pp);

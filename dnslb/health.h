@@ -32,6 +32,16 @@ void dlb_health_initial(struct dlb_health *h);
 void dlb_health_lazy_tick(struct dlb_health *h);
 struct dlb_backend;
 /**
+ * newServer's checkFunction: called before each check of a backend with
+ * be->check_fn, with the check's name (wire form, DLB_MAX_NAME bytes),
+ * type, class and header flags, which it may replace. Set by the Lua
+ * layer (lua/conf.c). @return 0, or -1 with a message in @err: the check
+ * then fails, as in dnsdist when the function raises an error.
+ */
+extern int (*dlb_health_check_hook)(const struct dlb_backend *be, uint8_t *name, int *name_len,
+				    uint16_t *type, uint16_t *cls, uint16_t *flags, char *err,
+				    size_t errlen);
+/**
  * Check @be too: a server newServer appended at runtime (its index must be
  * the next one). An auto-mode server is down until its first check answers;
  * that check starts now and decides, as the initial check does at startup.

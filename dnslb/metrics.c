@@ -24,6 +24,7 @@
 #include "dnslb/stats.h"
 #include "dnslb/worker.h"
 #include "rules/rules.h"
+#include "rules/tee.h"
 
 /* ---- /proc readers ------------------------------------------------------- */
 
@@ -195,9 +196,9 @@ static const struct help counter_help[] = {
 	{ "rdqueries", "Number of received queries with the recursion desired bit set" },
 	{ "responses", "Number of responses received from backends" },
 	{ "servfail-responses", "Number of SERVFAIL answers received from backends" },
-	{ "frontend-noerror", "Frontend answers with NoError sent to clients" },
-	{ "frontend-nxdomain", "Frontend answers with NXDomain sent to clients" },
-	{ "frontend-servfail", "Frontend answers with ServFail sent to clients" },
+	{ "frontend-noerror", "Number of NoError answers sent to clients" },
+	{ "frontend-nxdomain", "Number of NXDomain answers sent to clients" },
+	{ "frontend-servfail", "Number of SERVFAIL answers sent to clients" },
 	{ "acl-drops", "Number of packets dropped because of the ACL" },
 	{ "cache-hits", "Number of times an answer was retrieved from cache" },
 	{ "cache-misses", "Number of times an answer not found in the cache" },
@@ -236,6 +237,69 @@ static const struct help counter_help[] = {
 	{ "coalesced-receives", "Times a worker slept setWorkerReceiveCoalescing's interval before receiving, instead of being woken by the next datagram" },
 };
 
+/*
+ * The counters dnsdist 1.7.3 has for events dnslb never meets: its
+ * inter-thread pipes (dnslb's workers hand nothing to other threads), the
+ * truncation of answers by truncateTC (dnslb has no such setting), the
+ * incoming proxy protocol (dnslb does not accept it) and its security
+ * polling. They read 0, as dnsdist's do when nothing happened.
+ */
+static const struct help never_counted[] = {
+	{ "trunc-failures", "Number of errors encountered while truncating an answer" },
+	{ "proxy-protocol-invalid", "Number of queries dropped because of an invalid Proxy Protocol header" },
+	{ "security-status", "Security status of this software. 0=unknown, 1=OK, 2=upgrade recommended, 3=upgrade mandatory" },
+	{ "doh-query-pipe-full", "Number of DoH queries dropped because the internal pipe used to distribute queries was full" },
+	{ "doh-response-pipe-full", "Number of DoH responses dropped because the internal pipe used to distribute responses was full" },
+	{ "outgoing-doh-query-pipe-full", "Number of outgoing DoH queries dropped because the internal pipe used to distribute queries was full" },
+	{ "tcp-query-pipe-full", "Number of TCP queries dropped because the internal pipe used to distribute queries was full" },
+	{ "tcp-cross-protocol-query-pipe-full", "Number of TCP cross-protocol queries dropped because the internal pipe used to distribute queries was full" },
+	{ "tcp-cross-protocol-response-pipe-full", "Number of TCP cross-protocol responses dropped because the internal pipe used to distribute queries was full" },
+};
+
+/*
+ * dnsdist 1.7.3's own order of its counters (its statistics table), which
+ * /metrics and /api/v1/servers/localhost/statistics follow; dnslb's own
+ * counters come after them. special-memory-usage, which no web output
+ * shows, is left out.
+ */
+static const char *const dnsdist_names[] = {
+	"responses", "servfail-responses", "queries", "frontend-nxdomain", "frontend-servfail",
+	"frontend-noerror", "acl-drops", "rule-drop", "rule-nxdomain", "rule-refused",
+	"rule-servfail", "rule-truncated", "self-answered", "downstream-timeouts",
+	"downstream-send-errors", "trunc-failures", "no-policy", "latency0-1", "latency1-10",
+	"latency10-50", "latency50-100", "latency100-1000", "latency-slow", "latency-avg100",
+	"latency-avg1000", "latency-avg10000", "latency-avg1000000", "uptime",
+	"real-memory-usage", "udp-in-errors", "udp-noport-errors", "udp-recvbuf-errors",
+	"udp-sndbuf-errors", "udp-in-csum-errors", "udp6-in-errors", "udp6-recvbuf-errors",
+	"udp6-sndbuf-errors", "udp6-noport-errors", "udp6-in-csum-errors", "tcp-listen-overflows",
+	"noncompliant-queries", "noncompliant-responses", "proxy-protocol-invalid", "rdqueries",
+	"empty-queries", "cache-hits", "cache-misses", "cpu-iowait", "cpu-steal", "cpu-sys-msec",
+	"cpu-user-msec", "fd-usage", "dyn-blocked", "dyn-block-nmg-size", "security-status",
+	"doh-query-pipe-full", "doh-response-pipe-full", "outgoing-doh-query-pipe-full",
+	"tcp-query-pipe-full", "tcp-cross-protocol-query-pipe-full",
+	"tcp-cross-protocol-response-pipe-full", "latency-sum", "latency-count",
+};
+
+/* Move dnsdist's counters to the front of @m, in dnsdist_names' order; the rest keep theirs. */
+static void
+dnsdist_order(struct dlb_metric *m, size_t n)
+{
+	size_t done = 0;
+
+	for (size_t k = 0; k < sizeof(dnsdist_names) / sizeof(dnsdist_names[0]); k++) {
+		for (size_t i = done; i < n; i++) {
+			struct dlb_metric t;
+
+			if (strcmp(m[i].name, dnsdist_names[k]) != 0)
+				continue;
+			t = m[i];
+			memmove(&m[done + 1], &m[done], (i - done) * sizeof(m[0]));
+			m[done++] = t;
+			break;
+		}
+	}
+}
+
 static const char *
 help_of(const char *name)
 {
@@ -251,7 +315,7 @@ put(struct dlb_metric *out, size_t cap, size_t *n, const char *name, const char 
 {
 	if (*n >= cap)
 		return;
-	out[*n] = (struct dlb_metric){ name, help, type, is_double, plain, value };
+	out[*n] = (struct dlb_metric){ name, help, type, is_double, plain, value, false };
 	(*n)++;
 }
 
@@ -339,7 +403,7 @@ dlb_metrics_global(struct dlb_metric *out, size_t cap)
 	    DLB_METRIC_GAUGE, true, false, avg[2]);
 	put(out, cap, &n, "latency-avg1000000", "Average response latency in microseconds of the last 1000000 packets",
 	    DLB_METRIC_GAUGE, true, false, avg[3]);
-	put(out, cap, &n, "uptime", "Uptime of the dnslb process in seconds", DLB_METRIC_GAUGE, false,
+	put(out, cap, &n, "uptime", "Uptime of the dnsdist process in seconds", DLB_METRIC_GAUGE, false,
 	    false, (double)(uint64_t)dlb_metrics_uptime());
 	put(out, cap, &n, "real-memory-usage", "Current memory usage in bytes", DLB_METRIC_GAUGE,
 	    false, false, rss_bytes());
@@ -350,10 +414,10 @@ dlb_metrics_global(struct dlb_metric *out, size_t cap)
 	    false, false, fd_count());
 	if (getrusage(RUSAGE_SELF, &ru) != 0)
 		memset(&ru, 0, sizeof(ru));
-	put(out, cap, &n, "cpu-user-msec", "Milliseconds spent by dnslb in the user state",
+	put(out, cap, &n, "cpu-user-msec", "Milliseconds spent by dnsdist in the user state",
 	    DLB_METRIC_COUNTER, false, false,
 	    (double)ru.ru_utime.tv_sec * 1000 + (double)(ru.ru_utime.tv_usec / 1000));
-	put(out, cap, &n, "cpu-sys-msec", "Milliseconds spent by dnslb in the system state",
+	put(out, cap, &n, "cpu-sys-msec", "Milliseconds spent by dnsdist in the system state",
 	    DLB_METRIC_COUNTER, false, false,
 	    (double)ru.ru_stime.tv_sec * 1000 + (double)(ru.ru_stime.tv_usec / 1000));
 	host_cpu(&iowait, &steal);
@@ -428,6 +492,14 @@ dlb_metrics_global(struct dlb_metric *out, size_t cap)
 	}
 	put(out, cap, &n, "cache-ttl-too-shorts", "Answers not cached because their TTL was below minTTL",
 	    DLB_METRIC_COUNTER, false, false, (double)cs.ttl_too_shorts);
+	/* dnsdist's counters of events dnslb never has (docs/counters.md) */
+	for (size_t i = 0; i < sizeof(never_counted) / sizeof(never_counted[0]); i++)
+		put(out, cap, &n, never_counted[i].name, never_counted[i].help,
+		    strcmp(never_counted[i].name, "security-status") == 0 ? DLB_METRIC_GAUGE :
+		    DLB_METRIC_COUNTER, false, true, 0);
+	for (size_t i = 0; i < n; i++)
+		out[i].expensive = strcmp(out[i].name, "special-memory-usage") == 0;
+	dnsdist_order(out, n);
 	return n;
 }
 
@@ -443,7 +515,7 @@ dlb_metrics_backend(int i, struct dlb_metrics_backend *out)
 	size_t o = 0;
 
 	memset(out, 0, sizeof(*out));
-	if (cfg == NULL || i < 0 || i >= cfg->nbackends)
+	if (cfg == NULL || (i = dlb_config_backend_at(cfg, i)) < 0)
 		return -1;
 	be = cfg->backends[i];
 	memset(&t, 0, sizeof(t));
@@ -544,6 +616,9 @@ dlb_metrics_pool(int i, struct dlb_metrics_pool *out)
 
 /* ---- rules ---------------------------------------------------------------- */
 
+_Static_assert(DLB_TEE__COUNT == sizeof(((struct dlb_metrics_rule *)0)->tee_stats) / sizeof(uint64_t),
+	       "struct dlb_metrics_rule holds every TeeAction figure");
+
 static const char *const chain_names[DLB_CHAIN__COUNT] = {
 	[DLB_CHAIN_QUERY] = "rules",
 	[DLB_CHAIN_RESPONSE] = "response-rules",
@@ -571,6 +646,12 @@ dlb_metrics_rules(void (*fn)(const struct dlb_metrics_rule *r, void *arg), void 
 			snprintf(m.rule, sizeof(m.rule), "%s", r->sel->desc ? r->sel->desc : "");
 			snprintf(m.action, sizeof(m.action), "%s", r->act->desc ? r->act->desc : "");
 			m.matches = dlb_rule_hits(r);
+			if (r->act->type == DLB_ACT_TEE && r->act->u.tee != NULL) {
+				m.tee = true;
+				for (int s = 0; s < DLB_TEE__COUNT; s++)
+					m.tee_stats[s] = dlb_tee_stat(r->act->u.tee,
+								      (enum dlb_tee_stat)s);
+			}
 			fn(&m, arg);
 		}
 	}

@@ -29,17 +29,18 @@ struct dlb_metric {
 	bool is_double;			/* latency-avg*: print with decimals */
 	bool plain;			/* a plain counter: in getStatisticsCounters() */
 	double value;			/* integers are exact up to 2^53 */
+	bool expensive;			/* dumpStats() only: not in the web outputs (dnsdist) */
 };
 
 /** Upper bound on the number of global metrics. */
-#define DLB_METRICS_MAX 128
+#define DLB_METRICS_MAX 160
 
 /**
- * The global metrics (reference §2.1 plus dnslb's own), in dumpStats()
- * order: every counter of dnslb/stats.h summed over the workers, then the
- * derived and process figures (latency-avg*, uptime, real-memory-usage,
- * fd-usage, cpu-*-msec, the host's /proc/net UDP error counters, the cache
- * and Lua totals...). @return the number written to @out (cap >= DLB_METRICS_MAX).
+ * The global metrics (reference §2.1 plus dnslb's own): dnsdist's first,
+ * in dnsdist's order (that of its /metrics), then dnslb's own: the counters
+ * of dnslb/stats.h summed over the workers, special-memory-usage, the
+ * cache, Redis and Lua totals. @return the number written to @out
+ * (cap >= DLB_METRICS_MAX).
  */
 size_t dlb_metrics_global(struct dlb_metric *out, size_t cap);
 
@@ -54,7 +55,7 @@ struct dlb_metrics_backend {
 	int qps_limit, order, weight;
 	char pools[512];		/* pool names separated by spaces */
 };
-/** Backend @i of the running config. @return 0, or -1 when there is none. */
+/** Backend @i of the running config, in dnsdist's numbering (dlb_config_backend_at). @return 0, or -1 when there is none. */
 int dlb_metrics_backend(int i, struct dlb_metrics_backend *out);
 
 /** Per frontend and protocol (showBinds(), dnsdist_frontend_*). */
@@ -94,6 +95,8 @@ struct dlb_metrics_rule {
 	char uuid[40];
 	char rule[256], action[256];	/* as showRules() prints them */
 	uint64_t matches;
+	bool tee;			/* a TeeAction: its figures in tee_stats */
+	uint64_t tee_stats[10];		/* rules/tee.h's, in enum dlb_tee_stat order */
 };
 /**
  * Call @fn for every rule of every chain of the current ruleset, in chain

@@ -411,7 +411,9 @@ process_head(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 			w->stats.rdqueries++;
 		if (cfg->drop_empty_queries)
 			return DLB_V_DROP;
-		return answer_locally(w, q, DLB_RCODE_NOTIMP, true);
+		/* dnsdist 1.7.3 counts this NOTIMP neither in self-answered nor
+		 * in the latency figures (dlb_query_account_local) */
+		return answer_locally(w, q, DLB_RCODE_NOTIMP, false);
 	default:
 		/* malformed, QR=1 or TC=1: never answer what we cannot trust */
 		w->stats.noncompliant_queries++;
@@ -774,7 +776,9 @@ DLB_HOT void
 dlb_query_account_local(struct dlb_worker *w, const uint8_t *pkt)
 {
 	account_rcode(w, pkt);
-	w->local_answers++;
+	/* not the NOTIMP to an empty query (qdcount 0), as in dnsdist 1.7.3 */
+	if ((pkt[4] | pkt[5]) != 0)
+		w->local_answers++;
 }
 
 DLB_HOT void
@@ -901,8 +905,10 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 	if (DLB_RCODE(flags) == DLB_RCODE_SERVFAIL)
 		w->stats.servfail_responses++;
 	dlb_rings_slot(w, s, pkt, len, s->be_index);
+	/* dnsdist 1.7.3 leaves backend answers over TCP out of the latency
+	 * histogram and averages (its cache hits and own answers are in) */
 	if (s->client.proto == DLB_CLIENT_TCP)
-		account_rcode(w, pkt);	/* dnsdist 1.7.3 times no backend answer over TCP */
+		account_rcode(w, pkt);
 	else
 		dlb_query_account_answer(w, pkt, len, s->client.t_start);
 	dlb_dyn_answer(w, &s->client.peer.sa, s->key.qname_lc, s->key.qname_len,
@@ -1004,9 +1010,11 @@ total_weight(struct dlb_worker *w, const struct dlb_pool *pool, const struct loa
 {
 	uint32_t sum = 0;
 
+	/* dnsdist's int sum, held at INT_MAX rather than overflowing */
 	for (int i = 0; i < pool->n; i++)
 		if (dlb_backend_is_up(pool->members[i]) && !over_bound(w, lb, pool->members[i]))
-			sum += (uint32_t)pool->members[i]->weight;
+			sum += (uint32_t)pool->members[i]->weight > INT32_MAX - sum ?
+			       INT32_MAX - sum : (uint32_t)pool->members[i]->weight;
 	return sum;
 }
 
@@ -1147,12 +1155,13 @@ dlb_pool_select(struct dlb_worker *w, const struct dlb_pool *pool, const struct 
 	case DLB_POLICY_WRANDOM:
 		return weighted(w, pool, 0, false);
 	case DLB_POLICY_WHASHED:
-		/* not the per-process keyed hash: stickiness must survive restarts */
-		return weighted(w, pool, dlb_name_hash_seeded(m->qname_lc, m->qname_len,
-							      w->cfg->whashed_perturbation), true);
+		/* dnsdist's hash of the name: the same server for the same name
+		 * as dnsdist, and across restarts */
+		return weighted(w, pool, dlb_burtle_ci(m->qname_lc, m->qname_len,
+						       w->cfg->whashed_perturbation), true);
 	case DLB_POLICY_CHASHED:
-		return consistent_hashed(w, pool, dlb_name_hash_seeded(m->qname_lc, m->qname_len,
-								       w->cfg->whashed_perturbation));
+		return consistent_hashed(w, pool, dlb_burtle_ci(m->qname_lc, m->qname_len,
+								w->cfg->whashed_perturbation));
 	case DLB_POLICY_LEAST_OUTSTANDING:
 	default:
 		return least_outstanding(w, pool);

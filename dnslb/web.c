@@ -53,6 +53,7 @@
 #include "dnslb/rcu.h"
 #include "dnslb/rings.h"
 #include "dnslb/wire.h"
+#include "rules/tee.h"
 
 #ifndef DLB_VERSION
 #define DLB_VERSION "unknown"
@@ -1149,7 +1150,7 @@ build_metrics(struct sbuf *b)
 	for (size_t i = 0; i < n; i++) {
 		char name[128];
 
-		if (histogram_part(m[i].name))
+		if (histogram_part(m[i].name) || m[i].expensive)
 			continue;
 		prom_name(name, sizeof(name), m[i].name);
 		prom_head(b, name, m[i].help, m[i].type == DLB_METRIC_GAUGE ? "gauge" : "counter");
@@ -1236,8 +1237,16 @@ json_stats(void)
 
 	if (o == NULL)
 		return NULL;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
+		if (m[i].expensive)
+			continue;
 		json_num(o, m[i].name, m[i].value, m[i].is_double);
+	}
+	/* names of older dnsdist versions that 1.7.3 still lists, always 0 */
+	json_num(o, "packetcache-hits", 0, false);
+	json_num(o, "packetcache-misses", 0, false);
+	json_num(o, "over-capacity-drops", 0, false);
+	json_num(o, "too-old-drops", 0, false);
 	if (dlb_daemon.cfg != NULL)
 		json_str(o, "server-policy", dlb_config_policy_name(dlb_daemon.cfg,
 								    dlb_daemon.cfg->policy));
@@ -1254,8 +1263,11 @@ json_statistics(void)
 	if (a == NULL)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
-		cJSON *it = cJSON_CreateObject();
+		cJSON *it;
 
+		if (m[i].expensive)
+			continue;
+		it = cJSON_CreateObject();
 		if (it == NULL)
 			break;
 		json_str(it, "name", m[i].name);
@@ -1282,23 +1294,41 @@ cmp_str(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* The names of the pools @be is in, sorted (dnsdist keeps them in a std::set). */
+/*
+ * The pools given to newServer (or added later), sorted and unique, as
+ * dnsdist's std::set: a server left in the default pool alone has none.
+ */
 static void
 add_pool_names(cJSON *a, const struct dlb_backend *be)
 {
-	const struct dlb_config *cfg = dlb_daemon.cfg;
-	const char *names[DLB_MAX_POOLS];
+	const char *names[DLB_MAX_POOLS_PER_BACKEND + 1];
 	size_t n = 0;
 
-	if (cfg == NULL)
-		return;
-	for (int i = 0; i < cfg->npools && n < DLB_MAX_POOLS; i++)
-		if (in_pool(cfg->pools[i], be))
-			names[n++] = cfg->pools[i]->name;
+	if (be->named_default)
+		names[n++] = "";
+	for (int i = 0; i < be->npools && n < DLB_MAX_POOLS_PER_BACKEND; i++)
+		names[n++] = be->pools[i];
 	qsort(names, n, sizeof(names[0]), cmp_str);
 	for (size_t i = 0; i < n; i++)
-		cJSON_AddItemToArray(a, json_str_item(names[i]));
+		if (i == 0 || strcmp(names[i], names[i - 1]) != 0)
+			cJSON_AddItemToArray(a, json_str_item(names[i]));
 }
+
+static const char *const server_tcp_keys[] = {
+	"tcpAvgConnectionDuration", "tcpAvgQueriesPerConnection", "tcpConnectTimeouts",
+	"tcpCurrentConnections", "tcpDiedReadingResponse", "tcpDiedSendingQuery", "tcpGaveUp",
+	"tcpMaxConcurrentConnections", "tcpNewConnections", "tcpReadTimeouts",
+	"tcpReusedConnections", "tcpWriteTimeouts", "tlsResumptions",
+};
+
+/* dnsdist's per-frontend TCP and TLS figures but tcpCurrentConnections. */
+static const char *const frontend_tcp_keys[] = {
+	"tcpAvgConnectionDuration", "tcpAvgQueriesPerConnection", "tcpClientTimeouts",
+	"tcpDiedReadingQuery", "tcpDiedSendingResponse", "tcpDownstreamTimeouts", "tcpGaveUp",
+	"tcpMaxConcurrentConnections", "tls10Queries", "tls11Queries", "tls12Queries",
+	"tls13Queries", "tlsInactiveTicketKey", "tlsNewSessions", "tlsResumptions",
+	"tlsUnknownQueries", "tlsUnknownTicketKey",
+};
 
 static cJSON *
 json_server(int id, const struct dlb_metrics_backend *m)
@@ -1324,6 +1354,10 @@ json_server(int id, const struct dlb_metrics_backend *m)
 	json_u64(o, "reuseds", m->drops);
 	json_u64(o, "sendErrors", m->send_errors);
 	json_str(o, "state", m->state);
+	/* dnsdist's TCP and TLS figures towards the backend: dnslb keeps none
+	 * of them per backend (docs/web.md) */
+	for (size_t i = 0; i < sizeof(server_tcp_keys) / sizeof(server_tcp_keys[0]); i++)
+		json_u64(o, server_tcp_keys[i], 0);
 	cJSON_AddNumberToObject(o, "weight", m->weight);
 	return o;
 }
@@ -1366,13 +1400,20 @@ json_rules(const struct rule_vec *rv, const char *chain, bool query_rules)
 		if (query_rules) {
 			cJSON *st = cJSON_AddObjectToObject(o, "action-stats");
 
-			(void)st;	/* dnsdist: per-action figures; none kept by dnslb */
+			/* a TeeAction's figures; dnsdist 1.7.3's {"": 0} for an
+			 * action that keeps none */
+			for (int k = 0; st != NULL && r->tee && k < DLB_TEE__COUNT; k++)
+				json_u64(st, dlb_tee_names[k], r->tee_stats[k]);
+			if (st != NULL && !r->tee)
+				json_u64(st, "", 0);
 		}
 		/* position over all chains, as dnsdist's creation order is global */
 		cJSON_AddNumberToObject(o, "creationOrder", (double)i);
 		cJSON_AddNumberToObject(o, "id", id++);
 		json_u64(o, "matches", r->matches);
-		json_str(o, "name", strcmp(r->id, r->uuid) != 0 ? r->id : "");
+		/* dnsdist 1.7.3 names its response rules only */
+		if (!query_rules)
+			json_str(o, "name", strcmp(r->id, r->uuid) != 0 ? r->id : "");
 		json_str(o, "rule", r->rule);
 		json_str(o, "uuid", r->uuid);
 		cJSON_AddItemToArray(a, o);
@@ -1415,8 +1456,15 @@ json_localhost(void)
 	cJSON_AddStringToObject(o, "acl", b.p != NULL ? b.p : "");
 	cJSON_AddItemToObject(o, "cache-hit-response-rules",
 			      json_rules(&rv, "cache-hit-response-rules", false));
-	cJSON_AddItemToObject(o, "cache-inserted-response-rules",
-			      json_rules(&rv, "cache-inserted-response-rules", false));
+	/* a dnsdist 1.8 chain: shown once it has rules, so that the document
+	 * of a dnsdist 1.7 configuration is dnsdist 1.7's */
+	for (size_t i = 0; i < rv.n; i++) {
+		if (strcmp(rv.v[i].chain, "cache-inserted-response-rules") != 0)
+			continue;
+		cJSON_AddItemToObject(o, "cache-inserted-response-rules",
+				      json_rules(&rv, "cache-inserted-response-rules", false));
+		break;
+	}
 	/* dnsdist's value, kept so that tools written for it accept dnslb */
 	cJSON_AddStringToObject(o, "daemon_type", "dnsdist");
 	cJSON_AddArrayToObject(o, "dohFrontends");
@@ -1434,8 +1482,10 @@ json_localhost(void)
 		json_u64(f, "queries", fv[i].queries);
 		json_u64(f, "responses", fv[i].responses);
 		cJSON_AddBoolToObject(f, "tcp", tcp);
-		if (tcp)
-			json_u64(f, "tcpCurrentConnections", fv[i].tcp_current);
+		json_u64(f, "tcpCurrentConnections", tcp ? fv[i].tcp_current : 0);
+		/* the rest dnslb does not count per frontend (docs/web.md) */
+		for (size_t k = 0; k < sizeof(frontend_tcp_keys) / sizeof(frontend_tcp_keys[0]); k++)
+			json_u64(f, frontend_tcp_keys[k], 0);
 		json_str(f, "type", fv[i].proto);
 		cJSON_AddBoolToObject(f, "udp", !tcp);
 		cJSON_AddItemToArray(a, f);

@@ -40,6 +40,7 @@
 #include <math.h>
 #include <net/if.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,7 @@
 #include "dnslb/cache.h"
 #include "dnslb/config.h"
 #include "dnslb/daemon.h"
+#include "dnslb/health.h"
 #include "dnslb/log.h"
 #include "dnslb/netmask.h"
 #include "dnslb/rcu.h"
@@ -787,6 +789,201 @@ l_server_eq(lua_State *L)
 	return 1;
 }
 
+/* ---- newServer's checkFunction ------------------------------------------ */
+
+/*
+ * checkFunction(qname, qtype, qclass, dh) -> qname, qtype, qclass, called
+ * by the health checker (main thread) before each check of its server; dh
+ * is the check's header (getRD/setRD, getCD/setCD, ... as dq.dh). The
+ * functions live in the registry of the config state that ran newServer,
+ * keyed by the server's name and address (which a reload keeps).
+ */
+#define MT_CHECK_DH	"dlb.CheckHeader"
+
+static const char check_fns_key = 0;
+/* the state holding them before dlb_daemon.lc is set (the initial checks) */
+static struct dlb_lua_conf *check_lc;
+
+struct check_call {
+	const struct dlb_backend *be;
+	uint8_t *name;
+	int *name_len;
+	uint16_t *type, *cls, *flags;
+};
+
+static void
+check_fn_key(lua_State *L, const struct dlb_backend *be)
+{
+	/* (newServer names a server after its address only once it is added) */
+	lua_pushfstring(L, "%s\n%s", be->addr_text,
+			strcmp(be->name, be->addr_text) != 0 ? be->name : "");
+}
+
+static uint16_t *
+check_dh(lua_State *L)
+{
+	uint16_t **f = luaL_checkudata(L, 1, MT_CHECK_DH);
+
+	if (*f == NULL)
+		luaL_error(L, "this DNSHeader is gone: it is valid only during its checkFunction's call");
+	return *f;
+}
+
+static int
+check_dh_flag(lua_State *L)
+{
+	uint16_t bit = (uint16_t)lua_tointeger(L, lua_upvalueindex(1));
+	uint16_t *f = check_dh(L);
+
+	if (lua_toboolean(L, lua_upvalueindex(2))) {
+		*f = lua_toboolean(L, 2) ? (uint16_t)(*f | bit) : (uint16_t)(*f & ~bit);
+		return 0;
+	}
+	lua_pushboolean(L, (*f & bit) != 0);
+	return 1;
+}
+
+static int
+check_dh_tostring(lua_State *L)
+{
+	lua_pushliteral(L, "DNSHeader");
+	return 1;
+}
+
+/* Under lua_pcall: run the checkFunction of c->be, read back its three results. */
+static int
+check_call_cb(lua_State *L)
+{
+	static const struct {
+		const char *get, *set;
+		uint16_t bit;
+	} flags[] = {
+		{ "getRD", "setRD", DLB_F_RD }, { "getCD", "setCD", DLB_F_CD },
+		{ "getAD", "setAD", DLB_F_AD }, { "getAA", "setAA", DLB_F_AA },
+		{ "getRA", "setRA", DLB_F_RA }, { "getTC", "setTC", DLB_F_TC },
+		{ "getQR", "setQR", DLB_F_QR },
+	};
+	struct check_call *cc = lua_touserdata(L, 1);
+	uint16_t **dh;
+	const uint8_t *wire;
+	size_t len;
+	lua_Integer v;
+
+	lua_rawgetp(L, LUA_REGISTRYINDEX, &check_fns_key);
+	if (lua_type(L, -1) == LUA_TTABLE) {
+		check_fn_key(L, cc->be);
+		lua_rawget(L, -2);
+	}
+	if (lua_type(L, -1) != LUA_TFUNCTION)
+		return luaL_error(L, "the checkFunction of %s is gone (reloaded away)",
+				  cc->be->name);
+	dlb_lua_push_dnsname(L, cc->name, (size_t)*cc->name_len);
+	lua_pushinteger(L, *cc->type);
+	lua_pushinteger(L, *cc->cls);
+	dh = lua_newuserdatauv(L, sizeof(*dh), 0);
+	*dh = cc->flags;
+	if (luaL_newmetatable(L, MT_CHECK_DH)) {
+		lua_newtable(L);
+		for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+			for (int set = 0; set < 2; set++) {
+				lua_pushinteger(L, flags[i].bit);
+				lua_pushboolean(L, set);
+				lua_pushcclosure(L, check_dh_flag, 2);
+				lua_setfield(L, -2, set ? flags[i].set : flags[i].get);
+			}
+		}
+		lua_setfield(L, -2, "__index");
+		lua_pushcfunction(L, check_dh_tostring);
+		lua_setfield(L, -2, "__tostring");
+	}
+	lua_setmetatable(L, -2);
+	lua_pushvalue(L, -1);
+	lua_insert(L, 2);	/* keep the header, to retire it after the call */
+	lua_call(L, 4, 3);
+	*dh = NULL;
+	if ((wire = dlb_lua_to_dnsname(L, -3, &len)) != NULL && len <= DLB_MAX_NAME) {
+		memcpy(cc->name, wire, len);
+		*cc->name_len = (int)len;
+	} else if (lua_type(L, -3) == LUA_TSTRING) {
+		*cc->name_len = (int)dlb_lua_check_name_lc(L, -3, "checkFunction", cc->name);
+	} else {
+		return luaL_error(L, "checkFunction: the first result must be a DNSName");
+	}
+	for (int i = 0; i < 2; i++) {
+		int isnum;
+
+		v = lua_tointegerx(L, -2 + i, &isnum);
+		if (!isnum || v < 0 || v > 65535)
+			return luaL_error(L, "checkFunction: the %s result must be a %s (0..65535)",
+					  i == 0 ? "second" : "third", i == 0 ? "type" : "class");
+		if (i == 0)
+			*cc->type = (uint16_t)v;
+		else
+			*cc->cls = (uint16_t)v;
+	}
+	return 0;
+}
+
+static int
+check_hook(const struct dlb_backend *be, uint8_t *name, int *name_len, uint16_t *type,
+	   uint16_t *cls, uint16_t *flags, char *err, size_t errlen)
+{
+	struct dlb_lua_conf *lc = dlb_daemon.lc != NULL ? dlb_daemon.lc : check_lc;
+	struct check_call cc = { be, name, name_len, type, cls, flags };
+	lua_State *L;
+	int top;
+
+	if (lc == NULL || lc->L == NULL) {
+		snprintf(err, errlen, "checkFunction: no Lua state");
+		return -1;
+	}
+	L = lc->L;
+	top = lua_gettop(L);
+	lua_pushcfunction(L, check_call_cb);
+	lua_pushlightuserdata(L, &cc);
+	if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+		const char *m = lua_tostring(L, -1);
+
+		snprintf(err, errlen, "checkFunction: %s", m != NULL ? m : "error");
+		lua_settop(L, top);
+		return -1;
+	}
+	lua_settop(L, top);
+	return 0;
+}
+
+/* newServer({checkFunction=f}) at stack index 1, for the added @be. */
+static void
+register_check_fn(lua_State *L, struct dlb_lua_conf *lc, struct dlb_backend *be)
+{
+	int t = lua_getfield(L, 1, "checkFunction");
+
+	if (t == LUA_TNIL) {
+		lua_pop(L, 1);
+		return;
+	}
+	if (t != LUA_TFUNCTION)
+		luaL_error(L, "newServer: 'checkFunction' must be a function");
+	be->check_fn = true;
+	if (dlb_lua_phase_throwaway(lc->phase) && lc->phase != DLB_LUA_PHASE_RELOAD) {
+		lua_pop(L, 1);
+		return;
+	}
+	if (lua_rawgetp(L, LUA_REGISTRYINDEX, &check_fns_key) != LUA_TTABLE) {
+		lua_pop(L, 1);
+		lua_newtable(L);
+		lua_pushvalue(L, -1);
+		lua_rawsetp(L, LUA_REGISTRYINDEX, &check_fns_key);
+	}
+	check_fn_key(L, be);
+	lua_pushvalue(L, -3);
+	lua_rawset(L, -3);
+	lua_pop(L, 2);
+	if (lc->phase != DLB_LUA_PHASE_RELOAD)
+		check_lc = lc;
+	dlb_health_check_hook = check_hook;
+}
+
 /* ---- newServer ---------------------------------------------------------- */
 
 static const char *const server_keys[] = {
@@ -797,7 +994,7 @@ static const char *const server_keys[] = {
 	"maxInFlight", "source", "lazyHealthCheckSampleSize", "lazyHealthCheckMinSampleCount",
 	"lazyHealthCheckThreshold", "lazyHealthCheckFailedInterval",
 	"lazyHealthCheckUseExponentialBackOff", "lazyHealthCheckMaxBackOff", "lazyHealthCheckMode",
-	"useClientSubnet", "useProxyProtocol",
+	"useClientSubnet", "useProxyProtocol", "checkFunction",
 	/* dnsdist 1.7 keys accepted and ignored: per-backend responder threads
 	 * (cpus), socket details (ipBindAddrNoPort, tcpFastOpen, reconnectOnUp)
 	 * and the zero-scope cache lookup dnslb does not make (disableZeroScope) */
@@ -968,9 +1165,57 @@ add_server_pool(lua_State *L, struct dlb_backend *be, const char *name, bool *wa
 	snprintf(be->pools[be->npools++], sizeof(be->pools[0]), "%s", name);
 }
 
+/*
+ * newServer's weight= as dnsdist 1.7.3 reads it: the value as a string
+ * (a number as Lua writes it) through std::stoi, so "5", 1.5 and "7abc"
+ * give their leading integer. A value below 1, or no integer at all or
+ * one past int, is not an error of the configuration there: dnsdist logs
+ * it and newServer returns nil without adding the server. @return that
+ * message, or NULL with be->weight set.
+ */
+static const char *
+server_weight(lua_State *L, struct dlb_backend *be)
+{
+	static const char range[] =
+		"Error creating new server: downstream weight value must be between 1 and 2147483647";
+	const char *s, *p;
+	long long v = 0;
+	bool neg = false, digits = false;
+
+	if (lua_getfield(L, 1, "weight") == LUA_TNIL) {
+		lua_pop(L, 1);
+		return NULL;
+	}
+	s = lua_type(L, -1) == LUA_TNUMBER || lua_type(L, -1) == LUA_TSTRING ?
+	    lua_tostring(L, -1) : NULL;
+	lua_pop(L, 1);	/* a string from the table: still anchored there */
+	if (s == NULL)
+		return range;
+	for (p = s; isspace((unsigned char)*p); p++)
+		;
+	if (*p == '+' || *p == '-')
+		neg = *p++ == '-';
+	for (; isdigit((unsigned char)*p); p++) {
+		digits = true;
+		v = v * 10 + (*p - '0');
+		if (v > (long long)INT_MAX + 1)
+			return range;
+	}
+	if (!digits)
+		return range;
+	v = neg ? -v : v;
+	if (v > INT_MAX || v < INT_MIN)
+		return range;
+	if (v < 1)
+		return "Error creating new server: downstream weight value must be greater than 0.";
+	be->weight = (int)v;
+	return NULL;
+}
+
 /* The table form of newServer, at stack index 1, into the scratch @be. */
 static void
-parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
+parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default,
+		   const char **weight_err)
 {
 	const char *fn = "newServer";
 	const char *s;
@@ -1021,7 +1266,7 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
 	lua_pop(L, 1);
 
 	dlb_lua_opt_int(L, 1, fn, "order", 0, INT_MAX, &be->order);
-	dlb_lua_opt_int(L, 1, fn, "weight", 1, INT_MAX, &be->weight);
+	*weight_err = server_weight(L, be);
 	dlb_lua_opt_int(L, 1, fn, "qps", 0, INT_MAX, &be->qps);
 
 	if ((s = dlb_lua_opt_string_push(L, 1, fn, "id")) != NULL) {
@@ -1161,6 +1406,7 @@ l_new_server(lua_State *L)
 	struct dlb_lua_conf *lc = conf_get(L);
 	struct dlb_backend *scratch, *be;
 	bool want_default = false;
+	const char *weight_err = NULL;
 
 	/* Parse into GC-owned scratch memory: a Lua error from here on leaks nothing. */
 	scratch = lua_newuserdatauv(L, sizeof(*scratch), 0);
@@ -1173,11 +1419,19 @@ l_new_server(lua_State *L)
 	if (lua_type(L, 1) == LUA_TSTRING)
 		set_server_address(L, scratch, lua_tostring(L, 1));
 	else if (lua_type(L, 1) == LUA_TTABLE)
-		parse_server_table(L, scratch, &want_default);
+		parse_server_table(L, scratch, &want_default, &weight_err);
 	else
 		return luaL_error(L, "newServer: expected an address string or a table");
+	if (weight_err != NULL) {
+		conf_log(L, DLB_LOG_ERR, "%s", weight_err);
+		lua_pushnil(L);
+		return 1;
+	}
+	if (lua_type(L, 1) == LUA_TTABLE)
+		register_check_fn(L, lc, scratch);
 	scratch->qps_limit_rt = scratch->qps;
 	scratch->admin_file = scratch->admin;
+	scratch->named_default = want_default;
 
 	if (lc->cfg->nbackends >= DLB_MAX_BACKENDS)
 		return luaL_error(L, "newServer: too many servers (at most %d)", DLB_MAX_BACKENDS);
@@ -1194,7 +1448,9 @@ l_new_server(lua_State *L)
 	/* pool={"", "x"}: the default pool as well as the named ones */
 	if (want_default && be->npools > 0)
 		dlb_config_pool_add(lc->cfg, "", be);
-	conf_log(L, DLB_LOG_INFO, "Added downstream server %s", be->addr_text);
+	/* dnsdist says nothing of it under --check-config */
+	if (lc->phase != DLB_LUA_PHASE_CHECK)
+		conf_log(L, DLB_LOG_INFO, "Added downstream server %s", be->addr_text);
 	push_server(L, be);
 	return 1;
 }
@@ -1221,7 +1477,7 @@ l_get_server(lua_State *L)
 
 		if (n >= cfg->nbackends)
 			return luaL_error(L, "getServer: no server with index %I", n);
-		push_server(L, cfg->backends[n]);
+		push_server(L, cfg->backends[dlb_config_backend_at(cfg, (int)n)]);
 		return 1;
 	}
 	be = find_server_by_uuid(cfg, dlb_lua_arg_string(L, 1, "getServer"));
@@ -1239,7 +1495,7 @@ l_get_servers(lua_State *L)
 
 	lua_createtable(L, cfg->nbackends, 0);
 	for (int i = 0; i < cfg->nbackends; i++) {
-		push_server(L, cfg->backends[i]);
+		push_server(L, cfg->backends[dlb_config_backend_at(cfg, i)]);
 		lua_rawseti(L, -2, i + 1);
 	}
 	return 1;
@@ -1264,7 +1520,7 @@ l_rm_server(lua_State *L)
 
 		if (n >= cfg->nbackends)
 			return luaL_error(L, "rmServer: no server with index %I", n);
-		be = cfg->backends[n];
+		be = cfg->backends[dlb_config_backend_at(cfg, (int)n)];
 	} else if (lua_type(L, 1) == LUA_TSTRING) {
 		be = find_server_by_uuid(cfg, lua_tostring(L, 1));
 		if (be == NULL)
@@ -2083,11 +2339,10 @@ l_show_pools(lua_State *L)
 
 			if (j > 0)
 				luaL_addstring(&b, ", ");
-			/* dnsdist: "name address" for a named server, else the address */
-			if (strcmp(be->name, be->addr_text) != 0) {
-				luaL_addstring(&b, be->name);
-				luaL_addchar(&b, ' ');
-			}
+			/* dnsdist 1.7.3: "name address", the name being the
+			 * address when none was given */
+			luaL_addstring(&b, be->name);
+			luaL_addchar(&b, ' ');
 			luaL_addstring(&b, be->addr_text);
 		}
 		luaL_pushresult(&b);
@@ -2385,51 +2640,164 @@ l_set_ch_balancing_factor(lua_State *L)
 	return 0;
 }
 
+static int
+cmp_cstr(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A console line built as boost::format does: "%|Nt|" pads to column N. */
+struct ln {
+	char p[1024];
+	size_t len;
+};
+
+static void
+ln_tab(struct ln *l, size_t col)
+{
+	while (l->len < col && l->len + 1 < sizeof(l->p))
+		l->p[l->len++] = ' ';
+	l->p[l->len] = '\0';
+}
+
+static void ln_add(struct ln *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+ln_add(struct ln *l, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(l->p + l->len, sizeof(l->p) - l->len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		l->len += (size_t)n < sizeof(l->p) - l->len ? (size_t)n : sizeof(l->p) - l->len - 1;
+}
+
 /*
- * showServers(): dnsdist 1.7.3's table. State is up/down from health checks,
- * UP/DOWN when forced; Qps and Drate over the last second; Lat in ms.
+ * One showServers() line; the cells are strings already formatted. dnsdist
+ * 1.7.3's format: "%1$-3d [%15$-36s ]%2$-20.20s %|25t|%3% %|55t|%4$5s
+ * %|51t|%5$7.1f %|66t|%6$7d %|69t|%7$3d %|78t|%8$2d %|80t|%9$10d
+ * %|86t|%10$7d %|91t|%11$5.1f %|109t|%12$5.1f %|115t|%13$11d %14%", the
+ * tabs 37 columns further with the UUID column; an address longer than
+ * the column pushes the rest right.
+ */
+static void
+show_servers_line(lua_State *L, bool uuids, const char *const c[15])
+{
+	static const size_t tabs[] = { 25, 55, 51, 66, 69, 78, 80, 86, 91, 109, 115 };
+	size_t shift = uuids ? 37 : 0;
+	struct ln l = { .len = 0 };
+
+	ln_add(&l, "%-3s ", c[0]);
+	if (uuids)
+		ln_add(&l, "%-36s ", c[14]);
+	ln_add(&l, "%-20.20s ", c[1]);
+	ln_tab(&l, tabs[0] + shift);
+	ln_add(&l, "%s ", c[2]);
+	ln_tab(&l, tabs[1] + shift);
+	ln_add(&l, "%5s ", c[3]);
+	ln_tab(&l, tabs[2] + shift);
+	ln_add(&l, "%7s ", c[4]);
+	ln_tab(&l, tabs[3] + shift);
+	ln_add(&l, "%7s ", c[5]);
+	ln_tab(&l, tabs[4] + shift);
+	ln_add(&l, "%3s ", c[6]);
+	ln_tab(&l, tabs[5] + shift);
+	ln_add(&l, "%2s ", c[7]);
+	ln_tab(&l, tabs[6] + shift);
+	ln_add(&l, "%10s ", c[8]);
+	ln_tab(&l, tabs[7] + shift);
+	ln_add(&l, "%7s ", c[9]);
+	ln_tab(&l, tabs[8] + shift);
+	ln_add(&l, "%5s ", c[10]);
+	ln_tab(&l, tabs[9] + shift);
+	ln_add(&l, "%5s ", c[11]);
+	ln_tab(&l, tabs[10] + shift);
+	ln_add(&l, "%11s %s", c[12], c[13]);
+	dlb_lua_print(L, l.p);
+}
+
+/*
+ * showServers([{showUUIDs=bool}]): dnsdist 1.7.3's table, in its order
+ * (dlb_config_backend_at). State is up/down from health checks, UP/DOWN
+ * when forced; Qps and Drate over the last second; Lat in ms; Pools the
+ * names given to newServer (none for the default pool alone).
  */
 static int
 l_show_servers(lua_State *L)
 {
 	struct dlb_config *cfg = conf_get(L)->cfg;
-	char line[512];
+	static const char *const head[15] = {
+		"#", "Name", "Address", "State", "Qps", "Qlim", "Ord", "Wt", "Queries", "Drops",
+		"Drate", "Lat", "Outstanding", "Pools", "UUID",
+	};
+	char num[13][32];
+	const char *c[15];
 	double total_qps = 0;
 	uint64_t total_q = 0, total_d = 0;
+	bool uuids = false;
 
-	snprintf(line, sizeof(line), "%-3s %-20.20s %-25.25s %6s %7s %7s %3s %2s %10s %7s %5s %5s %11s %s",
-		 "#", "Name", "Address", "State", "Qps", "Qlim", "Ord", "Wt", "Queries", "Drops",
-		 "Drate", "Lat", "Outstanding", "Pools");
-	dlb_lua_print(L, line);
+	if (lua_type(L, 1) == LUA_TTABLE)
+		dlb_lua_opt_bool(L, 1, "showServers", "showUUIDs", &uuids);
+	else if (!lua_isnoneornil(L, 1))
+		return luaL_error(L, "showServers: the argument must be a table of options");
+	show_servers_line(L, uuids, head);
 	for (int i = 0; i < cfg->nbackends; i++) {
-		const struct dlb_backend *be = cfg->backends[i];
+		const struct dlb_backend *be = cfg->backends[dlb_config_backend_at(cfg, i)];
 		int admin = __atomic_load_n(&be->admin, __ATOMIC_RELAXED);
 		const char *state = admin == DLB_BE_FORCED_UP ? "UP" :
 				    admin == DLB_BE_FORCED_DOWN ? "DOWN" :
 				    __atomic_load_n(&be->healthy, __ATOMIC_RELAXED) ? "up" : "down";
 		char pools[512] = "";
+		const char *names[DLB_MAX_POOLS_PER_BACKEND];
 		struct dlb_be_totals t;
 		size_t o = 0;
 
 		server_totals(L, be, &t);
+		/* dnsdist's std::set, sorted ("" first, which adds nothing: no
+		 * separator while the text is still empty) */
+		for (int p = 0; p < be->npools; p++)
+			names[p] = be->pools[p];
+		qsort(names, (size_t)be->npools, sizeof(names[0]), cmp_cstr);
 		for (int p = 0; p < be->npools && o < sizeof(pools); p++)
-			o += (size_t)snprintf(pools + o, sizeof(pools) - o, "%s%s", p ? " " : "",
-					      be->pools[p]);
-		snprintf(line, sizeof(line),
-			 "%-3d %-20.20s %-25.25s %6s %7.1f %7d %3d %2d %10llu %7llu %5.1f %5.1f %11llu %s",
-			 i, be->name, be->addr_text, state, t.qps,
-			 __atomic_load_n(&be->qps_limit_rt, __ATOMIC_RELAXED), be->order, be->weight,
-			 (unsigned long long)t.queries, (unsigned long long)t.drops, t.drate,
-			 t.latency_us / 1000.0, (unsigned long long)t.outstanding, pools);
-		dlb_lua_print(L, line);
+			o += (size_t)snprintf(pools + o, sizeof(pools) - o, "%s%s", o ? " " : "",
+					      names[p]);
+		snprintf(num[0], sizeof(num[0]), "%d", i);
+		snprintf(num[4], sizeof(num[4]), "%.1f", t.qps);
+		snprintf(num[5], sizeof(num[5]), "%d",
+			 __atomic_load_n(&be->qps_limit_rt, __ATOMIC_RELAXED));
+		snprintf(num[6], sizeof(num[6]), "%d", be->order);
+		snprintf(num[7], sizeof(num[7]), "%d", be->weight);
+		snprintf(num[8], sizeof(num[8]), "%llu", (unsigned long long)t.queries);
+		snprintf(num[9], sizeof(num[9]), "%llu", (unsigned long long)t.drops);
+		snprintf(num[10], sizeof(num[10]), "%.1f", t.drate);
+		snprintf(num[11], sizeof(num[11]), "%.1f", t.latency_us / 1000.0);
+		snprintf(num[12], sizeof(num[12]), "%llu", (unsigned long long)t.outstanding);
+		c[0] = num[0];
+		c[1] = be->name;
+		c[2] = be->addr_text;
+		c[3] = state;
+		for (int k = 4; k <= 12; k++)
+			c[k] = num[k];
+		c[13] = pools;
+		c[14] = be->uuid;
+		show_servers_line(L, uuids, c);
 		total_qps += t.qps;
 		total_q += t.queries;
 		total_d += t.drops;
 	}
-	snprintf(line, sizeof(line), "%-3s %-20.20s %-25.25s %6s %7.1f %7s %3s %2s %10llu %7llu",
-		 "All", "", "", "", total_qps, "", "", "", (unsigned long long)total_q,
-		 (unsigned long long)total_d);
-	dlb_lua_print(L, line);
+	snprintf(num[4], sizeof(num[4]), "%.1f", total_qps);
+	snprintf(num[8], sizeof(num[8]), "%llu", (unsigned long long)total_q);
+	snprintf(num[9], sizeof(num[9]), "%llu", (unsigned long long)total_d);
+	for (int k = 0; k < 15; k++)
+		c[k] = "";
+	c[0] = "All";
+	c[4] = num[4];
+	c[8] = num[8];
+	c[9] = num[9];
+	show_servers_line(L, uuids, c);
 	return 0;
 }
 
@@ -3431,6 +3799,8 @@ dlb_lua_conf_free(struct dlb_lua_conf *lc)
 {
 	if (lc == NULL)
 		return;
+	if (check_lc == lc)
+		check_lc = NULL;
 	if (lc->L != NULL)
 		lua_close(lc->L);
 	for (int i = 0; i < lc->nfiles; i++)

@@ -84,6 +84,7 @@ act_has_effects(const struct dlb_act *a)
 	case DLB_ACT_QPS_POOL:
 	case DLB_ACT_LOG:
 	case DLB_ACT_LUA:
+	case DLB_ACT_TEE:
 		return true;
 	default:
 		return false;

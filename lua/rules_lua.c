@@ -72,6 +72,7 @@
 #include "lua/objects.h"
 #include "lua/worker.h"
 #include "rules/rules.h"
+#include "rules/tee.h"
 
 /* userdata type names, as dnsdist names them */
 #define MT_SEL		"DNSRule"
@@ -426,22 +427,65 @@ l_act_reload(lua_State *L)
 
 /*
  * DNSAction:getStats() / :printStats(): dnsdist 1.7 has them on every query
- * action; only TeeAction (not in dnslb) has figures, the others answer {"": 0}.
+ * action; only TeeAction has figures, the others answer {"": 0}.
  */
-static int
-l_act_get_stats(lua_State *L)
+static const struct dlb_act *
+stats_act(lua_State *L)
 {
-	lua_createtable(L, 0, 1);
-	lua_pushinteger(L, 0);
-	lua_setfield(L, -2, "");
-	return 1;
+	struct act_box *b = luaL_testudata(L, 1, MT_ACT);
+
+	return b != NULL && b->a != NULL && b->a->type == DLB_ACT_TEE ? b->a : NULL;
 }
 
 static int
+l_act_get_stats(lua_State *L)
+{
+	const struct dlb_act *a = stats_act(L);
+
+	if (a == NULL) {
+		lua_createtable(L, 0, 1);
+		lua_pushinteger(L, 0);
+		lua_setfield(L, -2, "");
+		return 1;
+	}
+	lua_createtable(L, 0, DLB_TEE__COUNT);
+	for (int i = 0; i < DLB_TEE__COUNT; i++) {
+		lua_pushinteger(L, a->u.tee != NULL ?
+				(lua_Integer)dlb_tee_stat(a->u.tee, (enum dlb_tee_stat)i) : 0);
+		lua_setfield(L, -2, dlb_tee_names[i]);
+	}
+	return 1;
+}
+
+/* dnsdist prints "name\tvalue" per figure, in its map's (sorted) order */
+static int
 l_act_print_stats(lua_State *L)
 {
-	if (!dlb_lua_silent(L))
+	const struct dlb_act *a = stats_act(L);
+	int order[DLB_TEE__COUNT];
+
+	if (dlb_lua_silent(L))
+		return 0;
+	if (a == NULL) {
 		dlb_lua_print(L, "\t0");
+		return 0;
+	}
+	for (int i = 0; i < DLB_TEE__COUNT; i++) {
+		int k = i;
+
+		while (k > 0 && strcmp(dlb_tee_names[order[k - 1]], dlb_tee_names[i]) > 0) {
+			order[k] = order[k - 1];
+			k--;
+		}
+		order[k] = i;
+	}
+	for (int i = 0; i < DLB_TEE__COUNT; i++) {
+		lua_pushfstring(L, "%s\t%I", dlb_tee_names[order[i]],
+				(lua_Integer)(a->u.tee != NULL ?
+					      dlb_tee_stat(a->u.tee, (enum dlb_tee_stat)order[i]) : 0));
+		dlb_lua_print(L, lua_tostring(L, -1));
+		lua_pop(L, 1);
+	}
 	return 0;
 }
 
@@ -1994,6 +2038,37 @@ log_action(lua_State *L, bool response, const char *fn)
 	return 1;
 }
 
+/*
+ * TeeAction(remote[, addECS]): copy each matching UDP query to @remote
+ * (port 53 by default) and count its answers; go on. In a worker state's
+ * replay no socket is opened (the object is never published).
+ */
+static int
+l_tee_action(lua_State *L)
+{
+	const char *remote = dlb_lua_arg_string(L, 1, "TeeAction");
+	bool add_ecs = dlb_lua_opt_arg_bool(L, 2, "TeeAction", false);
+	struct sockaddr_storage ss;
+	socklen_t len;
+	struct dlb_act *a;
+	char err[256], text[64];
+
+	if (dlb_sockaddr_parse(remote, 53, &ss, &len) != 0)
+		return luaL_error(L, "TeeAction: invalid address '%s'", remote);
+	/* a copy without the client's subnet would mislead the other server */
+	if (add_ecs)
+		return luaL_error(L, "TeeAction: addECS is not supported by dnslb");
+	a = push_act(L, DLB_ACT_TEE, false);
+	if (!dlb_lua_replaying(L)) {
+		a->u.tee = dlb_tee_new(&ss, len, err, sizeof(err));
+		if (a->u.tee == NULL)
+			return luaL_error(L, "TeeAction: %s", err);
+	}
+	dlb_sockaddr_format((const struct sockaddr *)&ss, text, sizeof(text));
+	set_desc(L, &a->desc, "tee to %s", text);
+	return 1;
+}
+
 static int
 l_log_action(lua_State *L)
 {
@@ -2422,6 +2497,10 @@ static const struct cat_entry catalog[] = {
 	  "[, includeTimestamp=false]]]]]])",
 	  "Log the query to the file (no file: to the log, with setVerbose when verboseOnly); "
 	  "go on. The object's reload() reopens the file.", NULL },
+	{ "TeeAction", CAT_ACTION, l_tee_action, "(remote[, addECS=false])",
+	  "Send a copy of the query (UDP only; over TCP counted in tcp-drops) to remote and "
+	  "count its answers (getStats(), printStats(), the API's action-stats); go on. "
+	  "addECS=true is refused.", NULL },
 	{ "KeyValueStoreLookupAction", CAT_ACTION, l_kvs_lookup_action,
 	  "(kvs, lookupKey, destinationTag)",
 	  "Set the tag to the value of the first key found in kvs (a hash: the field's value; "

@@ -13,6 +13,7 @@
  * from any worker (inside its epoch section); everything else main thread.
  */
 #include "rules/rules.h"
+#include "rules/tee.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -683,6 +684,9 @@ dlb_act_unref(struct dlb_act *a)
 	case DLB_RACT_LOG:
 		dlb_log_free(a->u.log);
 		break;
+	case DLB_ACT_TEE:
+		dlb_tee_free(a->u.tee);
+		break;
 	case DLB_RACT_LIMIT_TTL:
 		free(a->u.ttl.types);
 		break;
@@ -1091,6 +1095,10 @@ run_query_action(const struct dlb_act *a, struct dlb_dq *dq, struct dlb_stats *s
 		return run_lua_query(a, dq, st, out);
 	case DLB_ACT_KVS:
 		dlb_kvs_action(a, dq);
+		return DLB_R_CONTINUE;
+	case DLB_ACT_TEE:
+		if (a->u.tee != NULL)
+			dlb_tee_send(a->u.tee, dq->pkt, dq->len, dq->tcp);
 		return DLB_R_CONTINUE;
 	default:
 		/* a response action in a query chain (the Lua side prevents it) */

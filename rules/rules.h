@@ -324,6 +324,7 @@ enum dlb_act_type {
 	DLB_ACT_LUA,		/* u.lua */
 	DLB_ACT_KVS,		/* u.kvs: KeyValueStoreLookupAction */
 	DLB_ACT_SET_EDNS_OPTION,	/* u.ednsopt */
+	DLB_ACT_TEE,		/* u.tee: TeeAction */
 	/* response actions */
 	DLB_RACT_ALLOW,
 	DLB_RACT_DROP,
@@ -348,6 +349,7 @@ struct dlb_answer_opts {
 };
 
 struct dlb_log;		/* LogAction / LogResponseAction file state (rules/log.c) */
+struct dlb_tee;		/* TeeAction's socket and figures (rules/tee.h) */
 
 struct dlb_act {
 	uint16_t type;			/* enum dlb_act_type */
@@ -390,6 +392,7 @@ struct dlb_act {
 		struct { uint32_t min, max; uint16_t *types; int ntypes; } ttl;
 		struct { uint16_t *types; int ntypes; } types;
 		struct dlb_log *log;
+		struct dlb_tee *tee;	/* NULL in a worker state's replay */
 		struct { int fn; char src[96]; } lua;
 		struct {
 			struct dlb_kvstore *store;	/* one reference */

@@ -64,7 +64,7 @@ VOLATILE_STATS = {
     "latency50-100", "latency100-1000",
     "udp-in-csum-errors", "udp-in-errors", "udp-noport-errors", "udp-recvbuf-errors",
     "udp-sndbuf-errors", "udp6-in-csum-errors", "udp6-in-errors", "udp6-noport-errors",
-    "udp6-recvbuf-errors", "udp6-sndbuf-errors", "security-status",
+    "udp6-recvbuf-errors", "udp6-sndbuf-errors", "security-status", "tcp-listen-overflows",
 }
 
 # dumpStats() names dnslb adds (each documented in docs/counters.md and

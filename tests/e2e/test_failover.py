@@ -362,7 +362,8 @@ def test_show_servers_at_load(dnslb, make_responder):
     assert hi, d.output()
     assert lines[hi[0]] == HEADER
     rows = lines[hi[0] + 1:hi[0] + 3]
-    assert rows[0][:8] == ["0", "s-up", r1.address, "UP", "0.0", "0", "3", "7"], rows
-    assert rows[1][:8] == ["1", "s-down", r2.address, "DOWN", "0.0", "0", "1", "1"], rows
-    assert rows[1][-1] == "p1"
+    # dnsdist's order: sorted by order (s-up has order 3)
+    assert rows[1][:8] == ["1", "s-up", r1.address, "UP", "0.0", "0", "3", "7"], rows
+    assert rows[0][:8] == ["0", "s-down", r2.address, "DOWN", "0.0", "0", "1", "1"], rows
+    assert rows[0][-1] == "p1"
     assert lines[hi[0] + 3][0] == "All"

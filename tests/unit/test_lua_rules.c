@@ -232,6 +232,8 @@ static const struct ctor_case {
 	{ "SetMaxReturnedTTLAction", "SetMaxReturnedTTLAction(60)", "SetMaxReturnedTTLAction()",
 	  "SetMaxReturnedTTLAction: argument #1 must be an integer" },
 	{ "LogAction", "LogAction()", "LogAction('/nonexistent-dir/x.log')", "LogAction:" },
+	{ "TeeAction", "TeeAction('127.0.0.1:9')", "TeeAction('127.0.0.1:9', true)",
+	  "TeeAction: addECS is not supported" },
 	{ "KeyValueStoreLookupAction",
 	  "(function() setRedis('127.0.0.1:1') return KeyValueStoreLookupAction("
 	  "newRedisKVStore({key='k'}), KeyValueLookupKeySuffix(), 't') end)()",
