@@ -115,7 +115,7 @@ class Side:
             body = body.replace("@B%d@" % i, r.address)
         self.daemon = dnslbtest.Daemon(workdir, head + body, args, listen=True,
                                        listen_opts=listen_opts, impl=impl, name=impl)
-        self.seen = 0   # number of backend queries already compared
+        self.seen = [0] * len(responders)   # per backend: queries already compared
 
     @property
     def port(self):
@@ -130,10 +130,7 @@ class Side:
             time.sleep(0.3)
 
     def backend_queries(self):
-        out = []
-        for r in self.responders:
-            out.extend(q for q in r.client_queries())
-        return out
+        return [list(r.client_queries()) for r in self.responders]
 
     def console(self, cmd, timeout=10):
         if self.impl == "dnsdist":
@@ -204,10 +201,17 @@ class Pair:
                 self.exchange(self.ours, wire, proto, timeout))
 
     def new_backend_queries(self, side):
-        qs = side.backend_queries()
-        new = qs[side.seen:]
-        side.seen = len(qs)
-        return [(q.transport, strip_id(q.wire)) for q in new]
+        """The queries @side's backends received since the last call, the
+        first backend's first: [(transport, wire with ID 0)]."""
+        return [q for b in self.new_queries_per_backend(side) for q in b]
+
+    def new_queries_per_backend(self, side):
+        """Per backend, the queries it received since the last call."""
+        out = []
+        for i, qs in enumerate(side.backend_queries()):
+            out.append([(q.transport, strip_id(q.wire)) for q in qs[side.seen[i]:]])
+            side.seen[i] = len(qs)
+        return out
 
     def query(self, wire, proto="udp", timeout=2.0, settle=0.05):
         """Send @wire to both; assert the same answer (ID aside) and the same
@@ -221,10 +225,10 @@ class Pair:
         return a
 
     def assert_same_backend_traffic(self):
-        qa = self.new_backend_queries(self.theirs)
-        qb = self.new_backend_queries(self.ours)
+        qa = self.new_queries_per_backend(self.theirs)
+        qb = self.new_queries_per_backend(self.ours)
         assert qa == qb, "the backends received different queries\n dnsdist: %r\n dnslb:   %r" % (
-            [(t, w.hex()) for t, w in qa], [(t, w.hex()) for t, w in qb])
+            [[(t, w.hex()) for t, w in b] for b in qa], [[(t, w.hex()) for t, w in b] for b in qb])
 
     # ---- console, counters, web ---------------------------------------
     def console(self, cmd):
