@@ -396,6 +396,16 @@ dlb_cache_key_add_option(const struct dlb_cache *c, struct dlb_cache_key *k, con
 	return 0;
 }
 
+void
+dlb_cache_key_drop_option(const struct dlb_cache *c, struct dlb_cache_key *k, size_t len)
+{
+	(void)c;
+	if (len > k->opts_len)
+		len = k->opts_len;
+	k->opts_len = (uint8_t)(k->opts_len - len);
+	key_hash(k);
+}
+
 static inline __attribute__((always_inline)) bool
 key_equal(const struct cache_entry *e, const struct dlb_cache_key *k)
 {
@@ -750,7 +760,9 @@ dlb_cache_insert(struct dlb_cache *c, struct dlb_rcu_thread *rt, const struct dl
 		return false;
 	}
 	e->hash_lo = (uint32_t)k->hash;
-	e->inserted = now;
+	/* whole seconds, as dnsdist's time(): an answer ages by one at each
+	 * turn of the clock's second, not a second after it came */
+	e->inserted = (double)(int64_t)now;
 	e->ttl = (uint32_t)ttl;
 	e->len = (uint16_t)len;
 	e->nttl = scan.nttl;

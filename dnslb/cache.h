@@ -137,6 +137,9 @@ int dlb_cache_key_make(const struct dlb_cache *c, const uint8_t *pkt, const stru
 int dlb_cache_key_add_option(const struct dlb_cache *c, struct dlb_cache_key *k,
 			     const uint8_t *opt, size_t len);
 
+/** Undo dlb_cache_key_add_option(): drop the last @len bytes of options and rehash. */
+void dlb_cache_key_drop_option(const struct dlb_cache *c, struct dlb_cache_key *k, size_t len);
+
 /** What a lookup found. */
 enum dlb_cache_result {
 	DLB_CACHE_MISS = 0,

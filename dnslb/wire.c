@@ -935,7 +935,8 @@ dlb_wire_add_ecs(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *
 			return len;
 		pkt[len] = 0;				/* owner: root */
 		dlb_wr16(pkt + len + 1, DLB_TYPE_OPT);
-		dlb_wr16(pkt + len + 3, 1232);		/* payload size */
+		/* payload 512, as dnsdist: the client sent no EDNS, so it takes 512 */
+		dlb_wr16(pkt + len + 3, 512);
 		dlb_wr32(pkt + len + 5, 0);		/* ext rcode, version, flags */
 		dlb_wr16(pkt + len + 9, (uint16_t)ecslen);
 		memcpy(pkt + len + 11, ecs, ecslen);
@@ -971,7 +972,7 @@ dlb_wire_add_ecs(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *
 }
 
 size_t
-dlb_wire_strip_ecs(uint8_t *pkt, size_t len, enum dlb_ecs_added added)
+dlb_wire_strip_ecs(uint8_t *pkt, size_t len, enum dlb_ecs_added added, int *scope)
 {
 	unsigned counts[3];
 	size_t pos, opt_rr = 0, opt_rdata = 0, opt_end = 0;
@@ -979,6 +980,8 @@ dlb_wire_strip_ecs(uint8_t *pkt, size_t len, enum dlb_ecs_added added)
 	bool found = false;
 	int r;
 
+	if (scope != NULL)
+		*scope = -1;
 	if (added == DLB_ECS_NONE || len < DLB_DNS_HDR || dlb_rd16(pkt + 4) > 1)
 		return len;
 	counts[0] = dlb_rd16(pkt + 6);
@@ -1020,6 +1023,21 @@ dlb_wire_strip_ecs(uint8_t *pkt, size_t len, enum dlb_ecs_added added)
 	}
 	if (!found)
 		return len;
+	if (scope != NULL) {
+		/* the cache's zero scope: only the SCOPE byte of the first ECS */
+		for (size_t o = opt_rdata; o + 4 <= opt_rdata + opt_rdlen;) {
+			size_t olen = 4u + dlb_rd16(pkt + o + 2);
+
+			if (o + olen > opt_rdata + opt_rdlen)
+				break;
+			if (dlb_rd16(pkt + o) == DLB_EDNS_OPT_ECS) {
+				if (olen >= 8)
+					*scope = pkt[o + 7];
+				break;
+			}
+			o += olen;
+		}
+	}
 	if (added == DLB_ECS_OPT_RR) {
 		memmove(pkt + opt_rr, pkt + opt_end, len - opt_end);
 		dlb_wr16(pkt + 10, (uint16_t)(counts[2] - 1));

@@ -216,10 +216,11 @@ size_t dlb_wire_add_ecs(uint8_t *pkt, size_t len, size_t cap, const struct dlb_d
 /**
  * Undo dlb_wire_add_ecs() in a backend's answer: remove the OPT RR
  * (DLB_ECS_OPT_RR) or the ECS option (DLB_ECS_OPTION) from its additional
- * section. An answer that cannot be walked is left alone.
+ * section. An answer that cannot be walked is left alone. @scope, unless
+ * NULL: the SCOPE PREFIX-LENGTH of the ECS option found there, or -1.
  * @return the new length.
  */
-size_t dlb_wire_strip_ecs(uint8_t *pkt, size_t len, enum dlb_ecs_added added);
+size_t dlb_wire_strip_ecs(uint8_t *pkt, size_t len, enum dlb_ecs_added added, int *scope);
 
 /**
  * dnsdist's text for an (extended) rcode, as RCode::to_s / ERCode::to_s

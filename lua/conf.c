@@ -724,7 +724,7 @@ static const char *const server_keys[] = {
 	"maxInFlight", "source", "lazyHealthCheckSampleSize", "lazyHealthCheckMinSampleCount",
 	"lazyHealthCheckThreshold", "lazyHealthCheckFailedInterval",
 	"lazyHealthCheckUseExponentialBackOff", "lazyHealthCheckMaxBackOff", "lazyHealthCheckMode",
-	"useClientSubnet", "useProxyProtocol", NULL,
+	"useClientSubnet", "useProxyProtocol", "disableZeroScope", NULL,
 };
 
 static void
@@ -973,6 +973,7 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default)
 	}
 
 	dlb_lua_opt_bool(L, 1, fn, "useClientSubnet", &be->use_ecs);
+	dlb_lua_opt_bool(L, 1, fn, "disableZeroScope", &be->disable_zero_scope);
 	dlb_lua_opt_bool(L, 1, fn, "useProxyProtocol", &be->use_proxy_protocol);
 	dlb_lua_opt_int(L, 1, fn, "sockets", 1, DLB_MAX_SOCKETS_PER_BACKEND, &be->sockets);
 	dlb_lua_opt_bool(L, 1, fn, "tcpOnly", &be->tcp_only);
@@ -1898,8 +1899,32 @@ l_pool_unset_cache(lua_State *L)
 	return 0;
 }
 
+/*
+ * setECS(b): a query of this pool that finds no server available still gets
+ * the client's ECS option in its cache key (dnsdist: for the stale entries
+ * of useClientSubnet servers).
+ */
+static int
+l_pool_set_ecs(lua_State *L)
+{
+	struct dlb_pool *p = check_pool(L, 1, "setECS");
+	bool on = dlb_lua_check_bool_at(L, 2, "setECS", "value");
+
+	__atomic_store_n(&p->use_ecs, on, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int
+l_pool_get_ecs(lua_State *L)
+{
+	lua_pushboolean(L, __atomic_load_n(&check_pool(L, 1, "getECS")->use_ecs, __ATOMIC_RELAXED));
+	return 1;
+}
+
 static const luaL_Reg pool_methods[] = {
 	{ "getName", l_pool_get_name },
+	{ "setECS", l_pool_set_ecs },
+	{ "getECS", l_pool_get_ecs },
 	{ "setCache", l_pool_set_cache },
 	{ "getCache", l_pool_get_cache },
 	{ "unsetCache", l_pool_unset_cache },

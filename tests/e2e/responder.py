@@ -42,6 +42,8 @@ to port 0 and read `.port`.  Every query it receives is recorded (see
                      NXDOMAIN / NOERROR-no-data with a SOA in the authority
                      section: RR TTL <ttl>, SOA MINIMUM <min> (default <ttl>)
   tcdata             TC=1 but with the normal records (TTL 300)
+  ecsscope-<n>       the normal answer, its OPT's echoed ECS option (if the
+                     query had one) with SCOPE PREFIX-LENGTH <n>
 
 Health-check queries (qname in `check_names`, by default
 {"a.root-servers.net."}, case-insensitive) get the normal answer unless
@@ -232,6 +234,23 @@ def build_answer(q, rcode=0, answers=(), flags_set=0, flags_clear=0, qid=None,
                       1 if with_question else 0, len(answers) if with_question else 0,
                       0, 1 if opt else 0)
     return hdr + qd + (b"".join(answers) if with_question else b"") + opt
+
+
+def _with_ecs_scope(q, scope):
+    """A copy of query @q whose OPT's ECS options carry scope @scope (what
+    build_answer echoes)."""
+    if q.opt is None:
+        return q
+    c = Query()
+    for k in Query.__slots__:
+        setattr(c, k, getattr(q, k, None))
+    rdata = b""
+    for code, data in q.opt["options"]:
+        if code == 8 and len(data) >= 4:
+            data = data[:3] + bytes([scope & 0xFF]) + data[4:]
+        rdata += struct.pack("!HH", code, len(data)) + data
+    c.opt = dict(q.opt, rdata=rdata)
+    return c
 
 
 def _normal_records(q, addr=REAL_ADDR, ttl=300):
@@ -557,6 +576,10 @@ class Responder:
             body = ans[:len(ans) - len(opt)] if opt else ans
             ans = body[:8] + struct.pack("!H", 1) + body[10:] + _soa_rr(ttl, minimum) + opt
             return [(0, ans, m.group(1))]
+        m = re.fullmatch(r"ecsscope-(\d+)", label)
+        if m:
+            return [(0, build_answer(_with_ecs_scope(q, int(m.group(1))),
+                                     answers=_normal_records(q)), "normal")]
         if label == "tcdata":
             return [(0, build_answer(q, answers=_normal_records(q), flags_set=TC), "tc")]
         if label == "twice":

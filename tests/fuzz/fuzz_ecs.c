@@ -111,7 +111,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (added != DLB_ECS_NONE && !(added == DLB_ECS_OPTION && m.ecs_off != 0)) {
 		memcpy(echo, qbuf, n);
 		as_response(echo);
-		s = dlb_wire_strip_ecs(echo, n, added);
+		s = dlb_wire_strip_ecs(echo, n, added, NULL);
 		memcpy(abuf, query, qlen);
 		as_response(abuf);
 		CHECK(s == qlen && memcmp(echo, abuf, qlen) == 0);
@@ -120,7 +120,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* any answer */
 	memcpy(abuf, ans, alen);
 	rq = dlb_wire_parse_response_question(abuf, alen, &r);
-	s = dlb_wire_strip_ecs(abuf, alen, added);
+	s = dlb_wire_strip_ecs(abuf, alen, added, NULL);
 	CHECK(s <= alen);
 	if (added == DLB_ECS_NONE)
 		CHECK(s == alen && memcmp(abuf, ans, alen) == 0);
