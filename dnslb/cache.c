@@ -367,16 +367,22 @@ dlb_cache_key_make(const struct dlb_cache *c, const uint8_t *pkt, const struct d
 		} else {
 			k->payload_class = size;
 		}
-		/* the parser validated the option layout */
+		/*
+		 * The parser validated the option layout. A skipped option
+		 * (COOKIE) keeps its code and length, not its content: dnsdist
+		 * hashes the OPT's RDLENGTH, so a cookie of another size is
+		 * another entry. Whether a code is skipped is the cache's
+		 * choice, the same for every key, so the bytes still read
+		 * back one way only.
+		 */
 		while (end - pos >= 4) {
 			uint16_t code = dlb_rd16(pkt + pos), olen = dlb_rd16(pkt + pos + 2);
+			size_t take = skip_option(o, code) ? 4u : 4u + olen;
 
-			if (!skip_option(o, code)) {
-				if (k->opts_len + 4u + olen > DLB_CACHE_MAX_OPTS)
-					return -1;
-				memcpy(k->opts + k->opts_len, pkt + pos, 4u + olen);
-				k->opts_len = (uint8_t)(k->opts_len + 4u + olen);
-			}
+			if (k->opts_len + take > DLB_CACHE_MAX_OPTS)
+				return -1;
+			memcpy(k->opts + k->opts_len, pkt + pos, take);
+			k->opts_len = (uint8_t)(k->opts_len + take);
 			pos += 4u + olen;
 		}
 	}

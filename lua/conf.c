@@ -1691,23 +1691,14 @@ l_cache_expunge_by_name(lua_State *L)
 {
 	const char *fn = "expungeByName";
 	struct dlb_cache *c = check_cache(L, 1);
-	const char *text;
 	uint8_t name[DLB_MAX_NAME];
 	uint16_t qtype = 255;
 	bool suffix = false;
 	struct dlb_rcu_thread *rt;
-	size_t removed;
-	int len;
+	size_t removed, len;
 
-	if (lua_type(L, 2) != LUA_TSTRING)
-		return luaL_error(L, "%s: the name must be a string", fn);
-	text = lua_tostring(L, 2);
-	len = dlb_wire_name_from_text(text, name, sizeof(name));
-	if (len <= 0)
-		return luaL_error(L, "%s: invalid name '%s'", fn, text);
-	for (int i = 0; i < len; i++)
-		if (name[i] >= 'A' && name[i] <= 'Z')
-			name[i] = (uint8_t)(name[i] - 'A' + 'a');
+	/* a DNSName (dnsdist's type) or a string */
+	len = dlb_lua_check_name_lc(L, 2, fn, name);
 	if (!lua_isnoneornil(L, 3))
 		qtype = (uint16_t)check_rrtype(L, 3, fn, "qtype", dlb_qtype_names);
 	if (!lua_isnoneornil(L, 4))
@@ -1716,7 +1707,7 @@ l_cache_expunge_by_name(lua_State *L)
 		return 1;
 	rt = conf_rcu(L, fn);
 
-	removed = dlb_cache_expunge_by_name(c, rt, name, (size_t)len, qtype, suffix);
+	removed = dlb_cache_expunge_by_name(c, rt, name, len, qtype, suffix);
 	conf_rcu_poll(rt);
 	lua_pushfstring(L, "Expunged %I records", (lua_Integer)removed);
 	dlb_lua_print(L, lua_tostring(L, -1));

@@ -42,6 +42,7 @@ to port 0 and read `.port`.  Every query it receives is recorded (see
                      NXDOMAIN / NOERROR-no-data with a SOA in the authority
                      section: RR TTL <ttl>, SOA MINIMUM <min> (default <ttl>)
   tcdata             TC=1 but with the normal records (TTL 300)
+  size-<n>           UDP and TCP: an answer of exactly <n> bytes (TXT), TTL 300
   ecsscope-<n>       the normal answer, its OPT's echoed ECS option (if the
                      query had one) with SCOPE PREFIX-LENGTH <n>
 
@@ -576,6 +577,9 @@ class Responder:
             body = ans[:len(ans) - len(opt)] if opt else ans
             ans = body[:8] + struct.pack("!H", 1) + body[10:] + _soa_rr(ttl, minimum) + opt
             return [(0, ans, m.group(1))]
+        m = re.fullmatch(r"size-(\d+)", label)
+        if m:
+            return [(0, _txt_fill(q, int(m.group(1))), "big")]
         m = re.fullmatch(r"ecsscope-(\d+)", label)
         if m:
             return [(0, build_answer(_with_ecs_scope(q, int(m.group(1))),

@@ -1,0 +1,184 @@
+"""The packet cache (newPacketCache, getPool(""):setCache), dnsdist 1.7.3
+and dnslb side by side: what a hit answers, what reaches the backend (a hit
+sends nothing), the counters and the console's cache commands."""
+
+import time
+
+import pytest
+
+from diffharness import build_query, known  # noqa: F401
+from test_ecs import align, cache_stats, counters
+
+COOKIE = 10
+
+
+def cache_conf(opts="", n=100, extra=""):
+    return ('newServer({address="@B0@"})\npc = newPacketCache(%d, {%s})\n'
+            'getPool(""):setCache(pc)\n%s' % (n, opts, extra))
+
+
+def check(p):
+    """Counters, printStats and the entry count of both."""
+    counters(p)
+    cache_stats(p)
+    p.console('pc:toString()')
+
+
+@pytest.mark.parametrize("proto", ["udp", "tcp"])
+def test_cookies_not_in_key(pair, proto):
+    p = pair(cache_conf())
+    align()
+    for i, cookie in enumerate((bytes(8), bytes(range(8)), bytes(range(8)) + bytes(16),
+                                b"\xff" * 8)):
+        p.query(build_query("cookie.test.", qid=i, opt={"payload": 1232,
+                                                        "options": [(COOKIE, cookie)]}), proto)
+    # a cookie and another option: the other option is in the key
+    for i in range(2):
+        p.query(build_query("cookie.test.", qid=9, opt={
+            "payload": 1232, "options": [(COOKIE, bytes([i]) * 8), (65001, b"x")]}), proto)
+    p.query(build_query("cookie.test.", qid=9, opt={"payload": 1232}), proto)
+    check(p)
+
+
+def test_cookie_hashing(pair):
+    p = pair(cache_conf("cookieHashing=true"))
+    align()
+    for i in range(3):
+        for c in (bytes(8), b"\x01" * 8):
+            p.query(build_query("cookie.test.", qid=i, opt={"payload": 1232,
+                                                            "options": [(COOKIE, c)]}))
+    check(p)
+
+
+@pytest.mark.parametrize("size", [3000, 4090, 4096, 4097, 6000, 20000])
+def test_large_answers_tcp(pair, size):
+    p = pair(cache_conf())
+    align()
+    for _ in range(3):
+        p.query(build_query("big-%d.test." % size, qtype=16, opt={"payload": 4096}), "tcp")
+        p.query(build_query("big-%d.test." % size, qtype=16), "tcp")
+    check(p)
+
+
+@pytest.mark.parametrize("size", [1200, 1300, 4000, 4096, 4097])
+def test_large_answers_udp(pair, size):
+    p = pair(cache_conf(), backends=({},))
+    align()
+    for _ in range(2):
+        for payload in (4096, 1232, None):
+            opt = {"payload": payload} if payload else None
+            p.query(build_query("size-%d.test." % size, qtype=16, opt=opt), "udp")
+        p.query(build_query("size-%d.test." % size, qtype=16, opt={"payload": 4096}), "tcp")
+    check(p)
+
+
+@pytest.mark.parametrize("n,names", [(5, 12), (1, 3), (20, 50)])
+def test_full_cache(pair, n, names):
+    p = pair(cache_conf("numberOfShards=1", n=n))
+    align()
+    for rnd in range(2):
+        for i in range(names):
+            p.query(build_query("n%d.full.test." % i, qid=i))
+    check(p)
+
+
+def test_full_cache_default_shards(pair):
+    p = pair(cache_conf(n=10))
+    align()
+    for rnd in range(2):
+        for i in range(30):
+            p.query(build_query("n%d.full.test." % i, qid=i))
+    check(p)
+
+
+@pytest.mark.parametrize("cmd", [
+    'getPool(""):getCache():expungeByName(newDNSName("x.test."), DNSQType.A, true)',
+    'getPool(""):getCache():expungeByName(newDNSName("x.test."), DNSQType.A)',
+    'getPool(""):getCache():expungeByName(newDNSName("x.test."))',
+    'getPool(""):getCache():expungeByName(newDNSName("a.x.test."), DNSQType.AAAA, true)',
+    'getPool(""):getCache():expungeByName(newDNSName("test."), DNSQType.ANY, true)',
+    'getPool(""):getCache():expungeByName(newDNSName("X.TEST."), DNSQType.ANY, true)',
+    'pc:expungeByName(newDNSName("x.test."), DNSQType.MX, false)',
+    'pc:expunge(0)',
+    'pc:expunge(3)',
+    'pc:purgeExpired(0)',
+])
+def test_expunge(pair, cmd):
+    p = pair(cache_conf())
+    names = ("x.test.", "a.x.test.", "b.a.x.test.", "y.test.", "x.test2.")
+    align()
+    for proto in ("udp", "tcp"):
+        for name in names:
+            for qtype in (1, 28, 15):
+                p.query(build_query(name, qtype=qtype), proto)
+    p.console('pc:toString()')
+    p.console(cmd)
+    p.console('pc:toString()')
+    for proto in ("udp", "tcp"):
+        for name in names:
+            for qtype in (1, 28, 15):
+                p.query(build_query(name, qtype=qtype), proto)
+    check(p)
+
+
+@pytest.mark.parametrize("opts", ["", "temporaryFailureTTL=5", "temporaryFailureTTL=0"])
+def test_temporary_failures(pair, opts):
+    p = pair(cache_conf(opts))
+    align()
+    for _ in range(3):
+        for proto in ("udp", "tcp"):
+            for label in ("servfail", "refused", "empty-servfail", "empty-refused", "nx",
+                          "formerr", "notimp"):
+                p.query(build_query(label + ".tf.test.", opt={"payload": 1232}), proto)
+                p.query(build_query(label + ".tf.test."), proto)
+    check(p)
+
+
+def test_keep_stale_data_and_expunge(pair):
+    p = pair(cache_conf("keepStaleData=true, maxTTL=86400", extra="setStaleCacheEntriesTTL(600)\n"))
+    align()
+    for name in ("ttl-1.stale.test.", "ttl-300.stale.test."):
+        p.query(build_query(name))
+    time.sleep(2.05)
+    p.query(build_query("ttl-1.stale.test."))      # expired, a server is up: refreshed
+    p.console('getServer(0):setDown()')
+    time.sleep(2.05)
+    for name in ("ttl-1.stale.test.", "ttl-300.stale.test.", "none.stale.test."):
+        p.query(build_query(name))                 # stale, fresh, nothing
+    p.console('pc:purgeExpired(0)')
+    p.console('pc:toString()')
+    p.query(build_query("ttl-1.stale.test."))
+    p.console('pc:expunge(0)')
+    p.console('pc:toString()')
+    p.query(build_query("ttl-1.stale.test."))
+    check(p)
+
+
+@pytest.mark.parametrize("action", ["SetNoRecurseAction()", "ClearRDAction()",
+                                    "SetDisableValidationAction()",
+                                    "SetSkipCacheAction()"])
+def test_rule_alters_header_before_hit(pair, action):
+    p = pair(cache_conf(extra="addAction(AllRule(), %s)\n" % action))
+    align()
+    for proto in ("udp", "tcp"):
+        for flags in (0x0100, 0x0000, 0x0110):
+            for _ in range(2):
+                p.query(build_query("hdr.test.", flags=flags, opt={"payload": 1232}), proto)
+    check(p)
+
+
+def test_hits_and_key_fields(pair):
+    """The same name, changing one thing a time: RD, CD, DO, payload, qtype,
+    qclass, case, transport."""
+    p = pair(cache_conf())
+    align()
+    variants = [dict(), dict(flags=0), dict(flags=0x0110), dict(opt={"payload": 1232}),
+                dict(opt={"payload": 4096}), dict(opt={"payload": 1232, "do": True}),
+                dict(qtype=28), dict(qclass=3), dict(qname="KeY.TeSt.")]
+    for _ in range(2):
+        for proto in ("udp", "tcp"):
+            for v in variants:
+                kw = dict(qname="key.test.")
+                kw.update(v)
+                p.query(build_query(**kw), proto)
+    check(p)
