@@ -350,13 +350,16 @@ dlb_cache_key_make(const struct dlb_cache *c, const uint8_t *pkt, const struct d
 			     ((m->flags & DLB_F_CD) ? DLB_CK_CD : 0) | (tcp ? DLB_CK_TCP : 0));
 	k->opts_len = 0;
 	k->payload_class = 0;
-	k->max_answer = tcp ? 65535 : 512;
+	/* only payloadRanks can give an entry to a client that accepts less
+	 * than the one it was stored for; without, as dnsdist, an entry is
+	 * served as the backend answered a query of exactly this kind */
+	k->max_answer = tcp || o->nranks == 0 ? 65535 : 512;
 	if (m->has_opt) {
 		size_t pos = m->opt_rdata_off, end = pos + m->opt_rdlen;
 		uint16_t size = m->udp_size < 512 ? 512 : m->udp_size;
 
 		k->flags |= DLB_CK_EDNS | (m->do_bit ? DLB_CK_DO : 0);
-		if (!tcp)
+		if (!tcp && o->nranks > 0)
 			k->max_answer = size;
 		if (o->nranks > 0) {
 			int r = 0;

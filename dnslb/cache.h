@@ -83,7 +83,8 @@ struct dlb_cache_key {
 	uint16_t qtype, qclass;
 	uint16_t qname_len;
 	uint16_t payload_class;		/* rank (with payloadRanks) or the exact EDNS size; 0 = no EDNS */
-	uint16_t max_answer;		/* what the client accepts over UDP (512 or its EDNS size), 65535 over TCP */
+	uint16_t max_answer;		/* with payloadRanks, what the client accepts over UDP
+					 * (512 or its EDNS size); else 65535 */
 	uint8_t flags;			/* DLB_CK_* */
 	uint8_t opts_len;
 	uint8_t qname_lc[DLB_MAX_NAME];

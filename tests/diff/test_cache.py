@@ -72,23 +72,35 @@ def test_large_answers_udp(pair, size):
     check(p)
 
 
-@pytest.mark.parametrize("n,names", [(5, 12), (1, 3), (20, 50)])
-def test_full_cache(pair, n, names):
-    p = pair(cache_conf("numberOfShards=1", n=n))
-    align()
-    for rnd in range(2):
-        for i in range(names):
-            p.query(build_query("n%d.full.test." % i, qid=i))
-    check(p)
+def stats_of(text):
+    return {k.strip(): v.strip() for k, v in
+            (l.split(":", 1) for l in text.splitlines() if ":" in l)}
 
 
-def test_full_cache_default_shards(pair):
-    p = pair(cache_conf(n=10))
+@pytest.mark.parametrize("n,names,opts", [(5, 12, "numberOfShards=1"), (1, 3, "numberOfShards=1"),
+                                          (20, 50, "numberOfShards=1"), (10, 30, "")])
+def test_full_cache(pair, n, names, opts):
+    """dnsdist refuses to insert into a full shard; dnslb evicts. The first
+    round is the same; in the second, both answer every query (the same
+    records) and the counts add up."""
+    p = pair(cache_conf(opts, n=n))
     align()
-    for rnd in range(2):
-        for i in range(30):
-            p.query(build_query("n%d.full.test." % i, qid=i))
-    check(p)
+    for i in range(names):
+        p.query(build_query("n%d.full.test." % i, qid=i))
+    known("A full cache makes room")
+    for i in range(names):
+        a, b = p.answers(build_query("n%d.full.test." % i, qid=i))
+        assert a is not None and b is not None
+        assert a[:-10] == b[:-10] and a[-4:] == b[-4:]    # the TTL aside
+    p.new_backend_queries(p.theirs)
+    p.new_backend_queries(p.ours)
+    counters(p, but=("cache-hits", "cache-misses", "responses", "latency-count"))
+    a = stats_of(p.theirs.console("pc:printStats()"))
+    b = stats_of(p.ours.console("pc:printStats()"))
+    assert int(a["Hits"]) + int(a["Misses"]) == int(b["Hits"]) + int(b["Misses"]) == 2 * names
+    entries, cap = (int(x) for x in b["Entries"].split("/"))
+    assert cap == n and 0 < entries <= n
+    assert int(b["Evictions"]) == int(b["Misses"]) - entries    # every miss was stored
 
 
 @pytest.mark.parametrize("cmd", [
