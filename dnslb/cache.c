@@ -515,6 +515,7 @@ dlb_cache_lookup(struct dlb_cache *c, const struct dlb_cache_key *k, double now,
 		}
 		if (stale_window > 0 && now < expires + stale_window) {
 			*res = DLB_CACHE_STALE;
+			STAT_ADD(ws->hits, 1);	/* dnsdist counts a stale answer as a hit */
 			STAT_ADD(ws->stale_hits, 1);
 			return (const struct dlb_cache_entry *)e;
 		}

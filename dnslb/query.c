@@ -194,6 +194,14 @@ cache_answer(struct dlb_worker *w, struct dlb_query *q, bool selected)
 	q->pkt = out;
 	q->cap = cap;
 	q->len = n;
+	if (q->has_dq) {
+		/* a rule may have changed RD or CD (SetNoRecurseAction...), so
+		 * the key holds its bits and the entry may come from a client
+		 * that sent others: the client's own, as dnsdist restores them */
+		const uint16_t rdcd = DLB_F_RD | DLB_F_CD;
+
+		dlb_wr16(out + 2, (uint16_t)((dlb_rd16(out + 2) & ~rdcd) | (q->orig_flags & rdcd)));
+	}
 	w->stats.cache_hits++;
 	dlb_rings_cache_hit(q);
 	return answer_rules(w, q, DLB_CHAIN_CACHE_HIT);

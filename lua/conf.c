@@ -1684,7 +1684,7 @@ l_cache_purge_expired(lua_State *L)
 
 /*
  * expungeByName(name[, qtype = ANY[, suffixMatch = false]]): prints
- * "Expunged N records" as dnsdist does, and also returns N.
+ * "Expunged N records" and returns nothing, as dnsdist does.
  */
 static int
 l_cache_expunge_by_name(lua_State *L)
@@ -1704,7 +1704,7 @@ l_cache_expunge_by_name(lua_State *L)
 	if (!lua_isnoneornil(L, 4))
 		suffix = dlb_lua_check_bool_at(L, 4, fn, "suffixMatch");
 	if (replaying(L))
-		return 1;
+		return 0;
 	rt = conf_rcu(L, fn);
 
 	removed = dlb_cache_expunge_by_name(c, rt, name, len, qtype, suffix);
@@ -1712,8 +1712,7 @@ l_cache_expunge_by_name(lua_State *L)
 	lua_pushfstring(L, "Expunged %I records", (lua_Integer)removed);
 	dlb_lua_print(L, lua_tostring(L, -1));
 	lua_pop(L, 1);
-	lua_pushinteger(L, (lua_Integer)removed);
-	return 1;
+	return 0;
 }
 
 /*

@@ -1135,7 +1135,7 @@ test_stale(void **state)
 	assert_int_equal(get(c, q, T0 + 280, 30, out, &len), DLB_CACHE_MISS);
 	assert_int_equal(get(c, q, T0 + 1000, 30, out, &len), DLB_CACHE_MISS);
 	assert_int_equal(stats(c).stale_hits, 2);
-	assert_int_equal(stats(c).hits, 1);
+	assert_int_equal(stats(c).hits, 3);	/* stale ones too, as dnsdist */
 	assert_int_equal(stats(c).misses, 3);
 	cache_done(c);
 }
