@@ -134,6 +134,11 @@ def test_expunge(pair, cmd):
     p.console('pc:toString()')
     p.console(cmd)
     p.console('pc:toString()')
+    if cmd == 'pc:expunge(3)':
+        # which 3 stay is the order of each one's table (dnsdist: a hash
+        # map's), not something either defines: the counts are compared
+        counters(p)
+        return
     for proto in ("udp", "tcp"):
         for name in names:
             for qtype in (1, 28, 15):
