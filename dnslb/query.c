@@ -562,6 +562,17 @@ process_tail(struct dlb_worker *w, struct dlb_query *q)
 	if (q->be == NULL) {
 		w->stats.no_policy++;
 		q->m.flags = q->orig_flags;	/* the client's RD and CD, whatever rules did */
+		if (q->ecslen > 0 && !q->m.has_opt) {
+			/* the pool's setECS: dnsdist has put an OPT RR in the query
+			 * by now, and its answer built from the query keeps one */
+			q->m.has_opt = true;
+			if (q->tcp && q->pkt != w->scratch) {
+				/* a TCP frame is only as big as the query */
+				memcpy(w->scratch, q->pkt, q->len);
+				q->pkt = w->scratch;
+				q->cap = DLB_RBUF_SIZE;
+			}
+		}
 		if (cfg->servfail_when_no_server)
 			return answer_locally(w, q, DLB_RCODE_SERVFAIL, false);
 		return DLB_V_DROP;

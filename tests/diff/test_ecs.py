@@ -223,3 +223,24 @@ def test_cache_with_ecs(pair, copts, label):
     counters(p)
     p.console('getPool(""):getCache():toString()')
     cache_stats(p)
+
+
+@pytest.mark.parametrize("pool_ecs", [True, False], ids=["pool-ecs", "no-pool-ecs"])
+def test_pool_ecs_stale_when_no_server(pair, pool_ecs):
+    """setECS on the pool: with its server down, a query still gets the
+    client's subnet in its cache key, so the stale entries of the
+    useClientSubnet server are found."""
+    p = pair('newServer({address="@B0@", useClientSubnet=true})\n'
+             'pc = newPacketCache(100, {})\ngetPool(""):setCache(pc)\n'
+             'setStaleCacheEntriesTTL(600)\nsetServFailWhenNoServer(true)\n'
+             'getPool(""):setECS(%s)\n' % ("true" if pool_ecs else "false"))
+    align()
+    for proto in ("udp", "tcp"):
+        query_from(p, build_query("ttl-1.stale.test."), proto, "127.0.0.1")
+    time.sleep(2.05)
+    p.console('getServer(0):setDown()')
+    for proto in ("udp", "tcp"):
+        for src in ("127.0.0.1", "127.0.0.2", "127.0.1.1"):
+            query_from(p, build_query("ttl-1.stale.test."), proto, src)
+    counters(p)
+    cache_stats(p)
