@@ -6,6 +6,7 @@ show what each did to the ECS on the way back too. Clients bind other
 loopback addresses (all of 127/8 is local on Linux) to fall in other
 subnets."""
 
+import json
 import re
 import socket
 import struct
@@ -105,6 +106,11 @@ def cache_stats(p):
     assert b.startswith(lines), "printStats differs\n--- dnsdist\n%s--- dnslb\n%s" % (a, b)
     assert re.fullmatch(r"Stale hits: \d+\nPrefetches: \d+\nEvictions: \d+\n"
                         r"Memory: \d+ bytes\n" + re.escape(a[len(lines):]), b[len(lines):]), b
+    ga = json.loads(p.theirs.console('getPool(""):getCache():getStats()'))
+    gb = json.loads(p.ours.console('getPool(""):getCache():getStats()'))
+    extra = {"staleHits", "prefetches", "evictions", "bytes"}
+    assert set(gb) - set(ga) == extra
+    assert {k: v for k, v in gb.items() if k not in extra} == ga
 
 
 def guard():
