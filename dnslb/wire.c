@@ -925,14 +925,25 @@ size_t
 dlb_wire_add_ecs(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m,
 		 const uint8_t *ecs, size_t ecslen, bool override, enum dlb_ecs_added *added)
 {
+	size_t orig;
+
 	*added = DLB_ECS_NONE;
-	if (m->trailing || m->parsed_end != len)
-		return len;	/* never write after bytes we did not parse */
+	if (m->parsed_end > len || m->parsed_end < DLB_DNS_HDR)
+		return len;
 	if (m->qdcount != 1)
 		return len;	/* its answer could not be restored (strip walks one question) */
+	if (m->has_opt && m->ecs_off != 0 && !override)
+		return len;	/* the client's own ECS goes through */
+	/* bytes after the last record are dropped before anything is added,
+	 * as dnsdist does: we never write after bytes we did not parse (a
+	 * failure below returns @orig: the query as it came). A replaced
+	 * option keeps its place, and they stay, as in dnsdist. */
+	orig = len;
+	if (m->ecs_off == 0)
+		len = m->parsed_end;
 	if (!m->has_opt) {
 		if (len + 11 + ecslen > cap || len + 11 + ecslen > WIRE_MAX_MSG)
-			return len;
+			return orig;
 		pkt[len] = 0;				/* owner: root */
 		dlb_wr16(pkt + len + 1, DLB_TYPE_OPT);
 		/* payload 512, as dnsdist: the client sent no EDNS, so it takes 512 */
@@ -947,11 +958,9 @@ dlb_wire_add_ecs(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *
 	if (m->ecs_off != 0) {
 		size_t off = m->ecs_off, olen = 4u + dlb_rd16(pkt + off + 2);
 
-		if (!override)
-			return len;	/* the client's own ECS goes through */
 		/* replace: remove the old option, then add ours below */
 		if (len - olen + ecslen > cap)
-			return len;
+			return orig;
 		memmove(pkt + off, pkt + off + olen, len - off - olen);
 		len -= olen;
 		dlb_wr16(pkt + m->opt_rdata_off - 2,
@@ -962,7 +971,7 @@ dlb_wire_add_ecs(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *
 		size_t end = m->opt_rdata_off + rdlen;
 
 		if (len + ecslen > cap || len + ecslen > WIRE_MAX_MSG || rdlen + ecslen > 65535)
-			return len;
+			return m->ecs_off != 0 ? len : orig;
 		memmove(pkt + end + ecslen, pkt + end, len - end);
 		memcpy(pkt + end, ecs, ecslen);
 		dlb_wr16(pkt + m->opt_rdata_off - 2, (uint16_t)(rdlen + ecslen));

@@ -250,3 +250,15 @@ def test_pool_ecs_stale_when_no_server(pair, pool_ecs):
             query_from(p, build_query("ttl-1.stale.test."), proto, src)
     counters(p)
     cache_stats(p)
+
+
+@pytest.mark.parametrize("extra", ["", "setECSOverride(true)\n"], ids=["keep", "override"])
+def test_trailing_bytes(pair, extra):
+    """Bytes after the last record: dropped before the ECS is added."""
+    p = pair('newServer({address="@B0@", useClientSubnet=true})\n' + extra)
+    for proto in ("udp", "tcp"):
+        for i, opt in enumerate((None, {"payload": 1232},
+                                 {"payload": 1232, "options": [ecs(1, 24, [10, 1, 2])]})):
+            query_from(p, build_query("t%d.trail.test." % i, opt=opt, trailing=b"\xde\xad\xbe\xef"),
+                       proto, replaced=bool(extra) and i == 2)
+    counters(p)

@@ -1619,7 +1619,8 @@ test_add_ecs_untouched(void **state)
 	(void)state;
 	el = ecs_for("127.0.0.1", 24, ecs);
 
-	/* trailing bytes after the last record: never modified */
+	/* trailing bytes after the last record: dropped, then the ECS added
+	 * (dnsdist 1.7.3 does the same) */
 	pb_std_query(&p, false);
 	pb_bytes(&p, "garbage", 7);
 	orig = p;
@@ -1627,20 +1628,19 @@ test_add_ecs_untouched(void **state)
 	assert_true(m.trailing);
 	added = DLB_ECS_OPTION;
 	n = dlb_wire_add_ecs(p.b, p.n, PB_MAX, &m, ecs, el, false, &added);
-	assert_int_equal(added, DLB_ECS_NONE);
-	assert_int_equal(n, orig.n);
-	assert_memory_equal(p.b, orig.b, orig.n);
+	assert_int_equal(added, DLB_ECS_OPT_RR);
+	assert_int_equal(n, orig.n - 7 + 11 + el);
+	assert_memory_equal(p.b + 12, orig.b + 12, orig.n - 7 - 12);
 
 	pb_std_query(&p, true);
 	pb_bytes(&p, "\0\0", 2);
 	orig = p;
 	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
 	assert_true(m.trailing);
-	added = DLB_ECS_OPTION;
+	added = DLB_ECS_NONE;
 	n = dlb_wire_add_ecs(p.b, p.n, PB_MAX, &m, ecs, el, true, &added);
-	assert_int_equal(added, DLB_ECS_NONE);
-	assert_int_equal(n, orig.n);
-	assert_memory_equal(p.b, orig.b, orig.n);
+	assert_int_equal(added, DLB_ECS_OPTION);
+	assert_int_equal(n, orig.n - 2 + el);	/* no ECS to replace: dropped */
 
 	/* no OPT, one octet too little room for the new OPT RR */
 	pb_std_query(&p, false);
