@@ -52,9 +52,12 @@ struct cache_entry {
 	uint8_t flags;
 	uint8_t opts_len;
 	uint8_t prefetched;	/* atomic */
-	uint8_t rcode;
+	uint8_t rcode;		/* | ENTRY_HDR_ONLY */
 	uint8_t data[];
 };
+
+/* rcode bit: serve only the header (a header-only temporary failure) */
+#define ENTRY_HDR_ONLY	0x80
 _Static_assert(sizeof(struct cache_entry) == 48, "the entry header's size, as docs/cache.md says");
 
 /* A slot: entry address | tag << SLOT_TAG_SHIFT; 0 = empty. */
@@ -350,13 +353,16 @@ dlb_cache_key_make(const struct dlb_cache *c, const uint8_t *pkt, const struct d
 			     ((m->flags & DLB_F_CD) ? DLB_CK_CD : 0) | (tcp ? DLB_CK_TCP : 0));
 	k->opts_len = 0;
 	k->payload_class = 0;
-	k->max_answer = tcp ? 65535 : 512;
+	/* only payloadRanks can give an entry to a client that accepts less
+	 * than the one it was stored for; without, as dnsdist, an entry is
+	 * served as the backend answered a query of exactly this kind */
+	k->max_answer = tcp || o->nranks == 0 ? 65535 : 512;
 	if (m->has_opt) {
 		size_t pos = m->opt_rdata_off, end = pos + m->opt_rdlen;
 		uint16_t size = m->udp_size < 512 ? 512 : m->udp_size;
 
 		k->flags |= DLB_CK_EDNS | (m->do_bit ? DLB_CK_DO : 0);
-		if (!tcp)
+		if (!tcp && o->nranks > 0)
 			k->max_answer = size;
 		if (o->nranks > 0) {
 			int r = 0;
@@ -367,16 +373,22 @@ dlb_cache_key_make(const struct dlb_cache *c, const uint8_t *pkt, const struct d
 		} else {
 			k->payload_class = size;
 		}
-		/* the parser validated the option layout */
+		/*
+		 * The parser validated the option layout. A skipped option
+		 * (COOKIE) keeps its code and length, not its content: dnsdist
+		 * hashes the OPT's RDLENGTH, so a cookie of another size is
+		 * another entry. Whether a code is skipped is the cache's
+		 * choice, the same for every key, so the bytes still read
+		 * back one way only.
+		 */
 		while (end - pos >= 4) {
 			uint16_t code = dlb_rd16(pkt + pos), olen = dlb_rd16(pkt + pos + 2);
+			size_t take = skip_option(o, code) ? 4u : 4u + olen;
 
-			if (!skip_option(o, code)) {
-				if (k->opts_len + 4u + olen > DLB_CACHE_MAX_OPTS)
-					return -1;
-				memcpy(k->opts + k->opts_len, pkt + pos, 4u + olen);
-				k->opts_len = (uint8_t)(k->opts_len + 4u + olen);
-			}
+			if (k->opts_len + take > DLB_CACHE_MAX_OPTS)
+				return -1;
+			memcpy(k->opts + k->opts_len, pkt + pos, take);
+			k->opts_len = (uint8_t)(k->opts_len + take);
 			pos += 4u + olen;
 		}
 	}
@@ -394,6 +406,16 @@ dlb_cache_key_add_option(const struct dlb_cache *c, struct dlb_cache_key *k, con
 	k->opts_len = (uint8_t)(k->opts_len + len);
 	key_hash(k);
 	return 0;
+}
+
+void
+dlb_cache_key_drop_option(const struct dlb_cache *c, struct dlb_cache_key *k, size_t len)
+{
+	(void)c;
+	if (len > k->opts_len)
+		len = k->opts_len;
+	k->opts_len = (uint8_t)(k->opts_len - len);
+	key_hash(k);
 }
 
 static inline __attribute__((always_inline)) bool
@@ -496,6 +518,7 @@ dlb_cache_lookup(struct dlb_cache *c, const struct dlb_cache_key *k, double now,
 		}
 		if (stale_window > 0 && now < expires + stale_window) {
 			*res = DLB_CACHE_STALE;
+			STAT_ADD(ws->hits, 1);	/* dnsdist counts a stale answer as a hit */
 			STAT_ADD(ws->stale_hits, 1);
 			return (const struct dlb_cache_entry *)e;
 		}
@@ -559,7 +582,7 @@ dlb_cache_copy_out(const struct dlb_cache *c, const struct dlb_cache_entry *ce,
 			}
 		}
 	}
-	return e->len;
+	return __builtin_expect(e->rcode & ENTRY_HDR_ONLY, 0) ? DLB_DNS_HDR : e->len;
 }
 
 enum dlb_cache_result
@@ -657,10 +680,15 @@ answer_ttl(const struct dlb_cache_opts *o, const uint8_t *resp, size_t len, int 
 	unsigned rcode;
 	uint64_t ttl;
 
-	if (len < DLB_DNS_HDR || len > o->maximum_entry_size || len > UINT16_MAX ||
-	    (dlb_rd16(resp + 2) & DLB_F_TC) ||
-	    dlb_wire_scan_answer(resp, len, offs, MAX_TTLS, scan) != DLB_OK)
+	if (len == DLB_DNS_HDR && !(dlb_rd16(resp + 2) & DLB_F_TC) &&
+	    memcmp(resp + 4, "\0\0\0\0\0\0\0\0", 8) == 0) {
+		/* header only: no records to scan */
+		memset(scan, 0, sizeof(*scan));
+	} else if (len < DLB_DNS_HDR || len > o->maximum_entry_size || len > UINT16_MAX ||
+		   (dlb_rd16(resp + 2) & DLB_F_TC) ||
+		   dlb_wire_scan_answer(resp, len, offs, MAX_TTLS, scan) != DLB_OK) {
 		return TTL_NOT_CACHEABLE;
+	}
 	rcode = DLB_RCODE(dlb_rd16(resp + 2));
 	*rcodep = rcode;
 	if (rcode == DLB_RCODE_SERVFAIL || rcode == DLB_RCODE_REFUSED) {
@@ -706,6 +734,7 @@ dlb_cache_insert(struct dlb_cache *c, struct dlb_rcu_thread *rt, const struct dl
 {
 	struct cache_shard *s = shard_of(c, k->hash);
 	uint16_t offs[MAX_TTLS];
+	uint8_t hdr_only[DLB_DNS_HDR + DLB_MAX_NAME + 4];
 	struct dlb_answer_scan scan;
 	struct cache_entry *e;
 	cache_slot *set, *slot = NULL, *same = NULL, tag = slot_tag(k->hash);
@@ -725,8 +754,22 @@ dlb_cache_insert(struct dlb_cache *c, struct dlb_rcu_thread *rt, const struct dl
 		return false;
 	}
 
-	/* the answer's question is the key's: its name is stored as the key's */
-	if (dlb_rd16(resp + 4) != 1 || len < DLB_DNS_HDR + k->qname_len + 4u ||
+	/*
+	 * The answer's question is the key's: its name is stored as the key's.
+	 * A header-only SERVFAIL or REFUSED is cached too (dnsdist does, for
+	 * temporaryFailureTTL): stored with the key's question after it, for
+	 * the lookups' compare, and served as the header alone (ENTRY_HDR_ONLY).
+	 */
+	if (len == DLB_DNS_HDR && dlb_rd16(resp + 4) == 0 &&
+	    (rcode == DLB_RCODE_SERVFAIL || rcode == DLB_RCODE_REFUSED)) {
+		memcpy(hdr_only, resp, DLB_DNS_HDR);
+		memcpy(hdr_only + DLB_DNS_HDR, k->qname_lc, k->qname_len);
+		dlb_wr16(hdr_only + DLB_DNS_HDR + k->qname_len, k->qtype);
+		dlb_wr16(hdr_only + DLB_DNS_HDR + k->qname_len + 2, k->qclass);
+		resp = hdr_only;
+		len = DLB_DNS_HDR + k->qname_len + 4u;
+		rcode |= ENTRY_HDR_ONLY;
+	} else if (dlb_rd16(resp + 4) != 1 || len < DLB_DNS_HDR + k->qname_len + 4u ||
 	    !dlb_wire_name_equal_ci(resp + DLB_DNS_HDR, k->qname_len, k->qname_lc, k->qname_len) ||
 	    dlb_rd16(resp + DLB_DNS_HDR + k->qname_len) != k->qtype ||
 	    dlb_rd16(resp + DLB_DNS_HDR + k->qname_len + 2) != k->qclass) {
@@ -750,7 +793,9 @@ dlb_cache_insert(struct dlb_cache *c, struct dlb_rcu_thread *rt, const struct dl
 		return false;
 	}
 	e->hash_lo = (uint32_t)k->hash;
-	e->inserted = now;
+	/* whole seconds, as dnsdist's time(): an answer ages by one at each
+	 * turn of the clock's second, not a second after it came */
+	e->inserted = (double)(int64_t)now;
 	e->ttl = (uint32_t)ttl;
 	e->len = (uint16_t)len;
 	e->nttl = scan.nttl;
@@ -1008,7 +1053,7 @@ dlb_cache_dump(struct dlb_cache *c, struct dlb_rcu_thread *rt, const char *path,
 			fprintf(f, "%s %ld %s ; rcode %u, key %u, length %u, received over UDP %d, "
 				   "added %ld\n",
 				name, (long)(left > 0 ? floor(left) : 0),
-				type_name(e->qtype, tb, sizeof(tb)), e->rcode, (unsigned)e->hash_lo,
+				type_name(e->qtype, tb, sizeof(tb)), e->rcode & ~ENTRY_HDR_ONLY, (unsigned)e->hash_lo,
 				e->len, (e->flags & DLB_CK_TCP) ? 0 : 1, (long)e->inserted);
 			n++;
 		}

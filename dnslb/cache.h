@@ -83,7 +83,8 @@ struct dlb_cache_key {
 	uint16_t qtype, qclass;
 	uint16_t qname_len;
 	uint16_t payload_class;		/* rank (with payloadRanks) or the exact EDNS size; 0 = no EDNS */
-	uint16_t max_answer;		/* what the client accepts over UDP (512 or its EDNS size), 65535 over TCP */
+	uint16_t max_answer;		/* with payloadRanks, what the client accepts over UDP
+					 * (512 or its EDNS size); else 65535 */
 	uint8_t flags;			/* DLB_CK_* */
 	uint8_t opts_len;
 	uint8_t qname_lc[DLB_MAX_NAME];
@@ -136,6 +137,9 @@ int dlb_cache_key_make(const struct dlb_cache *c, const uint8_t *pkt, const stru
  */
 int dlb_cache_key_add_option(const struct dlb_cache *c, struct dlb_cache_key *k,
 			     const uint8_t *opt, size_t len);
+
+/** Undo dlb_cache_key_add_option(): drop the last @len bytes of options and rehash. */
+void dlb_cache_key_drop_option(const struct dlb_cache *c, struct dlb_cache_key *k, size_t len);
 
 /** What a lookup found. */
 enum dlb_cache_result {

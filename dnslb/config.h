@@ -111,6 +111,7 @@ struct dlb_backend {
 	/* healthCheckMode="lazy": judged by real traffic, probed only once down */
 	bool lazy;
 	bool lazy_timeouts_only;		/* lazyHealthCheckMode "TimeoutOnly" */
+	bool disable_zero_scope;		/* disableZeroScope: no zero-scope caching */
 	bool lazy_backoff;			/* lazyHealthCheckUseExponentialBackOff */
 	int lazy_sample_size;			/* lazyHealthCheckSampleSize, default 100 */
 	int lazy_min_samples;			/* lazyHealthCheckMinSampleCount, default 1 */
@@ -180,6 +181,7 @@ struct dlb_pool {
 	int n;
 	int policy;				/* -1 = use the global policy */
 	int necs;				/* atomic: members with useClientSubnet */
+	bool use_ecs;				/* atomic: setECS(), ECS when no server is up */
 	struct dlb_cache *cache;		/* setCache(); NULL = none. Owned by cfg->caches */
 	struct dlb_ch_ring *ring;		/* chashed (atomic): NULL = no points */
 };

@@ -79,6 +79,8 @@ struct dlb_slot {
 	uint8_t client_counted;		/* holds a place in the worker's per-client
 					 * outstanding table (dnslb/abuse.h) */
 	uint8_t ecs_added;		/* enum dlb_ecs_added: what to strip from the answer */
+	uint8_t zero_scope;		/* > 0: the ECS option's length at the end of key.opts;
+					 * an answer of scope 0 is cached without it */
 	uint16_t qlen;			/* 0: not kept (failover off, or too big) */
 	/* what the query rules decided that the answer needs */
 	int32_t tempfail_ttl;		/* -1: the cache's */

@@ -195,6 +195,14 @@ cache_answer(struct dlb_worker *w, struct dlb_query *q, bool selected)
 	q->pkt = out;
 	q->cap = cap;
 	q->len = n;
+	if (q->has_dq) {
+		/* a rule may have changed RD or CD (SetNoRecurseAction...), so
+		 * the key holds its bits and the entry may come from a client
+		 * that sent others: the client's own, as dnsdist restores them */
+		const uint16_t rdcd = DLB_F_RD | DLB_F_CD;
+
+		dlb_wr16(out + 2, (uint16_t)((dlb_rd16(out + 2) & ~rdcd) | (q->orig_flags & rdcd)));
+	}
 	w->stats.cache_hits++;
 	dlb_rings_cache_hit(q);
 	return answer_rules(w, q, DLB_CHAIN_CACHE_HIT);
@@ -340,19 +348,19 @@ ecs_override(const struct dlb_config *cfg, const struct dlb_query *q)
 	return cfg->ecs_override;
 }
 
-/* Does @q get an ECS option: the backend's useClientSubnet, or the rules'. */
+/*
+ * Does ECS apply to @q? As dnsdist: when its server has useClientSubnet, or
+ * (no server available) its pool has setECS(true), and no rule turned ECS
+ * off (dq.useECS). SetECSAction only sets the value. The option is then
+ * added unless the client sent one and setECSOverride is off.
+ */
 static bool
-want_ecs(const struct dlb_config *cfg, const struct dlb_query *q)
+use_ecs(const struct dlb_query *q)
 {
-	bool use = q->be->use_ecs;
+	bool use = q->be != NULL ? q->be->use_ecs
+				 : __atomic_load_n(&q->pool->use_ecs, __ATOMIC_RELAXED);
 
-	if (q->has_dq) {
-		if (q->dq.use_ecs >= 0)
-			use = q->dq.use_ecs != 0;
-		else if (q->dq.ecs_fixed.ss_family != 0)
-			use = true;	/* SetECSAction asks for it */
-	}
-	return use && (q->m.ecs_off == 0 || ecs_override(cfg, q));
+	return use && !(q->has_dq && q->dq.use_ecs == 0);
 }
 
 /* The ECS option for @q into q->ecs: SetECSAction's fixed subnet, or the client's. */
@@ -490,9 +498,7 @@ lookup_first(const struct dlb_worker *w, const struct dlb_query *q)
 	int policy;
 
 	if (__atomic_load_n(&q->pool->necs, __ATOMIC_RELAXED) > 0 ||
-	    w->cfg->stale_cache_ttl > 0)
-		return false;
-	if (q->has_dq && (q->dq.use_ecs > 0 || q->dq.ecs_fixed.ss_family != 0))
+	    __atomic_load_n(&q->pool->use_ecs, __ATOMIC_RELAXED) || w->cfg->stale_cache_ttl > 0)
 		return false;
 	policy = pool_policy(w, q->pool);
 	return policy == DLB_POLICY_LEAST_OUTSTANDING || policy == DLB_POLICY_WRANDOM ||
@@ -530,8 +536,21 @@ process_tail(struct dlb_worker *w, struct dlb_query *q)
 		looked = true;
 	}
 	select_server(w, q);
-	if (q->be != NULL && q->client != NULL && want_ecs(cfg, q))
-		q->ecslen = (uint8_t)ecs_option(cfg, q);
+	q->zero_scope = false;
+	if (q->client != NULL && q->pool != NULL && use_ecs(q)) {
+		if (q->cache != NULL && dlb_cache_get_opts(q->cache)->parse_ecs &&
+		    (q->be == NULL || !q->be->disable_zero_scope)) {
+			/* zero scope (dnsdist): first the key without our ECS; an
+			 * answer whose ECS has scope 0 was stored there for all */
+			enum dlb_verdict v = cache_answer(w, q, true);
+
+			if (v != DLB_V_FORWARD)
+				return cache_hit(q, v);
+			q->zero_scope = q->m.ecs_off == 0;
+		}
+		if (q->m.ecs_off == 0 || ecs_override(cfg, q))
+			q->ecslen = (uint8_t)ecs_option(cfg, q);
+	}
 	if (q->cache != NULL && q->ecslen > 0 &&
 	    dlb_cache_key_add_option(q->cache, &q->key, q->ecs, q->ecslen) != 0)
 		q->cache = NULL;	/* no room for the subnet in the key */
@@ -549,6 +568,17 @@ process_tail(struct dlb_worker *w, struct dlb_query *q)
 	if (q->be == NULL) {
 		w->stats.no_policy++;
 		q->m.flags = q->orig_flags;	/* the client's RD and CD, whatever rules did */
+		if (q->ecslen > 0 && !q->m.has_opt) {
+			/* the pool's setECS: dnsdist has put an OPT RR in the query
+			 * by now, and its answer built from the query keeps one */
+			q->m.has_opt = true;
+			if (q->tcp && q->pkt != w->scratch) {
+				/* a TCP frame is only as big as the query */
+				memcpy(w->scratch, q->pkt, q->len);
+				q->pkt = w->scratch;
+				q->cap = DLB_RBUF_SIZE;
+			}
+		}
 		if (cfg->servfail_when_no_server)
 			return answer_locally(w, q, DLB_RCODE_SERVFAIL, false);
 		return DLB_V_DROP;
@@ -708,6 +738,7 @@ dlb_query_fill_slot(struct dlb_slot *s, const struct dlb_query *q, const struct 
 	s->retried = 0;
 	s->qlen = 0;
 	s->ecs_added = DLB_ECS_NONE;
+	s->zero_scope = q->zero_scope && q->cache != NULL ? q->ecslen : 0;
 	s->tempfail_ttl = q->tempfail_ttl;
 	s->delay_ms = q->delay_ms;
 	s->max_returned_ttl = q->max_returned_ttl;
@@ -832,10 +863,16 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 	struct dlb_dnsmsg rm;
 	union dlb_sockaddr local;
 	struct dlb_dq dr;
+	bool zero_scope = false;
 
 	*delay_ms = s->client.proto == DLB_CLIENT_UDP ? s->delay_ms : 0;
-	if (s->ecs_added != DLB_ECS_NONE)
-		len = dlb_wire_strip_ecs(pkt, len, (enum dlb_ecs_added)s->ecs_added);
+	if (s->ecs_added != DLB_ECS_NONE) {
+		int scope = -1;
+
+		len = dlb_wire_strip_ecs(pkt, len, (enum dlb_ecs_added)s->ecs_added,
+					 s->zero_scope > 0 ? &scope : NULL);
+		zero_scope = scope == 0;
+	}
 	dlb_wr16(pkt, s->client.orig_id);
 	flags = (uint16_t)((flags & ~keep) | (s->client.orig_flags & keep));
 	dlb_wr16(pkt + 2, flags);
@@ -878,11 +915,20 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 		rc = NULL;
 	}
 	if (cache != NULL) {
-		bool inserted = dlb_cache_insert(cache, &w->rcu, &s->key, pkt, len,
-						 dlb_worker_now(w), tempfail);
+		const struct dlb_cache_key *key = &s->key;
+		struct dlb_cache_key nokey;
+		bool inserted;
 
+		if (zero_scope) {
+			/* scope 0: good for every client, under the key without our ECS */
+			dlb_cache_key_copy(&nokey, &s->key);
+			dlb_cache_key_drop_option(cache, &nokey, s->zero_scope);
+			key = &nokey;
+		}
+		inserted = dlb_cache_insert(cache, &w->rcu, key, pkt, len, dlb_worker_now(w),
+					    tempfail);
 		if (inserted && w->redis != NULL)	/* the fleet's second level */
-			dlb_l2_store(w, cache, &s->key, pkt, len, dlb_worker_now(w), tempfail);
+			dlb_l2_store(w, cache, key, pkt, len, dlb_worker_now(w), tempfail);
 
 		if (inserted && ic->n > 0 && rc != NULL) {
 			enum dlb_verdict_r v;

@@ -62,6 +62,7 @@ struct dlb_query {
 	bool skip_cache;
 	bool has_dq;			/* the query rules ran: dq is valid */
 	uint8_t ecslen;			/* 0: none */
+	bool zero_scope;		/* the cache's zero-scope feature applies (parseECS) */
 	uint8_t ring_flags;		/* dnslb/rings.c: in the query ring, answered from the
 					 * cache (the query's own: a receive batch prepares
 					 * every query before it answers any) */

@@ -957,17 +957,29 @@ size_t
 dlb_wire_add_ecs(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m,
 		 const uint8_t *ecs, size_t ecslen, bool override, enum dlb_ecs_added *added)
 {
+	size_t orig;
+
 	*added = DLB_ECS_NONE;
-	if (m->trailing || m->parsed_end != len)
-		return len;	/* never write after bytes we did not parse */
+	if (m->parsed_end > len || m->parsed_end < DLB_DNS_HDR)
+		return len;
 	if (m->qdcount != 1)
 		return len;	/* its answer could not be restored (strip walks one question) */
+	if (m->has_opt && m->ecs_off != 0 && !override)
+		return len;	/* the client's own ECS goes through */
+	/* bytes after the last record are dropped before anything is added,
+	 * as dnsdist does: we never write after bytes we did not parse (a
+	 * failure below returns @orig: the query as it came). A replaced
+	 * option keeps its place, and they stay, as in dnsdist. */
+	orig = len;
+	if (m->ecs_off == 0)
+		len = m->parsed_end;
 	if (!m->has_opt) {
 		if (len + 11 + ecslen > cap || len + 11 + ecslen > WIRE_MAX_MSG)
-			return len;
+			return orig;
 		pkt[len] = 0;				/* owner: root */
 		dlb_wr16(pkt + len + 1, DLB_TYPE_OPT);
-		dlb_wr16(pkt + len + 3, 1232);		/* payload size */
+		/* payload 512, as dnsdist: the client sent no EDNS, so it takes 512 */
+		dlb_wr16(pkt + len + 3, 512);
 		dlb_wr32(pkt + len + 5, 0);		/* ext rcode, version, flags */
 		dlb_wr16(pkt + len + 9, (uint16_t)ecslen);
 		memcpy(pkt + len + 11, ecs, ecslen);
@@ -978,11 +990,9 @@ dlb_wire_add_ecs(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *
 	if (m->ecs_off != 0) {
 		size_t off = m->ecs_off, olen = 4u + dlb_rd16(pkt + off + 2);
 
-		if (!override)
-			return len;	/* the client's own ECS goes through */
 		/* replace: remove the old option, then add ours below */
 		if (len - olen + ecslen > cap)
-			return len;
+			return orig;
 		memmove(pkt + off, pkt + off + olen, len - off - olen);
 		len -= olen;
 		dlb_wr16(pkt + m->opt_rdata_off - 2,
@@ -993,7 +1003,7 @@ dlb_wire_add_ecs(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *
 		size_t end = m->opt_rdata_off + rdlen;
 
 		if (len + ecslen > cap || len + ecslen > WIRE_MAX_MSG || rdlen + ecslen > 65535)
-			return len;
+			return m->ecs_off != 0 ? len : orig;
 		memmove(pkt + end + ecslen, pkt + end, len - end);
 		memcpy(pkt + end, ecs, ecslen);
 		dlb_wr16(pkt + m->opt_rdata_off - 2, (uint16_t)(rdlen + ecslen));
@@ -1003,7 +1013,7 @@ dlb_wire_add_ecs(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *
 }
 
 size_t
-dlb_wire_strip_ecs(uint8_t *pkt, size_t len, enum dlb_ecs_added added)
+dlb_wire_strip_ecs(uint8_t *pkt, size_t len, enum dlb_ecs_added added, int *scope)
 {
 	unsigned counts[3];
 	size_t pos, opt_rr = 0, opt_rdata = 0, opt_end = 0;
@@ -1011,6 +1021,8 @@ dlb_wire_strip_ecs(uint8_t *pkt, size_t len, enum dlb_ecs_added added)
 	bool found = false;
 	int r;
 
+	if (scope != NULL)
+		*scope = -1;
 	if (added == DLB_ECS_NONE || len < DLB_DNS_HDR || dlb_rd16(pkt + 4) > 1)
 		return len;
 	counts[0] = dlb_rd16(pkt + 6);
@@ -1052,6 +1064,21 @@ dlb_wire_strip_ecs(uint8_t *pkt, size_t len, enum dlb_ecs_added added)
 	}
 	if (!found)
 		return len;
+	if (scope != NULL) {
+		/* the cache's zero scope: only the SCOPE byte of the first ECS */
+		for (size_t o = opt_rdata; o + 4 <= opt_rdata + opt_rdlen;) {
+			size_t olen = 4u + dlb_rd16(pkt + o + 2);
+
+			if (o + olen > opt_rdata + opt_rdlen)
+				break;
+			if (dlb_rd16(pkt + o) == DLB_EDNS_OPT_ECS) {
+				if (olen >= 8)
+					*scope = pkt[o + 7];
+				break;
+			}
+			o += olen;
+		}
+	}
 	if (added == DLB_ECS_OPT_RR) {
 		memmove(pkt + opt_rr, pkt + opt_end, len - opt_end);
 		dlb_wr16(pkt + 10, (uint16_t)(counts[2] - 1));

@@ -86,7 +86,7 @@ struct dlb_dnsmsg {
 	uint16_t cookie_off;		/* offset of the COOKIE option's code, 0 if none */
 
 	uint16_t parsed_end;		/* offset just past the last record parsed */
-	bool trailing;			/* bytes after the last record: never append here */
+	bool trailing;			/* bytes after the last record (dropped when ECS is added) */
 
 	uint8_t qname_lc[DLB_MAX_NAME];	/* the first question's name in wire form, ASCII
 					 * lowercased (qname_len bytes; the parser leaves
@@ -207,10 +207,12 @@ size_t dlb_wire_ecs_option(const struct sockaddr *client, int prefix, uint8_t *o
 /**
  * Add the EDNS Client Subnet option @ecs (from dlb_wire_ecs_option) to the
  * parsed query @m in @pkt (@len bytes, room for @cap), in place: into its OPT
- * RR, or as a new OPT RR (payload 1232) when it has none. An ECS option the
- * client sent is kept, unless @override. A query with bytes after its last
- * record is never touched (bad-inputs §2, CVE-2018-14663), nor one whose
- * qdcount is not 1.
+ * RR, or as a new OPT RR (payload 512, as dnsdist) when it has none. An ECS
+ * option the client sent is kept, unless @override (then replaced in its
+ * place). Bytes after the query's last record are dropped before an option
+ * or OPT RR is added, as dnsdist does: nothing is ever written after bytes
+ * the parser did not read (CVE-2018-14663). A query whose qdcount is not 1
+ * is never touched.
  * @return the new length; *@added tells what was done.
  */
 size_t dlb_wire_add_ecs(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m,
@@ -219,10 +221,11 @@ size_t dlb_wire_add_ecs(uint8_t *pkt, size_t len, size_t cap, const struct dlb_d
 /**
  * Undo dlb_wire_add_ecs() in a backend's answer: remove the OPT RR
  * (DLB_ECS_OPT_RR) or the ECS option (DLB_ECS_OPTION) from its additional
- * section. An answer that cannot be walked is left alone.
+ * section. An answer that cannot be walked is left alone. @scope, unless
+ * NULL: the SCOPE PREFIX-LENGTH of the ECS option found there, or -1.
  * @return the new length.
  */
-size_t dlb_wire_strip_ecs(uint8_t *pkt, size_t len, enum dlb_ecs_added added);
+size_t dlb_wire_strip_ecs(uint8_t *pkt, size_t len, enum dlb_ecs_added added, int *scope);
 
 /**
  * dnsdist's text for an (extended) rcode, as RCode::to_s / ERCode::to_s

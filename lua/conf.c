@@ -995,10 +995,10 @@ static const char *const server_keys[] = {
 	"lazyHealthCheckThreshold", "lazyHealthCheckFailedInterval",
 	"lazyHealthCheckUseExponentialBackOff", "lazyHealthCheckMaxBackOff", "lazyHealthCheckMode",
 	"useClientSubnet", "useProxyProtocol", "checkFunction",
+	"disableZeroScope",
 	/* dnsdist 1.7 keys accepted and ignored: per-backend responder threads
-	 * (cpus), socket details (ipBindAddrNoPort, tcpFastOpen, reconnectOnUp)
-	 * and the zero-scope cache lookup dnslb does not make (disableZeroScope) */
-	"cpus", "ipBindAddrNoPort", "tcpFastOpen", "reconnectOnUp", "disableZeroScope",
+	 * (cpus) and socket details (ipBindAddrNoPort, tcpFastOpen, reconnectOnUp) */
+	"cpus", "ipBindAddrNoPort", "tcpFastOpen", "reconnectOnUp",
 	NULL,
 };
 
@@ -1334,6 +1334,7 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default,
 	}
 
 	dlb_lua_opt_bool(L, 1, fn, "useClientSubnet", &be->use_ecs);
+	dlb_lua_opt_bool(L, 1, fn, "disableZeroScope", &be->disable_zero_scope);
 	dlb_lua_opt_bool(L, 1, fn, "useProxyProtocol", &be->use_proxy_protocol);
 	if (lua_getfield(L, 1, "sockets") != LUA_TNIL) {
 		lua_Integer n = 0;
@@ -2068,45 +2069,35 @@ l_cache_purge_expired(lua_State *L)
 
 /*
  * expungeByName(name[, qtype = ANY[, suffixMatch = false]]): prints
- * "Expunged N records" as dnsdist does, and also returns N.
+ * "Expunged N records" and returns nothing, as dnsdist does.
  */
 static int
 l_cache_expunge_by_name(lua_State *L)
 {
 	const char *fn = "expungeByName";
 	struct dlb_cache *c = check_cache(L, 1);
-	const char *text;
 	uint8_t name[DLB_MAX_NAME];
 	uint16_t qtype = 255;
 	bool suffix = false;
 	struct dlb_rcu_thread *rt;
-	size_t removed;
-	int len;
+	size_t removed, len;
 
-	if (lua_type(L, 2) != LUA_TSTRING)
-		return luaL_error(L, "%s: the name must be a string", fn);
-	text = lua_tostring(L, 2);
-	len = dlb_wire_name_from_text(text, name, sizeof(name));
-	if (len <= 0)
-		return luaL_error(L, "%s: invalid name '%s'", fn, text);
-	for (int i = 0; i < len; i++)
-		if (name[i] >= 'A' && name[i] <= 'Z')
-			name[i] = (uint8_t)(name[i] - 'A' + 'a');
+	/* a DNSName (dnsdist's type) or a string */
+	len = dlb_lua_check_name_lc(L, 2, fn, name);
 	if (!lua_isnoneornil(L, 3))
 		qtype = (uint16_t)check_rrtype(L, 3, fn, "qtype", dlb_qtype_names);
 	if (!lua_isnoneornil(L, 4))
 		suffix = dlb_lua_check_bool_at(L, 4, fn, "suffixMatch");
 	if (replaying(L))
-		return 1;
+		return 0;
 	rt = conf_rcu(L, fn);
 
-	removed = dlb_cache_expunge_by_name(c, rt, name, (size_t)len, qtype, suffix);
+	removed = dlb_cache_expunge_by_name(c, rt, name, len, qtype, suffix);
 	conf_rcu_poll(rt);
 	lua_pushfstring(L, "Expunged %I records", (lua_Integer)removed);
 	dlb_lua_print(L, lua_tostring(L, -1));
 	lua_pop(L, 1);
-	lua_pushinteger(L, (lua_Integer)removed);
-	return 1;
+	return 0;
 }
 
 /*
@@ -2283,8 +2274,32 @@ l_pool_unset_cache(lua_State *L)
 	return 0;
 }
 
+/*
+ * setECS(b): a query of this pool that finds no server available still gets
+ * the client's ECS option in its cache key (dnsdist: for the stale entries
+ * of useClientSubnet servers).
+ */
+static int
+l_pool_set_ecs(lua_State *L)
+{
+	struct dlb_pool *p = check_pool(L, 1, "setECS");
+	bool on = dlb_lua_check_bool_at(L, 2, "setECS", "value");
+
+	__atomic_store_n(&p->use_ecs, on, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int
+l_pool_get_ecs(lua_State *L)
+{
+	lua_pushboolean(L, __atomic_load_n(&check_pool(L, 1, "getECS")->use_ecs, __ATOMIC_RELAXED));
+	return 1;
+}
+
 static const luaL_Reg pool_methods[] = {
 	{ "getName", l_pool_get_name },
+	{ "setECS", l_pool_set_ecs },
+	{ "getECS", l_pool_get_ecs },
 	{ "setCache", l_pool_set_cache },
 	{ "getCache", l_pool_get_cache },
 	{ "unsetCache", l_pool_unset_cache },

@@ -310,6 +310,10 @@ const struct dlb_lref dlb_lua_reference[] = {
 	     "Attaches a packet cache (replacing the previous one). Not from a rule."),
 	METH("ServerPool", "getCache", "()", "The pool's `PacketCache`, or `nil`."),
 	METH("ServerPool", "unsetCache", "()", "Detaches the pool's cache. Not from a rule."),
+	METH("ServerPool", "setECS", "(bool)",
+	     "With `true`, a query that finds no server available still gets the client's ECS "
+	     "option in its cache key (stale entries of `useClientSubnet` servers)."),
+	METH("ServerPool", "getECS", "()", "What `setECS` set (default `false`)."),
 	OP("ServerPool", "__tostring", "tostring(p)", "`ServerPool \"name\"`."),
 
 	OBJ("PacketCache", "PacketCache", "pc",

@@ -1060,11 +1060,12 @@ run_query_action(const struct dlb_act *a, struct dlb_dq *dq, struct dlb_stats *s
 		dq->tempfail_ttl = a->u.num > INT32_MAX ? INT32_MAX : (int32_t)a->u.num;
 		return DLB_R_CONTINUE;
 	case DLB_ACT_ECS: {
-		/* SetECSAction(v4[, v6]): the v6 value for v6 clients when there is one */
+		/* SetECSAction(v4[, v6]): the v6 value for v6 clients when there is
+		 * one. Only the value: as in dnsdist, a server without
+		 * useClientSubnet (or a pool without setECS) still gets none */
 		bool v6 = a->u.ecs.v6.ss_family != 0 && dq->remote != NULL &&
 			  dq->remote->sa_family == AF_INET6;
 
-		dq->use_ecs = 1;
 		dq->ecs_fixed = v6 ? a->u.ecs.v6 : a->u.ecs.v4;
 		dq->ecs_fixed_bits = v6 ? a->u.ecs.bits6 : a->u.ecs.bits4;
 		return DLB_R_CONTINUE;

@@ -126,7 +126,7 @@ struct dlb_dq {
 					 * backend's is removed from its answer */
 	int32_t tempfail_ttl;		/* -1: the cache's temporaryFailureTTL */
 	uint32_t delay_ms;		/* delay the answer to the client (UDP only) */
-	int8_t use_ecs;			/* -1: the backend's useClientSubnet; 0 off; 1 on */
+	int8_t use_ecs;			/* dq.useECS: 0 = no ECS (SetDisableECSAction); -1, 1: as the server */
 	int8_t ecs_override;		/* -1: setECSOverride; 0/1 */
 	int16_t ecs_prefix_v4;		/* -1: setECSSourcePrefixV4 */
 	int16_t ecs_prefix_v6;		/* -1: setECSSourcePrefixV6 */

@@ -53,6 +53,9 @@ to port 0 and read `.port`.  Every query it receives is recorded (see
                      starting with the zone's SOA (serial 2024010101), the
                      last ending with it, A records between; UDP: TC=1
   huge-<n>           an answer of exactly <n> bytes (TXT) over UDP and TCP
+  size-<n>           UDP and TCP: an answer of exactly <n> bytes (TXT), TTL 300
+  ecsscope-<n>       the normal answer, its OPT's echoed ECS option (if the
+                     query had one) with SCOPE PREFIX-LENGTH <n>
 
 Health-check queries (qname in `check_names`, by default
 {"a.root-servers.net."}, case-insensitive) get the normal answer unless
@@ -243,6 +246,23 @@ def build_answer(q, rcode=0, answers=(), flags_set=0, flags_clear=0, qid=None,
                       1 if with_question else 0, len(answers) if with_question else 0,
                       0, 1 if opt else 0)
     return hdr + qd + (b"".join(answers) if with_question else b"") + opt
+
+
+def _with_ecs_scope(q, scope):
+    """A copy of query @q whose OPT's ECS options carry scope @scope (what
+    build_answer echoes)."""
+    if q.opt is None:
+        return q
+    c = Query()
+    for k in Query.__slots__:
+        setattr(c, k, getattr(q, k, None))
+    rdata = b""
+    for code, data in q.opt["options"]:
+        if code == 8 and len(data) >= 4:
+            data = data[:3] + bytes([scope & 0xFF]) + data[4:]
+        rdata += struct.pack("!HH", code, len(data)) + data
+    c.opt = dict(q.opt, rdata=rdata)
+    return c
 
 
 def _normal_records(q, addr=REAL_ADDR, ttl=300):
@@ -604,6 +624,13 @@ class Responder:
         m = re.fullmatch(r"huge-(\d+)", label)
         if m:
             return [(0, _txt_fill(q, int(m.group(1))), "big")]
+        m = re.fullmatch(r"size-(\d+)", label)
+        if m:
+            return [(0, _txt_fill(q, int(m.group(1))), "big")]
+        m = re.fullmatch(r"ecsscope-(\d+)", label)
+        if m:
+            return [(0, build_answer(_with_ecs_scope(q, int(m.group(1))),
+                                     answers=_normal_records(q)), "normal")]
         if label == "tcdata":
             return [(0, build_answer(q, answers=_normal_records(q), flags_set=TC), "tc")]
         if label == "twice":

@@ -47,7 +47,7 @@ add_ecs(const uint8_t *q, size_t qlen, const struct dlb_dnsmsg *m, uint8_t ctl,
 
 	memcpy(qbuf, q, qlen);
 	n = dlb_wire_add_ecs(qbuf, qlen, CAP, m, ecs, ecslen, ctl & 1, added);
-	if (m->trailing || m->qdcount != 1)
+	if (m->qdcount != 1)
 		CHECK(*added == DLB_ECS_NONE);
 	if (*added == DLB_ECS_NONE) {
 		CHECK(n == qlen && memcmp(qbuf, q, qlen) == 0);
@@ -62,7 +62,7 @@ add_ecs(const uint8_t *q, size_t qlen, const struct dlb_dnsmsg *m, uint8_t ctl,
 	if ((ctl & 1) || m->ecs_off == 0)
 		CHECK(memcmp(qbuf + m2.ecs_off, ecs, ecslen) == 0);
 	if (*added == DLB_ECS_OPT_RR) {
-		CHECK(!m->has_opt && m2.arcount == m->arcount + 1 && m2.udp_size == 1232);
+		CHECK(!m->has_opt && m2.arcount == m->arcount + 1 && m2.udp_size == 512);
 	} else {
 		CHECK(m->has_opt && m2.arcount == m->arcount);
 	}
@@ -111,16 +111,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (added != DLB_ECS_NONE && !(added == DLB_ECS_OPTION && m.ecs_off != 0)) {
 		memcpy(echo, qbuf, n);
 		as_response(echo);
-		s = dlb_wire_strip_ecs(echo, n, added);
+		s = dlb_wire_strip_ecs(echo, n, added, NULL);
 		memcpy(abuf, query, qlen);
 		as_response(abuf);
-		CHECK(s == qlen && memcmp(echo, abuf, qlen) == 0);
+		/* (less what followed the last record: dropped) */
+		CHECK(s == m.parsed_end && memcmp(echo, abuf, m.parsed_end) == 0);
 	}
 
 	/* any answer */
 	memcpy(abuf, ans, alen);
 	rq = dlb_wire_parse_response_question(abuf, alen, &r);
-	s = dlb_wire_strip_ecs(abuf, alen, added);
+	s = dlb_wire_strip_ecs(abuf, alen, added, NULL);
 	CHECK(s <= alen);
 	if (added == DLB_ECS_NONE)
 		CHECK(s == alen && memcmp(abuf, ans, alen) == 0);

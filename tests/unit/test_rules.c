@@ -1226,7 +1226,7 @@ test_query_continue(void **state)
 	assert_int_equal(E.dq.ecs_prefix_v4, 20);
 	assert_int_equal(E.dq.ecs_prefix_v6, 48);
 	assert_int_equal(E.dq.ecs_override, 1);
-	assert_int_equal(E.dq.use_ecs, 1);
+	assert_int_equal(E.dq.use_ecs, -1);	/* SetECSAction sets only the value */
 	assert_int_equal(E.dq.ecs_fixed.ss_family, AF_INET);
 	assert_int_equal(E.dq.ecs_fixed_bits, 8);
 	assert_string_equal(dlb_tags_get(&E.dq.tags, "t"), "v");

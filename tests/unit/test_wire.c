@@ -1455,7 +1455,7 @@ test_add_ecs_no_opt(void **state)
 	assert_memory_equal(p.b + 12, orig.b + 12, orig.n - 12);
 	assert_int_equal(p.b[orig.n], 0);			/* owner: root */
 	assert_int_equal(dlb_rd16(p.b + orig.n + 1), DLB_TYPE_OPT);
-	assert_int_equal(dlb_rd16(p.b + orig.n + 3), 1232);
+	assert_int_equal(dlb_rd16(p.b + orig.n + 3), 512);	/* dnsdist's size */
 	assert_int_equal(dlb_rd32(p.b + orig.n + 5), 0);
 	assert_int_equal(dlb_rd16(p.b + orig.n + 9), el);
 	assert_memory_equal(p.b + orig.n + 11, ecs, el);
@@ -1463,19 +1463,19 @@ test_add_ecs_no_opt(void **state)
 	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
 	assert_true(m.has_opt);
 	assert_false(m.trailing);
-	assert_int_equal(m.udp_size, 1232);
+	assert_int_equal(m.udp_size, 512);
 	assert_false(m.do_bit);
 	assert_int_equal(m.ecs_off, orig.n + 11);
 
 	/* the answer loses the whole OPT RR again */
 	ecs_answer(&ans, p.b, p.n);
 	ecs_answer(&want, orig.b, orig.n);
-	n = dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPT_RR);
+	n = dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPT_RR, NULL);
 	assert_int_equal(n, want.n);
 	assert_memory_equal(ans.b, want.b, want.n);
 
 	/* a backend that dropped the OPT: nothing to remove */
-	n = dlb_wire_strip_ecs(want.b, want.n, DLB_ECS_OPT_RR);
+	n = dlb_wire_strip_ecs(want.b, want.n, DLB_ECS_OPT_RR, NULL);
 	assert_int_equal(n, want.n);
 }
 
@@ -1518,7 +1518,7 @@ test_add_ecs_with_opt(void **state)
 	/* answer: only the ECS option goes, the cookie and the A record stay */
 	ecs_answer(&ans, p.b, p.n);
 	ecs_answer(&want, orig.b, orig.n);
-	n = dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION);
+	n = dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION, NULL);
 	assert_int_equal(n, want.n);
 	assert_memory_equal(ans.b, want.b, want.n);
 
@@ -1534,7 +1534,7 @@ test_add_ecs_with_opt(void **state)
 	p.n = n;
 	ecs_answer(&ans, p.b, p.n);
 	ecs_answer(&want, orig.b, orig.n);
-	n = dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION);
+	n = dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION, NULL);
 	assert_int_equal(n, want.n);
 	assert_memory_equal(ans.b, want.b, want.n);
 }
@@ -1567,7 +1567,7 @@ test_add_ecs_client_ecs(void **state)
 	/* and the answer keeps the client's ECS (nothing to undo) */
 	ecs_answer(&ans, p.b, p.n);
 	want = ans;
-	n = dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_NONE);
+	n = dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_NONE, NULL);
 	assert_int_equal(n, want.n);
 	assert_memory_equal(ans.b, want.b, want.n);
 
@@ -1592,7 +1592,7 @@ test_add_ecs_client_ecs(void **state)
 	ecs_answer(&ans, p.b, p.n);
 	ecs_query(&orig, cookie_only, sizeof(cookie_only), true);
 	ecs_answer(&want, orig.b, orig.n);
-	n = dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION);
+	n = dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION, NULL);
 	assert_int_equal(n, want.n);
 	assert_memory_equal(ans.b, want.b, want.n);
 
@@ -1619,7 +1619,8 @@ test_add_ecs_untouched(void **state)
 	(void)state;
 	el = ecs_for("127.0.0.1", 24, ecs);
 
-	/* trailing bytes after the last record: never modified */
+	/* trailing bytes after the last record: dropped, then the ECS added
+	 * (dnsdist 1.7.3 does the same) */
 	pb_std_query(&p, false);
 	pb_bytes(&p, "garbage", 7);
 	orig = p;
@@ -1627,20 +1628,19 @@ test_add_ecs_untouched(void **state)
 	assert_true(m.trailing);
 	added = DLB_ECS_OPTION;
 	n = dlb_wire_add_ecs(p.b, p.n, PB_MAX, &m, ecs, el, false, &added);
-	assert_int_equal(added, DLB_ECS_NONE);
-	assert_int_equal(n, orig.n);
-	assert_memory_equal(p.b, orig.b, orig.n);
+	assert_int_equal(added, DLB_ECS_OPT_RR);
+	assert_int_equal(n, orig.n - 7 + 11 + el);
+	assert_memory_equal(p.b + 12, orig.b + 12, orig.n - 7 - 12);
 
 	pb_std_query(&p, true);
 	pb_bytes(&p, "\0\0", 2);
 	orig = p;
 	assert_int_equal(dlb_wire_parse_query(p.b, p.n, &m), DLB_OK);
 	assert_true(m.trailing);
-	added = DLB_ECS_OPTION;
+	added = DLB_ECS_NONE;
 	n = dlb_wire_add_ecs(p.b, p.n, PB_MAX, &m, ecs, el, true, &added);
-	assert_int_equal(added, DLB_ECS_NONE);
-	assert_int_equal(n, orig.n);
-	assert_memory_equal(p.b, orig.b, orig.n);
+	assert_int_equal(added, DLB_ECS_OPTION);
+	assert_int_equal(n, orig.n - 2 + el);	/* no ECS to replace: dropped */
 
 	/* no OPT, one octet too little room for the new OPT RR */
 	pb_std_query(&p, false);
@@ -1694,10 +1694,10 @@ test_strip_ecs_malformed(void **state)
 
 	/* truncated in the middle of the OPT RR */
 	keep = ans;
-	n = dlb_wire_strip_ecs(ans.b, ans.n - 3, DLB_ECS_OPTION);
+	n = dlb_wire_strip_ecs(ans.b, ans.n - 3, DLB_ECS_OPTION, NULL);
 	assert_int_equal(n, ans.n - 3);
 	assert_memory_equal(ans.b, keep.b, keep.n);
-	n = dlb_wire_strip_ecs(ans.b, ans.n - 3, DLB_ECS_OPT_RR);
+	n = dlb_wire_strip_ecs(ans.b, ans.n - 3, DLB_ECS_OPT_RR, NULL);
 	assert_int_equal(n, ans.n - 3);
 	assert_memory_equal(ans.b, keep.b, keep.n);
 
@@ -1708,7 +1708,7 @@ test_strip_ecs_malformed(void **state)
 
 		ans.b[qend] = 0x3f;	/* the first answer's owner pointer -> label of 63 */
 		keep = ans;
-		assert_int_equal(dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION), ans.n);
+		assert_int_equal(dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION, NULL), ans.n);
 		assert_memory_equal(ans.b, keep.b, keep.n);
 		ans.b[qend] = 0xc0;
 	}
@@ -1716,13 +1716,13 @@ test_strip_ecs_malformed(void **state)
 	/* qdcount 2: not walked */
 	dlb_wr16(ans.b + 4, 2);
 	keep = ans;
-	assert_int_equal(dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION), ans.n);
+	assert_int_equal(dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION, NULL), ans.n);
 	assert_memory_equal(ans.b, keep.b, keep.n);
 	dlb_wr16(ans.b + 4, 1);
 
 	/* a header only, shorter than a header */
 	keep = ans;
-	assert_int_equal(dlb_wire_strip_ecs(ans.b, 11, DLB_ECS_OPTION), 11);
+	assert_int_equal(dlb_wire_strip_ecs(ans.b, 11, DLB_ECS_OPTION, NULL), 11);
 	assert_memory_equal(ans.b, keep.b, keep.n);
 
 	/* an overrunning option before the ECS: the option walk stops, untouched */
@@ -1730,13 +1730,13 @@ test_strip_ecs_malformed(void **state)
 	ecs_answer(&ans, q.b, q.n);
 	ans.b[ans.n - sizeof(rd_bad) + 3] = 40;	/* the first option's length */
 	keep = ans;
-	assert_int_equal(dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION), ans.n);
+	assert_int_equal(dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION, NULL), ans.n);
 	assert_memory_equal(ans.b, keep.b, keep.n);
 
 	/* the well-formed answer is stripped (the baseline of the cases above) */
 	ecs_query(&q, rd_ecs, sizeof(rd_ecs), false);
 	ecs_answer(&ans, q.b, q.n);
-	n = dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION);
+	n = dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION, NULL);
 	assert_int_equal(n, ans.n - sizeof(rd_ecs));
 }
 
@@ -1757,9 +1757,9 @@ test_strip_ecs_malformed_after_opt(void **state)
 	ecs_answer(&ans, q.b, q.n);
 	dlb_wr16(ans.b + 10, 2);
 	keep = ans;
-	assert_int_equal(dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION), keep.n);
+	assert_int_equal(dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPTION, NULL), keep.n);
 	assert_memory_equal(ans.b, keep.b, keep.n);
-	assert_int_equal(dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPT_RR), keep.n);
+	assert_int_equal(dlb_wire_strip_ecs(ans.b, ans.n, DLB_ECS_OPT_RR, NULL), keep.n);
 	assert_memory_equal(ans.b, keep.b, keep.n);
 }
 
