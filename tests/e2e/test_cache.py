@@ -496,10 +496,13 @@ def test_cache_methods_at_config_time(dnslb, responder, tmp_path):
     d = dnslb(cache_conf(responder, max_entries=100, extra=extra))
     out = d.output()
     for want in ("T expunge0=0", "T purge=0", "T string=0/100", "T full=false",
-                 "T entries=0", "Expunged 0 records", "Dumped 0 records",
-                 "Entries: 0/100", "Hits: 0", "Misses: 0", "TTL Too Shorts: 0"):
+                 "T entries=0"):
         assert want in out, "%r not in the output:\n%s" % (want, out)
-    assert "Error opening dump file for writing" in out
+    # what these methods print is console output: at config time it goes
+    # nowhere, as in dnsdist 1.7.3 (tests/diff/test_cli.py compares)
+    for console_only in ("Expunged 0 records", "Dumped 0 records", "Entries: 0/100",
+                         "Error opening dump file for writing"):
+        assert console_only not in out, out
     assert os.path.getsize(dump) == 0
     with open(exists) as f:
         assert f.read() == "keep me\n", "dump() overwrote an existing file"
