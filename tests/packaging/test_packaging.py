@@ -125,3 +125,14 @@ def test_debian_package(tmp_path):
     assert (ctl / "conffiles").read_text().split() == ["/etc/dnslb/dnslb.conf"]
     for script in ("postinst", "prerm", "postrm"):
         assert os.access(ctl / script, os.X_OK)
+
+
+@pytest.mark.skipif(not os.access("/usr/bin/dnsdist", os.X_OK), reason="dnsdist missing")
+def test_migration_guide_table_is_current():
+    """docs/migrating-from-dnsdist.md's function table is what
+    docs/gen-compat.py makes from the two binaries now."""
+    gen = os.path.join(SRC, "docs", "gen-compat.py")
+    r = run([sys.executable, gen, os.path.join(BUILD, "dnslb")])
+    assert r.returncode == 0, r.stderr
+    guide = open(os.path.join(SRC, "docs", "migrating-from-dnsdist.md")).read()
+    assert r.stdout in guide, "the table is stale: run docs/gen-compat.py --update BUILD/dnslb"
