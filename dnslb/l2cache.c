@@ -338,6 +338,10 @@ park_query(struct dlb_worker *w, struct l2_park *p, struct dlb_query *q, union d
 		q->dq.ecs_override = p->ecs_override;	/* the only dq field forwarding reads */
 	q->ecslen = p->ecslen;
 	memcpy(q->ecs, p->ecs, p->ecslen);
+	/* a query sent to Redis carried no zero-scope lookup: its ECS stays in
+	 * the key (use_ecs with zero scope skips the second level) */
+	q->zero_scope = false;
+	q->udp_max = p->client.udp_max;
 }
 
 /*

@@ -506,10 +506,15 @@ lookup_first(const struct dlb_worker *w, const struct dlb_query *q)
 }
 
 static enum dlb_verdict
-cache_hit(struct dlb_query *q, enum dlb_verdict v)
+cache_hit(struct dlb_worker *w, struct dlb_query *q, enum dlb_verdict v)
 {
-	if (v == DLB_V_ANSWER)
+	if (v == DLB_V_ANSWER) {
 		cap_ttls(q->pkt, q->len, q->max_returned_ttl);
+		/* an entry stored for a client that takes more: a UDP client gets
+		 * what it can take, a TC=1 answer, as from the backend (dlb_query_fit_udp) */
+		if (!q->tcp && q->len > 512 && q->udp_max != 0 && q->len > q->udp_max)
+			q->len = dlb_query_tc_for_client(w, q->pkt, q->len);
+	}
 	return v;
 }
 
@@ -532,7 +537,7 @@ process_tail(struct dlb_worker *w, struct dlb_query *q)
 		enum dlb_verdict v = cache_answer(w, q, false);
 
 		if (v != DLB_V_FORWARD)
-			return cache_hit(q, v);
+			return cache_hit(w, q, v);
 		looked = true;
 	}
 	select_server(w, q);
@@ -545,7 +550,7 @@ process_tail(struct dlb_worker *w, struct dlb_query *q)
 			enum dlb_verdict v = cache_answer(w, q, true);
 
 			if (v != DLB_V_FORWARD)
-				return cache_hit(q, v);
+				return cache_hit(w, q, v);
 			q->zero_scope = q->m.ecs_off == 0;
 		}
 		if (q->m.ecs_off == 0 || ecs_override(cfg, q))
@@ -561,7 +566,7 @@ process_tail(struct dlb_worker *w, struct dlb_query *q)
 			enum dlb_verdict v = cache_answer(w, q, true);
 
 			if (v != DLB_V_FORWARD)
-				return cache_hit(q, v);
+				return cache_hit(w, q, v);
 		}
 		w->stats.cache_misses++;
 	}
@@ -807,8 +812,7 @@ DLB_HOT void
 dlb_query_account_local(struct dlb_worker *w, const uint8_t *pkt)
 {
 	account_rcode(w, pkt);
-	/* not the NOTIMP to an empty query (qdcount 0), as in dnsdist 1.7.3 */
-	if ((pkt[4] | pkt[5]) != 0)
+	if (!dlb_query_is_empty_notimp(pkt))
 		w->local_answers++;
 }
 

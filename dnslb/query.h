@@ -118,6 +118,17 @@ enum dlb_verdict dlb_query_cache_hit_rules(struct dlb_worker *w, struct dlb_quer
  */
 size_t dlb_query_tc_for_client(const struct dlb_worker *w, uint8_t *pkt, size_t len);
 
+/*
+ * The NOTIMP dnslb sends to an empty query (qdcount 0): dnsdist 1.7.3 leaves
+ * it out of the latency figures and self-answered. A header-only answer from
+ * the cache (a SERVFAIL or REFUSED kept for temporaryFailureTTL) is counted.
+ */
+static inline bool
+dlb_query_is_empty_notimp(const uint8_t *pkt)
+{
+	return (pkt[4] | pkt[5]) == 0 && DLB_RCODE(pkt[3]) == DLB_RCODE_NOTIMP;
+}
+
 /* A UDP client's answer as it may go out: never cut, never larger than it takes. */
 static inline size_t
 dlb_query_fit_udp(const struct dlb_worker *w, const struct dlb_client *c, uint8_t *pkt,

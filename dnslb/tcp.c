@@ -430,7 +430,7 @@ client_process(struct dlb_tcp_client *c)
 			return;
 		case DLB_V_ANSWER:
 			dlb_rings_local_answer(w, &q, q.pkt, q.len);
-			if ((q.pkt[4] | q.pkt[5]) != 0)
+			if (!dlb_query_is_empty_notimp(q.pkt))
 				dlb_query_account_answer(w, q.pkt, q.len, ev_now(w->loop));
 			/* else the NOTIMP to an empty query: not in the latency
 			 * figures (dnsdist 1.7.3), nor in frontend-* (NOTIMP) */

@@ -66,14 +66,41 @@ def test_large_answers_tcp(pair, size):
     check(p)
 
 
+TOO_BIG = "Answers too large for a UDP client become TC=1 answers"
+
+
+def udp_limit(payload):
+    """What a UDP client takes: 512 without EDNS, else its advertised size
+    (at least 512), capped by setMaxUDPAnswerSize (default 4096)."""
+    return 512 if payload is None else min(max(payload, 512), 4096)
+
+
 @pytest.mark.parametrize("size", [1200, 1300, 4000, 4096, 4097])
 def test_large_answers_udp(pair, size):
+    """Answers the client can take are the same bytes from both (a miss, then
+    a hit); one larger than the client takes is passed on by dnsdist and
+    replaced by a TC=1 answer by dnslb (documented), from the cache too."""
     p = pair(cache_conf(), backends=({},))
     align()
     for _ in range(2):
         for payload in (4096, 1232, None):
             opt = {"payload": payload} if payload else None
-            pq(p, build_query("size-%d.test." % size, qtype=16, opt=opt), "udp")
+            wire = build_query("size-%d.test." % size, qtype=16, opt=opt)
+            if size <= udp_limit(payload):
+                pq(p, wire, "udp")
+                continue
+            guard()
+            a, b = p.answers(wire, "udp")
+            known(TOO_BIG)
+            assert a is not None and len(a) == size
+            # header: TC set, the question only, an OPT if the query had one
+            assert b is not None and b[2] & 0x02 and b[4:6] == b"\x00\x01"
+            assert b[6:10] == b"\x00\x00\x00\x00"
+            assert b[10:12] == (b"\x00\x01" if payload else b"\x00\x00")
+            assert b[12:12 + len(wire) - 12 - (11 if payload else 0)] == \
+                wire[12:len(wire) - (11 if payload else 0)]
+            time.sleep(0.05)
+            p.assert_same_backend_traffic()
         pq(p, build_query("size-%d.test." % size, qtype=16, opt={"payload": 4096}), "tcp")
     check(p)
 

@@ -100,8 +100,11 @@ test_clock_sync_updates_libev(void **state)
 
 	(void)state;
 	dlb_worker_clock_init();
-	if (dlb_tsc_seconds <= 0)
+	if (dlb_tsc_seconds <= 0) {
+		/* no usable TSC calibration (a loaded host): nothing to check */
+		fake_worker_free(w);
 		skip();
+	}
 	dlb_worker_clock_anchor(w);
 	for (int i = 0; i < 50; i++) {
 		sleep_us(100);
