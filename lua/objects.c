@@ -32,6 +32,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dnslb/config.h"
 #include "dnslb/wire.h"
 #include "lua/conf.h"
 #include "rules/rules.h"
@@ -71,58 +72,6 @@ lower_wire(uint8_t *w, size_t len)
 	for (size_t i = 0; i < len; i++)
 		if (w[i] >= 'A' && w[i] <= 'Z')
 			w[i] = (uint8_t)(w[i] - 'A' + 'a');
-}
-
-static uint8_t
-lower_octet(uint8_t c)
-{
-	return c >= 'A' && c <= 'Z' ? (uint8_t)(c - 'A' + 'a') : c;
-}
-
-/*
- * dnsdist's DNSName::hash(): burtleCI, Bob Jenkins' lookup2 hash over the
- * lowercased wire form, written here from the public-domain algorithm.
- */
-#define BURTLE_MIX(a, b, c) do {				\
-	a -= b; a -= c; a ^= (c >> 13);				\
-	b -= c; b -= a; b ^= (a << 8);				\
-	c -= a; c -= b; c ^= (b >> 13);				\
-	a -= b; a -= c; a ^= (c >> 12);				\
-	b -= c; b -= a; b ^= (a << 16);				\
-	c -= a; c -= b; c ^= (b >> 5);				\
-	a -= b; a -= c; a ^= (c >> 3);				\
-	b -= c; b -= a; b ^= (a << 10);				\
-	c -= a; c -= b; c ^= (b >> 15);				\
-} while (0)
-
-static uint32_t
-le32_lower(const uint8_t *k)
-{
-	return (uint32_t)lower_octet(k[0]) | (uint32_t)lower_octet(k[1]) << 8 |
-	       (uint32_t)lower_octet(k[2]) << 16 | (uint32_t)lower_octet(k[3]) << 24;
-}
-
-static uint32_t
-burtle_ci(const uint8_t *k, size_t length, uint32_t initval)
-{
-	uint32_t a = 0x9e3779b9, b = 0x9e3779b9, c = initval;
-	uint8_t tail[12] = { 0 };
-	size_t len = length;
-
-	for (; len >= 12; k += 12, len -= 12) {
-		a += le32_lower(k);
-		b += le32_lower(k + 4);
-		c += le32_lower(k + 8);
-		BURTLE_MIX(a, b, c);
-	}
-	/* the last 0..11 octets; the low octet of c is the length's */
-	memcpy(tail, k, len);
-	c += (uint32_t)length;
-	a += le32_lower(tail);
-	b += le32_lower(tail + 4);
-	c += le32_lower(tail + 8) << 8;
-	BURTLE_MIX(a, b, c);
-	return c;
 }
 
 /* Is the wire name @n (@len) at or below @p (@plen)? Case-insensitive. */
@@ -336,7 +285,7 @@ l_name_hash(lua_State *L)
 	const struct lname *n = check_lname(L, 1);
 	uint32_t init = (uint32_t)luaL_optinteger(L, 2, 0);
 
-	lua_pushinteger(L, (lua_Integer)burtle_ci(n->wire, n->len, init));
+	lua_pushinteger(L, (lua_Integer)dlb_burtle_ci(n->wire, n->len, init));
 	return 1;
 }
 
