@@ -278,6 +278,16 @@ class Pair:
         return ja
 
 
+def same_counters(p, skip=()):
+    """dumpStats() of both: every counter both have is equal, but the
+    volatile ones and @skip (names a test leaves to another area)."""
+    a = p.parse_dumpstats(p.theirs.console("dumpStats()"))
+    b = p.parse_dumpstats(p.ours.console("dumpStats()"))
+    leave = VOLATILE_STATS | set(skip)
+    diff = {k: (a[k], b[k]) for k in a if k in b and k not in leave and a[k] != b[k]}
+    assert not diff, "counters differ (dnsdist, dnslb): %r" % diff
+
+
 def check_config(workdir, conf, name="dnsdist.conf", extra_files=None):
     """Run `--check-config` of both on the same file (same name, each in its
     own directory, so relative includes work). Returns

@@ -22,11 +22,7 @@ ELSEWHERE = {"tcp-listen-overflows", "rule-refused", "rule-nxdomain",
 
 
 def same_counters(p):
-    a = p.parse_dumpstats(p.theirs.console("dumpStats()"))
-    b = p.parse_dumpstats(p.ours.console("dumpStats()"))
-    skip = diffharness.VOLATILE_STATS | ELSEWHERE
-    diff = {k: (a[k], b[k]) for k in a if k in b and k not in skip and a[k] != b[k]}
-    assert not diff, "counters differ (dnsdist, dnslb): %r" % diff
+    diffharness.same_counters(p, ELSEWHERE)
 
 
 def q(name, qtype=1, opt=None, qid=4242, **kw):
