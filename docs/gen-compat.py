@@ -75,7 +75,7 @@ def reason(name):
     for rx, why in REASONS:
         if re.search(rx, name):
             return why
-    return "not implemented yet"
+    return "missing: no equivalent in dnslb so far"
 
 
 def table(dnslb, dnsdist):

@@ -729,17 +729,22 @@ l_dq_set_tag_array(lua_State *L)
 
 /* ---- dq methods: the rest ---------------------------------------------------------- */
 
-/* The DO bit of the OPT RR of @pkt (a response: its parse stops at the question). */
+/*
+ * The OPT RR's RDATA in @pkt: the first OPT of the additional section,
+ * every record walked. @return false when there is none or the message
+ * cannot be walked.
+ */
 static bool
-message_do_bit(const uint8_t *pkt, size_t len)
+find_opt_rdata(const uint8_t *pkt, size_t len, size_t *rdata, size_t *rdlen)
 {
-	unsigned qd, an_ns, ar;
+	unsigned qd, an, ns, ar;
 	size_t off = DLB_DNS_HDR;
 
 	if (len < DLB_DNS_HDR)
 		return false;
 	qd = dlb_rd16(pkt + 4);
-	an_ns = (unsigned)dlb_rd16(pkt + 6) + dlb_rd16(pkt + 8);
+	an = dlb_rd16(pkt + 6);
+	ns = dlb_rd16(pkt + 8);
 	ar = dlb_rd16(pkt + 10);
 	for (unsigned i = 0; i < qd; i++) {
 		int n = dlb_wire_skip_name(pkt, len, off);
@@ -748,18 +753,33 @@ message_do_bit(const uint8_t *pkt, size_t len)
 			return false;
 		off = (size_t)n + 4;
 	}
-	for (unsigned i = 0; i < an_ns + ar; i++) {
+	for (unsigned i = 0; i < an + ns + ar; i++) {
 		int n = dlb_wire_skip_name(pkt, len, off);
+		size_t rl;
 
 		if (n < 0 || (size_t)n + 10 > len)
 			return false;
-		if (i >= an_ns && dlb_rd16(pkt + n) == DLB_TYPE_OPT)
-			return (dlb_rd16(pkt + n + 6) & 0x8000) != 0;
-		off = (size_t)n + 10 + dlb_rd16(pkt + n + 8);
-		if (off > len)
+		rl = dlb_rd16(pkt + n + 8);
+		if ((size_t)n + 10 + rl > len)
 			return false;
+		if (i >= an + ns && dlb_rd16(pkt + n) == DLB_TYPE_OPT) {
+			*rdata = (size_t)n + 10;
+			*rdlen = rl;
+			return true;
+		}
+		off = (size_t)n + 10 + rl;
 	}
 	return false;
+}
+
+/* The DO bit of the OPT RR of @pkt (a response: its parse stops at the question). */
+static bool
+message_do_bit(const uint8_t *pkt, size_t len)
+{
+	size_t rdata, rdlen;
+
+	/* the flags are the TTL's low half: 4 bytes before the RDLENGTH's end */
+	return find_opt_rdata(pkt, len, &rdata, &rdlen) && (pkt[rdata - 4] & 0x80) != 0;
 }
 
 static int
@@ -929,49 +949,6 @@ l_dq_set_trailing_data(lua_State *L)
 		dq->m->trailing = tlen > 0;
 	lua_pushboolean(L, 1);
 	return 1;
-}
-
-/*
- * The OPT RR's RDATA in @pkt: the first OPT of the additional section,
- * every record walked. @return false when there is none or the message
- * cannot be walked.
- */
-static bool
-find_opt_rdata(const uint8_t *pkt, size_t len, size_t *rdata, size_t *rdlen)
-{
-	unsigned qd, an, ns, ar;
-	size_t off = DLB_DNS_HDR;
-
-	if (len < DLB_DNS_HDR)
-		return false;
-	qd = dlb_rd16(pkt + 4);
-	an = dlb_rd16(pkt + 6);
-	ns = dlb_rd16(pkt + 8);
-	ar = dlb_rd16(pkt + 10);
-	for (unsigned i = 0; i < qd; i++) {
-		int n = dlb_wire_skip_name(pkt, len, off);
-
-		if (n < 0 || (size_t)n + 4 > len)
-			return false;
-		off = (size_t)n + 4;
-	}
-	for (unsigned i = 0; i < an + ns + ar; i++) {
-		int n = dlb_wire_skip_name(pkt, len, off);
-		size_t rl;
-
-		if (n < 0 || (size_t)n + 10 > len)
-			return false;
-		rl = dlb_rd16(pkt + n + 8);
-		if ((size_t)n + 10 + rl > len)
-			return false;
-		if (i >= an + ns && dlb_rd16(pkt + n) == DLB_TYPE_OPT) {
-			*rdata = (size_t)n + 10;
-			*rdlen = rl;
-			return true;
-		}
-		off = (size_t)n + 10 + rl;
-	}
-	return false;
 }
 
 static int
