@@ -3323,7 +3323,8 @@ l_errlog(lua_State *L)
 static int
 l_show_version(lua_State *L)
 {
-	dlb_lua_print(L, "dnslb " DLB_VERSION);
+	/* dnsdist's prefix first: tools match "^dnsdist <version>" */
+	dlb_lua_print(L, "dnsdist " DLB_DNSDIST_API " (dnslb " DLB_VERSION ")");
 	return 0;
 }
 

@@ -163,7 +163,7 @@ def test_show_version(pair):
     a, b = p.theirs.console("showVersion()"), p.ours.console("showVersion()")
     assert a == "dnsdist 1.7.3\n"
     assert known("The version is dnslb's")
-    assert re.fullmatch(r"dnslb \d+\.\d+\.\d+\n", b), b
+    assert re.fullmatch(r"dnsdist 1\.7\.3 \(dnslb \d+\.\d+\.\d+\)\n", b), b
 
 
 def test_console_acl_refuses_the_client(pair):

@@ -81,7 +81,7 @@ def test_execute_replies(console):
     assert answers(d)
     rc, out, err = client(conf, "showVersion()")
     assert rc == 0, err
-    assert re.fullmatch(r"dnslb \S+\n", out), out
+    assert re.fullmatch(r"dnsdist 1\.7\.3 \(dnslb \S+\)\n", out), out
     # returned values, formatted as dnsdist formats them
     expect = [
         ("1+1", "2\n"),
@@ -150,7 +150,7 @@ def test_print_restored_after_error(console):
     rc, out, _ = client(d.conf_path, "(function() print('a') showVersion() return 7 end)()")
     assert rc == 0
     lines = out.splitlines()
-    assert lines[0] == "a" and lines[1].startswith("dnslb ") and lines[2] == "7", out
+    assert lines[0] == "a" and lines[1].startswith("dnsdist 1.7.3 (dnslb ") and lines[2] == "7", out
 
 
 def test_delta(console):
@@ -178,7 +178,7 @@ def test_dnsdist_client_drives_dnslb(console):
         pytest.skip("no dnsdist")
     d, port, key = console
     conf = d.conf_path
-    for cmd, check in [("showVersion()", lambda o: o.startswith("dnslb ")),
+    for cmd, check in [("showVersion()", lambda o: o.startswith("dnsdist 1.7.3 (dnslb ")),
                        ("showServers()", lambda o: "b1" in o),
                        ("showPools()", lambda o: "ServerPolicy" in o),
                        ("dumpStats()", lambda o: "queries" in o),
@@ -191,7 +191,7 @@ def test_dnsdist_client_drives_dnslb(console):
     # the address and key from the command line
     r = subprocess.run([DNSDIST, "-C", "/dev/null", "-k", key, "-c", "127.0.0.1:%d" % port,
                         "-e", "showVersion()"], capture_output=True, text=True, timeout=30)
-    assert r.stdout.startswith("dnslb "), r.stdout + r.stderr
+    assert r.stdout.startswith("dnsdist 1.7.3 (dnslb "), r.stdout + r.stderr
     assert answers(d)
 
 
@@ -290,7 +290,7 @@ def test_connection_limit(dnslb, responder):
         if rc == 0:
             break
         time.sleep(0.1)
-    assert rc == 0 and out.startswith("dnslb "), err
+    assert rc == 0 and out.startswith("dnsdist 1.7.3 (dnslb "), err
     assert answers(d)
 
 

@@ -249,7 +249,7 @@ test_round_trip(void **state)
 	struct fixture *f = *state;
 	struct client_job j;
 	const char *expect[] = {
-		"dnslb " DLB_VERSION "\n",	/* printed */
+		"dnsdist " DLB_DNSDIST_API " (dnslb " DLB_VERSION ")\n",	/* printed */
 		"2\n",
 		"3.3333333333333\n",
 		"abc\n",
