@@ -988,7 +988,7 @@ run_query_action(const struct dlb_act *a, struct dlb_dq *dq, struct dlb_stats *s
 	case DLB_ACT_RCODE:
 		return answered(dq, dlb_answer_rcode(dq->pkt, dq->len, dq->cap, dq->m,
 						     a->u.rcode.rcode, &a->u.rcode.o, selfans(dq)),
-				rcode_counter(a->u.rcode.rcode), out);
+				0, out);	/* dnsdist counts only self-answered */
 	case DLB_ACT_ERCODE:
 		return answered(dq, dlb_answer_rcode(dq->pkt, dq->len, dq->cap, dq->m,
 						     a->u.rcode.rcode, &a->u.rcode.o, selfans(dq)),

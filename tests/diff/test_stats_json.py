@@ -143,7 +143,8 @@ addAction("servfail.example.test.", RCodeAction(DNSRCode.SERVFAIL))
         for name in ("refused.example.test.", "nx.example.test.", "servfail.example.test."):
             p.query(build_query(name, qid=9), proto)
     a, b = (p.parse_dumpstats(s.console("dumpStats()")) for s in (p.theirs, p.ours))
-    assert known("RCodeAction counts in rule-refused, rule-nxdomain, rule-servfail")
+    # a header change in dnsdist: self-answered only, not rule-refused & co
     for k in ("rule-refused", "rule-nxdomain", "rule-servfail"):
-        assert (a[k], b[k]) == ("0", "2"), k
+        assert a[k] == b[k] == "0", k
     assert a["self-answered"] == b["self-answered"] == "6"
+    p.stats()
