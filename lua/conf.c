@@ -2628,30 +2628,36 @@ l_set_failover(lua_State *L)
 	return 0;
 }
 
-/* setWeightedBalancingFactor(f) / setConsistentHashingBalancingFactor(f): 0 (off) or >= 1 */
-static double
-balancing_factor(lua_State *L, const char *fn)
+/*
+ * setWeightedBalancingFactor(f) / setConsistentHashingBalancingFactor(f):
+ * a factor of at least 1.0 bounds a server's share of the outstanding
+ * queries. Anything else (0 too) leaves the setting as it was, with
+ * dnsdist's message: the default, 0, is off.
+ */
+static void
+balancing_factor(lua_State *L, const char *fn, double *to)
 {
 	lua_Number f = luaL_checknumber(L, 1);
 
-	if (!(f == 0 || (f >= 1.0 && f < 1e6)))
-		luaL_error(L, "%s: the factor must be 0 (off) or at least 1.0", fn);
-	return f;
+	if (f >= 1.0)
+		*to = f;
+	else
+		conf_log(L, DLB_LOG_ERR, "Invalid value passed to %s()!", fn);
 }
 
 static int
 l_set_weighted_balancing_factor(lua_State *L)
 {
-	conf_get(L)->cfg->weighted_balancing_factor =
-		balancing_factor(L, "setWeightedBalancingFactor");
+	balancing_factor(L, "setWeightedBalancingFactor",
+			 &conf_get(L)->cfg->weighted_balancing_factor);
 	return 0;
 }
 
 static int
 l_set_ch_balancing_factor(lua_State *L)
 {
-	conf_get(L)->cfg->ch_balancing_factor =
-		balancing_factor(L, "setConsistentHashingBalancingFactor");
+	balancing_factor(L, "setConsistentHashingBalancingFactor",
+			 &conf_get(L)->cfg->ch_balancing_factor);
 	return 0;
 }
 

@@ -352,3 +352,34 @@ def test_xfr_pipelined_query_ignored(pair):
     assert len(out["dnslb"][0]) == 2 and out["dnslb"][1]
     p.assert_same_backend_traffic()
     same_counters(p)
+
+
+# ---- spoofed answers with several records ------------------------------------
+
+def rr_split(wire):
+    """(header+question, sorted answer records) of an uncompressed-owner
+    answer with one question: the records' order aside."""
+    import dns.message
+    m = dns.message.from_wire(wire)
+    recs = sorted(m.answer[0].to_text().splitlines()) if m.answer else []
+    return wire[2:12], m.question[0].to_text(), recs
+
+
+def test_spoof_several_records_shuffled(pair):
+    """SpoofAction and SpoofRawAction with several records: the same
+    records in both, in an order each shuffles per answer."""
+    p = pair(ONE + 'addAction("s.test.", SpoofAction({"192.0.2.1", "192.0.2.2", '
+                   '"192.0.2.3", "192.0.2.4"}))\n'
+                   'addAction("r.test.", SpoofRawAction({"\\001a", "\\001b", "\\001c"}))\n')
+    for name, qtype in (("s.test.", 1), ("r.test.", 16)):
+        for proto in PROTOS:
+            orders = {"dnsdist": set(), "dnslb": set()}
+            for _ in range(12):
+                a, b = p.answers(q(name, qtype=qtype), proto)
+                assert rr_split(a) == rr_split(b)
+                assert len(a) == len(b)
+                for impl, w in (("dnsdist", a), ("dnslb", b)):
+                    orders[impl].add(w[12:])
+            # 12 answers in one order out of 6 or 24: 1 in 6^11 by chance
+            assert len(orders["dnsdist"]) > 1 and len(orders["dnslb"]) > 1, orders
+    same_counters(p)

@@ -46,6 +46,11 @@ def lb_error(line, msg, name=CHECK_NAME):
 SAME = [
     'truncateTC(true)',
     'truncateTC(false)',
+    # a factor below 1 (0 too) is reported and leaves the setting as it was
+    'setWeightedBalancingFactor(0.5)',
+    'setWeightedBalancingFactor(0)',
+    'setConsistentHashingBalancingFactor(-1)',
+    'setConsistentHashingBalancingFactor(1.5) setConsistentHashingBalancingFactor(0)',
     'setMaxTCPClientThreads(4)',
     'setMaxTCPClientThreads(0)',
     'setMaxTCPQueuedConnections(100)',
