@@ -924,14 +924,35 @@ check_call_cb(lua_State *L)
 	return 0;
 }
 
+/*
+ * A checkFunction runs in the configuration state, on the thread that runs
+ * health checks: a bounded number of instructions (setLuaInstructionLimit,
+ * or CHECK_INSN_DEFAULT), so that a loop fails the check instead of stopping
+ * every check and the console.
+ */
+#define CHECK_INSN_DEFAULT	10000000
+#define CHECK_HOOK_EVERY	1000
+static uint64_t check_insns, check_insn_limit;
+
+static void
+check_insn_hook(lua_State *L, lua_Debug *ar)
+{
+	(void)ar;
+	check_insns += CHECK_HOOK_EVERY;
+	if (check_insns >= check_insn_limit)
+		luaL_error(L, "instruction limit exceeded (%I instructions)",
+			   (lua_Integer)check_insn_limit);
+}
+
 static int
 check_hook(const struct dlb_backend *be, uint8_t *name, int *name_len, uint16_t *type,
 	   uint16_t *cls, uint16_t *flags, char *err, size_t errlen)
 {
 	struct dlb_lua_conf *lc = dlb_daemon.lc != NULL ? dlb_daemon.lc : check_lc;
 	struct check_call cc = { be, name, name_len, type, cls, flags };
+	lua_Hook hook;
 	lua_State *L;
-	int top;
+	int top, st, hook_mask, hook_count;
 
 	if (lc == NULL || lc->L == NULL) {
 		snprintf(err, errlen, "checkFunction: no Lua state");
@@ -939,9 +960,17 @@ check_hook(const struct dlb_backend *be, uint8_t *name, int *name_len, uint16_t 
 	}
 	L = lc->L;
 	top = lua_gettop(L);
+	hook = lua_gethook(L);
+	hook_mask = lua_gethookmask(L);
+	hook_count = lua_gethookcount(L);
+	check_insns = 0;
+	check_insn_limit = lc->lua_insn_limit != 0 ? lc->lua_insn_limit : CHECK_INSN_DEFAULT;
+	lua_sethook(L, check_insn_hook, LUA_MASKCOUNT, CHECK_HOOK_EVERY);
 	lua_pushcfunction(L, check_call_cb);
 	lua_pushlightuserdata(L, &cc);
-	if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+	st = lua_pcall(L, 1, 0, 0);
+	lua_sethook(L, hook, hook_mask, hook_count);
+	if (st != LUA_OK) {
 		const char *m = lua_tostring(L, -1);
 
 		snprintf(err, errlen, "checkFunction: %s", m != NULL ? m : "error");

@@ -117,10 +117,19 @@ answer_flags(uint16_t q, const struct dlb_answer_opts *o, unsigned rcode)
 	return f;
 }
 
+/*
+ * Does the answer carry an OPT? As in dnsdist: for a spoofed answer
+ * (@strict) only when the query's EDNS is what its queryHasEDNS() finds,
+ * one question and an OPT as the only other record; for the others when
+ * the query has an OPT at all.
+ */
 static bool
-answer_opt(const struct dlb_dnsmsg *m, const struct dlb_selfanswer_opts *so)
+answer_opt(const struct dlb_dnsmsg *m, const struct dlb_selfanswer_opts *so, bool strict)
 {
-	return m->has_opt && so->add_edns;
+	if (!m->has_opt || !so->add_edns)
+		return false;
+	return !strict || (m->qdcount == 1 && m->ancount == 0 && m->nscount == 0 &&
+			   m->arcount == 1);
 }
 
 /* Room for @need octets in total? Checked before anything is written. */
@@ -206,7 +215,7 @@ answer_empty(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m, u
 		dlb_wr16(pkt + 2, (uint16_t)(answer_flags(m->flags, o, rcode) | extra_flags));
 		return (int)len;
 	}
-	opt = answer_opt(m, so);
+	opt = answer_opt(m, so, false);
 	if (!answer_fits((size_t)base + (opt ? ANS_OPT_LEN : 0), cap))
 		return DLB_ESPACE;
 	end = (size_t)base;
@@ -302,7 +311,7 @@ dlb_answer_spoof_addrs(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dn
 		so = &self_defaults;
 	if (base < 0)
 		return base;
-	opt = answer_opt(m, so);
+	opt = answer_opt(m, so, true);
 	need = (size_t)base + (opt ? ANS_OPT_LEN : 0);
 	for (int i = 0; i < n; i++) {
 		sa_family_t fam = addrs[i].ss_family;
@@ -360,7 +369,7 @@ dlb_answer_spoof_cname(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dn
 		return base;
 	if (target_len == 0 || target_len > DLB_MAX_NAME)
 		return DLB_EINVAL;
-	opt = answer_opt(m, so);
+	opt = answer_opt(m, so, true);
 	need = (size_t)base + ANS_PTR_RR + target_len + (opt ? ANS_OPT_LEN : 0);
 	if (!answer_fits(need, cap))
 		return DLB_ESPACE;
@@ -424,7 +433,7 @@ dlb_answer_negative_soa(uint8_t *pkt, size_t len, size_t cap, const struct dlb_d
 	    a->u.soa.zone_len > DLB_MAX_NAME || a->u.soa.mname_len > DLB_MAX_NAME ||
 	    a->u.soa.rname_len > DLB_MAX_NAME)
 		return DLB_EINVAL;
-	opt = answer_opt(m, so);
+	opt = answer_opt(m, so, false);
 	need = (size_t)base + a->u.soa.zone_len + ANS_RR_FIXED + rdlen + (opt ? ANS_OPT_LEN : 0);
 	if (!answer_fits(need, cap))
 		return DLB_ESPACE;

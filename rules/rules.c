@@ -1017,6 +1017,9 @@ run_query_action(const struct dlb_act *a, struct dlb_dq *dq, struct dlb_stats *s
 							 selfans(dq)),
 				0, out);
 	case DLB_ACT_NEGATIVE_SOA:
+		/* dnsdist answers one question only, else goes on with the chain */
+		if (dq->m->qdcount != 1)
+			return DLB_R_CONTINUE;
 		return answered(dq, dlb_answer_negative_soa(dq->pkt, dq->len, dq->cap, dq->m, a,
 							    selfans(dq)),
 				0, out);

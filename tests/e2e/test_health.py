@@ -22,8 +22,8 @@ import time
 
 import pytest
 
-from dnslbtest import (DNSDIST, IMPL, UdpClient, free_port, lua_server, make_query, parse,
-                       udp_query, wait_until)
+from dnslbtest import (DNSDIST, IMPL, UdpClient, console, console_head, free_port, lua_server,
+                       make_query, parse, udp_query, wait_until)
 
 FAST = {"checkTimeout": 300}         # a dead check fails quickly
 
@@ -442,3 +442,24 @@ def test_whashed_sticky(dnslb, make_responder):
     moved = {n: b for n, b in where.items() if len(b) != 1}
     assert not moved, "names answered by more than one backend: %r" % moved
     assert len({next(iter(b)) for b in where.values()}) > 1, "all 50 names on one backend"
+
+
+def test_check_function_instruction_limit(dnslb, make_responder):
+    """A checkFunction that never returns fails its check after a bounded
+    number of instructions (dnsdist would hang its health checks): the
+    server goes down, the other one keeps its checks, the console answers."""
+    if IMPL != "dnslb":
+        pytest.skip("dnslb's limit")
+    good, looping = make_responder(), make_responder()
+    d = dnslb(console_head() +
+              "setLuaInstructionLimit(100000)\nsetVerboseHealthChecks(true)\n"
+              "function spin(n, t, c, dh) while true do end end\n"
+              "newServer({address='%s', name='spin', checkFunction=spin, checkInterval=1})\n"
+              % looping.address + lua_server(good, name="good"))
+    assert mark_index(d, "spin", "down", 0, 6) is not None
+    assert d.wait_line(r"Health check of spin .*checkFunction: .*instruction limit exceeded "
+                       r"\(100000 instructions\)", 0, 6) is not None
+    assert line_index(d, marking("good", "down")) is None
+    states = console(d, "showServers()")
+    assert re.search(r"\bspin\b.*\bdown\b", states), states
+    assert re.search(r"\bgood\b.*\bup\b", states), states
