@@ -622,7 +622,7 @@ udp_read_cb(struct ev_loop *loop, ev_io *io, int revents)
  * it frees the buffer (sock_wfree: the write-space wake-up, locked, with
  * interrupts off): about 0.1 us per query of system time here, which the
  * floor and dnsdist, waiting in recvmmsg on sockets no epoll watches, do not
- * pay (docs/performance.md, "The park clock"). libev removes an fd from its
+ * pay (docs/performance.md, "The parked socket out of epoll"). libev removes an fd from its
  * epoll set only when an event it does not want comes for it, so the UDP
  * socket sits in an epoll instance of the listener's own (udp_ep), which the
  * loop watches instead: the park loop deletes the socket from it on entry and
