@@ -1,5 +1,5 @@
 /*
- * cache.h - the sharded packet cache (ARCHITECTURE.md §5, dnsdist semantics
+ * cache.h - the sharded packet cache (docs/cache.md, dnsdist semantics
  * of dnsdist-api.md §1.6 and §3.6).
  *
  * Structure: 2^k shards chosen by hash bits. A shard is a set-associative

@@ -10,7 +10,7 @@
  * that reads a pool while the console changes it may see a member twice or
  * miss one for that one selection, but never freed memory, because backends
  * and pools live until dlb_config_free(). (Proper snapshots come with the
- * reload work, ARCHITECTURE.md §4.) Packet caches follow the same rule: a
+ * reload work, docs/architecture.md#memory-reclamation.) Packet caches follow the same rule: a
  * pool's cache pointer may change at runtime, but every cache ever created
  * stays in cfg->caches until dlb_config_free().
  */

@@ -7,7 +7,7 @@
  * read-only for them, except the fields marked "atomic" in struct dlb_backend,
  * which are read and written with __atomic builtins by any thread.
  * (Runtime changes through published snapshots come with the console and
- * reload issues; see ARCHITECTURE.md §4.)
+ * reload issues; see docs/architecture.md#memory-reclamation.)
  */
 #ifndef DNSLB_CONFIG_H
 #define DNSLB_CONFIG_H
@@ -95,7 +95,7 @@ struct dlb_backend {
 	int weight;				/* default 1, >= 1 */
 	int qps;				/* 0 = unlimited; only firstAvailable reads it */
 
-	/* health checks (ARCHITECTURE.md §7; behaviour comes with the backends issue) */
+	/* health checks (docs/server-selection.md; behaviour comes with the backends issue) */
 	uint8_t check_name[DLB_MAX_NAME];	/* wire form, default a.root-servers.net. */
 	int check_name_len;
 	uint16_t check_type;			/* default A */

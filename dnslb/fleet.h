@@ -1,6 +1,6 @@
 /*
  * fleet.h - what the nodes of a fleet share through Redis beyond the
- * connections of redis.h (ARCHITECTURE.md §9, docs/fleet.md):
+ * connections of redis.h (docs/fleet.md):
  *
  * Shared dynamic blocks
  *   A block this node raises (dynblock.c's hook) is written to

@@ -1,7 +1,7 @@
 /*
  * frontend.c - UDP listeners: receive a batch with recvmmsg, run each query
  * through the pipeline, answer or forward, then flush all sends of the batch
- * with one sendmmsg per socket (ARCHITECTURE.md §2).
+ * with one sendmmsg per socket (docs/architecture.md).
  */
 #include "dnslb/frontend.h"
 

@@ -2,7 +2,7 @@
  * inflight.h - outstanding-query tracking towards one backend socket.
  *
  * Each worker owns, per backend UDP socket, a table mapping the 16-bit ID on
- * the wire to an in-flight slot (ARCHITECTURE.md §3). IDs are drawn uniformly
+ * the wire to an in-flight slot (docs/architecture.md). IDs are drawn uniformly
  * at random among the free ones (an off-path attacker must guess them) by
  * rejection sampling, so a live ID is never reused and an in-flight query is
  * never overwritten. All

@@ -1,6 +1,6 @@
 /*
  * kvstore.h - Redis-backed key-value stores for the rules (docs/fleet.md,
- * ARCHITECTURE.md §9): KeyValueStoreLookupRule / KeyValueStoreLookupAction
+ * docs/fleet.md): KeyValueStoreLookupRule / KeyValueStoreLookupAction
  * read a Redis set or hash that every node mirrors in memory, so the query
  * path never waits on Redis.
  *

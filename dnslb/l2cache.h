@@ -1,5 +1,5 @@
 /*
- * l2cache.h - the second-level packet cache in Redis (ARCHITECTURE.md §5 and
+ * l2cache.h - the second-level packet cache in Redis (docs/cache.md and
  * §9, docs/fleet.md): a cache created with newPacketCache(n, {l2 = true})
  * shares its answers with every node of the fleet through setRedis's Redis.
  *

@@ -5,7 +5,7 @@
  * Every thread that reads or retires shared objects owns one struct
  * dlb_rcu_thread. Readers bracket their accesses with dlb_rcu_enter/exit;
  * workers do so around each loop iteration's work, never across a wait, so an
- * idle worker never holds back reclamation (ARCHITECTURE.md §4). A retired
+ * idle worker never holds back reclamation (docs/architecture.md#memory-reclamation). A retired
  * object is freed by its retiring thread's dlb_rcu_poll() once every thread
  * has left the sections that might still see it.
  *

@@ -1,5 +1,5 @@
 /*
- * redis.h - fleet state through Redis (ARCHITECTURE.md §9, docs/fleet.md):
+ * redis.h - fleet state through Redis (docs/fleet.md):
  * the settings (setRedis), and asynchronous connections driven by libev
  * through hiredis's adapter, one per loop that needs one: each worker's
  * data connection, and the main thread's control and pub/sub connections.

@@ -1,5 +1,5 @@
 /*
- * rings.h - per-worker query and response ring buffers (ARCHITECTURE.md §8)
+ * rings.h - per-worker query and response ring buffers (docs/rings.md)
  * and the readers behind the console's top*() / grepq() tools and the web
  * dashboard.
  *

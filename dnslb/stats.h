@@ -1,7 +1,7 @@
 /*
  * stats.h - counters. Each worker owns a struct dlb_stats and increments it
  * with plain stores (single writer); readers on other threads sum the
- * workers' copies with relaxed atomic loads (ARCHITECTURE.md §8).
+ * workers' copies with relaxed atomic loads (docs/rings.md).
  *
  * DLB_STATS_COUNTERS lists every counter once, in output order: its dnsdist
  * name, its field and how hot it is (H, W, C: see struct dlb_stats).

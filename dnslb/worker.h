@@ -1,6 +1,6 @@
 /*
  * worker.h - one data-plane thread: its libev loop and everything it owns
- * (ARCHITECTURE.md §1): its UDP and TCP listener sockets (one per frontend,
+ * (docs/architecture.md): its UDP and TCP listener sockets (one per frontend,
  * SO_REUSEPORT), its sockets and in-flight tables towards every backend, its
  * TCP connections, counters and random generator.
  *

@@ -2,7 +2,7 @@
  * conf.h - evaluation of the dnsdist-compatible Lua configuration.
  *
  * Thread: main only. The Lua state built here is the config state (L_conf of
- * ARCHITECTURE.md §1); it stays alive after startup for the console.
+ * docs/architecture.md); it stays alive after startup for the console.
  * Ownership: the dlb_lua_conf borrows @cfg; the caller frees both.
  */
 #ifndef DNSLB_LUA_CONF_H

@@ -1,5 +1,5 @@
 /*
- * worker.c - per-worker Lua states (lua/worker.h, ARCHITECTURE.md §6) and
+ * worker.c - per-worker Lua states (lua/worker.h, docs/architecture.md#rules-lua-states-and-reloads) and
  * the dq/dr object that LuaRule, LuaAction and LuaResponseAction functions
  * receive.
  *

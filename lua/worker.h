@@ -1,5 +1,5 @@
 /*
- * worker.h - per-worker Lua states (ARCHITECTURE.md §6).
+ * worker.h - per-worker Lua states (docs/architecture.md#rules-lua-states-and-reloads).
  *
  * Each worker owns one Lua state, built on the main thread before the
  * workers start, by evaluating the same config chunks as the config state

@@ -1,6 +1,6 @@
 /*
  * bench_cache.c - in-process micro-benchmark of the packet cache
- * (BENCHMARKS.md "Micro-benchmarks"; a benchmark, never a test: it asserts
+ * (docs/performance.md; a benchmark, never a test: it asserts
  * nothing and prints figures).
  *
  *   hit, 10000 names   cache key + lookup + copy-out (ID, qname case and TTL

@@ -1,6 +1,6 @@
 /*
  * bench_dynblock.c - in-process micro-benchmark of dynamic blocks
- * (BENCHMARKS.md "Micro-benchmarks"; a benchmark, never a test: it asserts
+ * (docs/performance.md; a benchmark, never a test: it asserts
  * nothing and prints figures).
  *
  * The store gets N active blocks (default 100,000): random IPv4 /32s, plus

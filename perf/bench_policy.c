@@ -1,6 +1,6 @@
 /*
  * bench_policy.c - in-process micro-benchmark of backend selection
- * (BENCHMARKS.md "Micro-benchmarks"; a benchmark, never a test: it asserts
+ * (docs/performance.md; a benchmark, never a test: it asserts
  * nothing and prints figures).
  *
  * What each built-in policy (leastOutstanding, firstAvailable, roundrobin,
@@ -31,7 +31,7 @@
  * loop with the selection replaced by members[0], for reference. The runs of
  * all figures are interleaved (every figure's run 1, then every figure's
  * run 2, ...), so that a change in the machine's load spreads over all of
- * them instead of landing on one policy (BENCHMARKS.md: A B A B).
+ * them instead of landing on one policy (alternating, A B A B).
  *
  *   dnslb-bench-policy [runs (5)] [selections per run (2000000)]
  */

@@ -1,6 +1,6 @@
 /*
  * bench_rules.c - in-process micro-benchmark of the rule engine
- * (BENCHMARKS.md "Micro-benchmarks"; a benchmark, never a test: it asserts
+ * (docs/performance.md; a benchmark, never a test: it asserts
  * nothing and prints figures).
  *
  * Chains are built directly through the C API of rules/rules.h

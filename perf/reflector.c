@@ -1,5 +1,5 @@
 /*
- * dnslb-reflector: the floor of docs/performance.md and BENCHMARKS.md.
+ * dnslb-reflector: the floor of docs/performance.md.
  *
  * A bare single-threaded UDP reflector.  It receives datagrams in batches of
  * 64 with recvmmsg(), turns each into a response in place (QR set, the

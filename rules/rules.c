@@ -1,6 +1,6 @@
 /*
- * rules.c - selectors, actions, rules and chains (rules.h, ARCHITECTURE.md
- * §6): reference counting and teardown of the C objects the Lua side builds,
+ * rules.c - selectors, actions, rules and chains (rules.h, docs/architecture.md):
+ * reference counting and teardown of the C objects the Lua side builds,
  * their evaluation (one switch per selector and per action), the published
  * chains, and the query and response chain walks with their counters.
  *

@@ -1,5 +1,5 @@
 /*
- * rules.h - the rule engine (ARCHITECTURE.md §6): selectors and actions
+ * rules.h - the rule engine (docs/architecture.md#rules-lua-states-and-reloads): selectors and actions
  * built from Lua into C objects, ordered chains of {selector, action,
  * counters} published as immutable snapshots, and their evaluation on the
  * query path.
