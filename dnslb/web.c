@@ -1301,6 +1301,19 @@ json_num(cJSON *o, const char *key, double v, bool is_double)
 	cJSON_AddRawToObject(o, key, s);
 }
 
+/* A running average as dnsdist's JSON writes a double: all 17 digits. */
+static void
+json_avg(cJSON *o, const char *key, double v)
+{
+	char s[64];
+
+	if (isfinite(v))
+		snprintf(s, sizeof(s), "%.17g", v);
+	else
+		snprintf(s, sizeof(s), "null");
+	cJSON_AddRawToObject(o, key, s);
+}
+
 /* GET /jsonstat?command=stats: dnsdist's flat object. */
 static cJSON *
 json_stats(void)
@@ -1419,8 +1432,8 @@ json_server(int id, const struct dlb_metrics_backend *m)
 	json_u64(o, "sendErrors", m->send_errors);
 	json_str(o, "state", m->state);
 	/* TCP towards the backend (docs/web.md); no TLS yet: tlsResumptions is 0 */
-	json_num(o, "tcpAvgConnectionDuration", m->tcp_avg_duration, true);
-	json_num(o, "tcpAvgQueriesPerConnection", m->tcp_avg_queries, true);
+	json_avg(o, "tcpAvgConnectionDuration", m->tcp_avg_duration);
+	json_avg(o, "tcpAvgQueriesPerConnection", m->tcp_avg_queries);
 	json_u64(o, "tcpConnectTimeouts", m->tcp_connect_timeouts);
 	json_u64(o, "tcpCurrentConnections", m->tcp_current);
 	json_u64(o, "tcpDiedReadingResponse", m->tcp_died_reading);
@@ -1557,8 +1570,8 @@ json_localhost(void)
 		json_u64(f, "responses", fv[i].responses);
 		cJSON_AddBoolToObject(f, "tcp", tcp);
 		/* TCP figures (0 for UDP: dnslb/metrics.c) */
-		json_num(f, "tcpAvgConnectionDuration", fv[i].tcp_avg_duration, true);
-		json_num(f, "tcpAvgQueriesPerConnection", fv[i].tcp_avg_queries, true);
+		json_avg(f, "tcpAvgConnectionDuration", fv[i].tcp_avg_duration);
+		json_avg(f, "tcpAvgQueriesPerConnection", fv[i].tcp_avg_queries);
 		json_u64(f, "tcpClientTimeouts", fv[i].tcp_client_timeouts);
 		json_u64(f, "tcpCurrentConnections", fv[i].tcp_current);
 		json_u64(f, "tcpDiedReadingQuery", fv[i].tcp_died_reading);

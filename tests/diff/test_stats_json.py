@@ -6,8 +6,11 @@ ports, UUIDs) are normalized."""
 
 import json
 import re
+import socket
+import struct
+import time
 
-from diffharness import (DNSLB_ONLY_STATS, VOLATILE_STATS, build_query, known,
+from diffharness import (DNSLB_ONLY_STATS, VOLATILE_STATS, TcpClient, build_query, known,
                          strip_id)  # noqa: F401
 
 BODY = '''
@@ -96,6 +99,177 @@ def test_metrics_global_series(pair):
     assert a == b
 
 
+def series_set(text):
+    """{(series name, label names)} of a /metrics text."""
+    out = set()
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r'([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})? ', line)
+        labels = tuple(sorted(re.findall(r'(\w+)="', m.group(2) or "")))
+        out.add((m.group(1), labels))
+    return out
+
+
+def series_values(text, name):
+    """The values of series @name, in the order of its lines."""
+    return [line.split()[-1] for line in text.splitlines()
+            if line.startswith(name + "{") or line.startswith(name + " ")]
+
+
+# dnslb's own /metrics series: the global lines of its own counters
+# (docs/web.md, "dnslb's own series"; docs/dnsdist-differences.md,
+# "Counters dnslb adds"), all without labels.
+DNSLB_ONLY_SERIES = {("dnsdist_" + n.replace("-", "_"), ()) for n in DNSLB_ONLY_STATS}
+
+# dnsdist's per-server and per-frontend TCP connection series
+SERVER_TCP = ("tcpdiedsendingquery", "tcpdiedreadingresponse", "tcpgaveup", "tcpreadtimeouts",
+              "tcpwritetimeouts", "tcpconnecttimeouts", "tcpcurrentconnections",
+              "tcpmaxconcurrentconnections", "tcpnewconnections", "tcpreusedconnections",
+              "tlsresumptions")
+FRONTEND_TCP = ("tcpdiedreadingquery", "tcpdiedsendingresponse", "tcpgaveup",
+                "tcpclientimeouts", "tcpdownstreamtimeouts", "tcpcurrentconnections",
+                "tcpmaxconcurrentconnections")
+
+
+def on_both(p, fn):
+    """fn(side) on dnsdist, then on dnslb; asserts the same results (IDs aside)."""
+    a, b = fn(p.theirs), fn(p.ours)
+    norm = lambda v: [strip_id(x) if isinstance(x, bytes) else x for x in v]  # noqa: E731
+    assert norm(a) == norm(b), (a, b)
+    return a
+
+
+def pipelined(side, names):
+    """Queries one after the other on one TCP connection; the answers."""
+    out = []
+    with TcpClient(side.port) as c:
+        for i, name in enumerate(names):
+            c.send_msg(build_query(name, qid=i + 1))
+            out.append(c.recv_msg(2))
+    time.sleep(0.1)
+    return out
+
+
+def cut_short(side, nbytes):
+    """A connection the client closes after @nbytes of a framed query (0:
+    before anything)."""
+    s = socket.create_connection(("127.0.0.1", side.port))
+    w = build_query("www.example.test.", qid=1)
+    if nbytes:
+        s.sendall((struct.pack("!H", len(w)) + w)[:nbytes])
+    time.sleep(0.1)
+    s.close()
+    time.sleep(0.1)
+    return []
+
+
+def tcp_traffic(p):
+    """TCP traffic whose connection figures are deterministic: three queries
+    on one connection, a connection closed mid-query, one closed before
+    anything was sent."""
+    on_both(p, lambda s: pipelined(s, ("www1.example.test.", "www2.example.test.",
+                                       "servfail.example.test.")))
+    on_both(p, lambda s: cut_short(s, 7))
+    on_both(p, lambda s: cut_short(s, 0))
+
+
+def test_metrics_series_set(pair):
+    """Every series of dnsdist's /metrics, with the same label names, is in
+    dnslb's; dnslb's others are its own documented ones."""
+    p = pair(BODY, backends=BACKENDS, web=True)
+    traffic(p)
+    tcp_traffic(p)
+    a, b = (series_set(s.web("/metrics")[1].decode()) for s in (p.theirs, p.ours))
+    assert a - b == set()
+    assert known("Counters dnslb adds")
+    assert b - a == DNSLB_ONLY_SERIES
+
+
+def tcp_stats_tables(text):
+    """showTCPStats()'s frontend and backend tables, split in columns,
+    addresses and the average duration (time) left out."""
+    out = []
+    for line in text[text.index("Frontends:"):].splitlines():
+        cols = re.sub(r"127\.0\.0\.1:\d+", "ADDR", line).split()
+        if cols and cols[0].isdigit() and len(cols) == 20:
+            del cols[10]        # a frontend's "Avg duration"
+        elif cols and cols[0].isdigit():
+            del cols[-1]        # a backend's
+        out.append(cols)
+    return out
+
+
+def test_tcp_connection_figures(pair):
+    """The per-server and per-frontend TCP figures after the same TCP
+    traffic, in /metrics, the API and showTCPStats()."""
+    p = pair('newServer({address="@B0@"})\n', backends=({},), web=True)
+    tcp_traffic(p)
+    a, b = (s.web("/metrics")[1].decode() for s in (p.theirs, p.ours))
+    for name in SERVER_TCP:
+        assert series_values(a, "dnsdist_server_" + name) == \
+            series_values(b, "dnsdist_server_" + name), name
+    for name in FRONTEND_TCP + ("tcpavgqueriesperconnection",):
+        assert series_values(a, "dnsdist_frontend_" + name) == \
+            series_values(b, "dnsdist_frontend_" + name), name
+    # one backend connection, used three times; two client connections died reading
+    assert series_values(b, "dnsdist_server_tcpnewconnections") == ["1"]
+    assert series_values(b, "dnsdist_server_tcpreusedconnections") == ["2"]
+    assert series_values(b, "dnsdist_frontend_tcpdiedreadingquery") == ["2"]
+    # running averages over 3, 0 and 0 queries
+    assert series_values(b, "dnsdist_frontend_tcpavgqueriesperconnection") == ["0.029403"]
+    ja, jb = (json.loads(s.web("/api/v1/servers/localhost")[1]) for s in (p.theirs, p.ours))
+    for x, y in zip(ja["servers"] + ja["frontends"], jb["servers"] + jb["frontends"]):
+        for k in x:
+            if k.startswith("tcp") and k != "tcpAvgConnectionDuration":
+                assert x[k] == y[k], k
+    # the tables but the workers line (dnslb has no TCP thread pool)
+    ta, tb = (tcp_stats_tables(s.console("showTCPStats()")) for s in (p.theirs, p.ours))
+    assert ta == tb
+
+
+def test_tcp_failure_figures(pair):
+    """A backend that closes without answering (retries, then gives up), one
+    that never answers (read timeout), clients that go idle (timeouts)."""
+    p = pair('setTCPRecvTimeout(1)\nnewServer({address="@B0@", tcpRecvTimeout=1})\n',
+             backends=({},), web=True)
+    for name in ("close.example.test.", "drop.example.test."):
+        # the client's answer is not compared here: dnsdist 1.7.3 closes
+        # the connection, dnslb answers SERVFAIL
+        p.answers(build_query(name, qid=7), "tcp", timeout=3)
+    idle = {}
+    for s in (p.theirs, p.ours):
+        c = TcpClient(s.port)
+        c.send_msg(build_query("www.example.test.", qid=1))
+        c.recv_msg(2)
+        d = socket.create_connection(("127.0.0.1", s.port))
+        w = build_query("www.example.test.", qid=1)
+        d.sendall(struct.pack("!H", len(w)) + w[:5])
+        idle[s.daemon.impl] = (c, d)
+    time.sleep(1.6)
+    for c, d in idle.values():
+        c.sock.close()
+        d.close()
+    time.sleep(0.2)
+    a, b = (s.web("/metrics")[1].decode() for s in (p.theirs, p.ours))
+    # tcpcurrentconnections: dnsdist 1.7.3 counts a failed connection until
+    # its periodic cleanup
+    for name in set(SERVER_TCP) - {"tcpcurrentconnections", "tcpmaxconcurrentconnections"}:
+        assert series_values(a, "dnsdist_server_" + name) == \
+            series_values(b, "dnsdist_server_" + name), name
+    for name in FRONTEND_TCP:
+        assert series_values(a, "dnsdist_frontend_" + name) == \
+            series_values(b, "dnsdist_frontend_" + name), name
+    # five attempts, then gave up; a read timeout; two idle clients
+    assert series_values(b, "dnsdist_server_tcpnewconnections") == ["7"]
+    assert series_values(b, "dnsdist_server_tcpdiedreadingresponse") == ["5"]
+    assert series_values(b, "dnsdist_server_tcpgaveup") == ["1"]
+    assert series_values(b, "dnsdist_server_tcpreadtimeouts") == ["1"]
+    assert series_values(b, "dnsdist_frontend_tcpgaveup") == ["1"]
+    assert series_values(b, "dnsdist_frontend_tcpdownstreamtimeouts") == ["1"]
+    assert series_values(b, "dnsdist_frontend_tcpclientimeouts") == ["2"]
+
+
 def norm_localhost(doc):
     text = json.dumps(doc, sort_keys=True)
     text = re.sub(r'127\.0\.0\.1:\d+', "127.0.0.1:PORT", text)
@@ -105,6 +279,8 @@ def norm_localhost(doc):
         s["latency"] = "V"
         s["qps"] = "V"
         s["dropRate"] = "V"
+    for s in doc["servers"] + doc["frontends"]:
+        s["tcpAvgConnectionDuration"] = "V"    # a time
     return doc
 
 
@@ -114,6 +290,11 @@ def test_localhost_document(pair):
                 "refused.example.test.", "abuse.example.test.", "tc.example.test.")
     for name in udp_only:
         p.query(build_query(name, qid=9), "udp")
+    # and the TCP connection figures: three queries on one connection (no
+    # cache hit among them), one connection closed mid-query
+    on_both(p, lambda s: pipelined(s, ("www1.example.test.", "www2.example.test.",
+                                       "www3.example.test.")))
+    on_both(p, lambda s: cut_short(s, 7))
     a, b = (json.loads(s.web("/api/v1/servers/localhost")[1]) for s in (p.theirs, p.ours))
     a, b = norm_localhost(a), norm_localhost(b)
     assert a["version"] == "1.7.3"
