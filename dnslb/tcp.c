@@ -860,6 +860,7 @@ enum up_fail {
 	UP_FAIL_ERROR,		/* no memory */
 	UP_FAIL_GAVE_UP,	/* broken, and `retries` attempts made */
 	UP_FAIL_TIMEOUT,	/* the first request's deadline passed */
+	UP_FAIL_CONNECT_TIMEOUT,	/* the connect took longer than tcpConnectTimeout */
 	UP_FAIL_OUT_OF_STEP,	/* an answer to no query */
 };
 
@@ -889,8 +890,8 @@ up_fail_all(struct dlb_tcp_up *u, enum up_fail why)
 
 		w->be_stats[r->s.be_index].outstanding--;
 		dlb_oc_release(w, &r->s);
-		if (r->s.client.proto == DLB_CLIENT_TCP &&
-		    (why == UP_FAIL_GAVE_UP || why == UP_FAIL_TIMEOUT)) {
+		if (r->s.client.proto == DLB_CLIENT_TCP && why != UP_FAIL_ERROR &&
+		    why != UP_FAIL_OUT_OF_STEP) {
 			struct dlb_tcp_client *c = client_lookup(w, &r->s.client);
 
 			if (c != NULL && why == UP_FAIL_GAVE_UP)
@@ -1012,8 +1013,13 @@ up_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 
 	if (u->state == UP_CONNECTING) {
 		if (now - u->last_use >= be->tcp_connect_timeout) {
+			/*
+			 * As dnsdist 1.7.3: no other attempt (each would make
+			 * the clients wait tcpConnectTimeout more); the clients'
+			 * frontends count a downstream timeout.
+			 */
 			u->w->be_stats[u->be_index].tcp_connect_timeouts++;
-			up_broken(u);
+			up_fail_all(u, UP_FAIL_CONNECT_TIMEOUT);
 			return;
 		}
 	} else if (u->nreqs > 0) {
