@@ -353,7 +353,7 @@ def test_tcp_failure_figures(pair):
     assert series_values(b, "dnsdist_frontend_tcpdiedreadingquery") == ["0"]
     assert series_values(b, "dnsdist_frontend_tcpclientimeouts") == ["3"]
     # the failed connections (five, then one) still count in dnsdist's
-    assert known("tcpCurrentConnections counts open backend connections")
+    assert known("tcpCurrentConnections counts open connections only")
     assert series_values(b, "dnsdist_server_tcpcurrentconnections") == ["1"]
     # five attempts, then gave up; a read timeout; two idle clients
     assert series_values(b, "dnsdist_server_tcpnewconnections") == ["7"]
@@ -362,6 +362,69 @@ def test_tcp_failure_figures(pair):
     assert series_values(b, "dnsdist_server_tcpreadtimeouts") == ["1"]
     assert series_values(b, "dnsdist_frontend_tcpgaveup") == ["1"]
     assert series_values(b, "dnsdist_frontend_tcpdownstreamtimeouts") == ["1"]
+
+
+class FullListener:
+    """A TCP port on 127.0.0.1 whose accept queue is full: a connect to it
+    gets no answer (its SYN is dropped), so it runs into the timeout."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(0)
+        self.port = self.sock.getsockname()[1]
+        self.fillers = []
+        for _ in range(3):
+            f = socket.socket()
+            f.setblocking(False)
+            f.connect_ex(("127.0.0.1", self.port))
+            self.fillers.append(f)
+        time.sleep(0.2)
+
+    def close(self):
+        for f in self.fillers:
+            f.close()
+        self.sock.close()
+
+
+def test_tcp_connect_failures(pair):
+    """A backend whose TCP port refuses (each of the `retries` attempts dies
+    sending, then it gives up) and one whose connect times out (no other
+    attempt, as dnsdist 1.7.3)."""
+    full = FullListener()
+    try:
+        p = pair('''
+newServer({address="127.0.0.1:%d", pool="refused", tcpConnectTimeout=1, retries=3})
+newServer({address="127.0.0.1:%d", pool="full", tcpConnectTimeout=1})
+getServer(0):setUp()
+getServer(1):setUp()
+addAction("refused.example.test.", PoolAction("refused"))
+addAction("full.example.test.", PoolAction("full"))
+''' % (free_port(), full.port), backends=(), web=True)
+        for name in ("refused.example.test.", "full.example.test."):
+            # the answers are not compared here (dnsdist closes the
+            # connection, dnslb answers SERVFAIL)
+            p.answers(build_query(name, qid=7), "tcp", timeout=2.5)
+        time.sleep(0.2)
+        a, b = (s.web("/metrics")[1].decode() for s in (p.theirs, p.ours))
+    finally:
+        full.close()
+    for name in set(SERVER_TCP) - {"tcpcurrentconnections"}:
+        assert series_values(a, "dnsdist_server_" + name) == \
+            series_values(b, "dnsdist_server_" + name), name
+    for name in set(FRONTEND_TCP) - {"tcpcurrentconnections", "tcpmaxconcurrentconnections"}:
+        assert series_values(a, "dnsdist_frontend_" + name) == \
+            series_values(b, "dnsdist_frontend_" + name), name
+    assert series_values(b, "dnsdist_server_tcpnewconnections") == ["3", "1"]
+    assert series_values(b, "dnsdist_server_tcpdiedsendingquery") == ["3", "0"]
+    assert series_values(b, "dnsdist_server_tcpgaveup") == ["1", "0"]
+    assert series_values(b, "dnsdist_server_tcpconnecttimeouts") == ["0", "1"]
+    assert series_values(b, "dnsdist_frontend_tcpgaveup") == ["1"]
+    assert series_values(b, "dnsdist_frontend_tcpdownstreamtimeouts") == ["1"]
+    assert known("tcpCurrentConnections counts open connections only")
+    assert series_values(b, "dnsdist_server_tcpcurrentconnections") == ["0", "0"]
+    assert series_values(b, "dnsdist_frontend_tcpcurrentconnections") == ["0"]
+    assert series_values(b, "dnsdist_frontend_tcpmaxconcurrentconnections") == ["1"]
 
 
 def norm_localhost(doc):
