@@ -204,6 +204,33 @@ def test_metrics_series_set(pair):
     assert b - a == DNSLB_ONLY_SERIES == documented_series()["always"]
 
 
+def head_lines(text):
+    """{HELP/TYPE line} of the per-server and per-frontend families."""
+    return {line for line in text.splitlines()
+            if re.match(r"# (HELP|TYPE) dnsdist_(server|frontend)_", line)}
+
+
+def test_metrics_server_frontend_heads(pair):
+    """The HELP and TYPE lines of the per-server and per-frontend families
+    are dnsdist's text."""
+    p = pair(BODY, backends=BACKENDS, web=True)
+    tcp_traffic(p)
+    texts = [s.web("/metrics")[1].decode() for s in (p.theirs, p.ours)]
+    a, b = (head_lines(t) for t in texts)
+    assert known("/metrics writes each family under its own TYPE line")
+    typo = "# TYPE dnsdist_server_tlsersumptions counter"
+    sampled = {x[0] for x in series_set(texts[0])}
+    unsampled = {h for h in a if h.split()[2] not in sampled and h != typo}
+    assert {h.split()[2] for h in unsampled} <= {
+        "dnsdist_frontend_" + n for n in (
+            "tlsqueries", "tlsnewsessions", "tlsresumptions", "tlsunknownticketkeys",
+            "tlsinactiveticketkeys", "tlshandshakefailures", "http_connects",
+            "doh_http_method_queries", "doh_http_version_queries", "doh_bad_requests",
+            "doh_responses", "doh_version_status_responses")}
+    assert a - b == unsampled | {typo}
+    assert b - a == {"# TYPE dnsdist_server_tlsresumptions counter"}
+
+
 def test_metrics_series_set_richer(pair):
     """The same with dynamic blocks, several pools with caches, named
     servers, rules of more chains, and a second listener (on a port of the
