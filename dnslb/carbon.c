@@ -163,6 +163,31 @@ build_message(const struct carbon_target *t, struct mbuf *b)
 			  be.send_errors, now);
 		mb_printf(b, "%sservers.%s.outstanding %" PRIu64 " %lld\r\n", base, name,
 			  be.outstanding, now);
+		/* TCP: dnsdist 1.7.3's paths, its misspellings kept ("readding",
+		 * "readimeouts") so that what reads dnsdist's finds them */
+		{
+			const struct { const char *path; uint64_t v; } tv[] = {
+				{ "tcpdiedsendingquery", be.tcp_died_sending },
+				{ "tcpdiedreaddingresponse", be.tcp_died_reading },
+				{ "tcpgaveup", be.tcp_gave_up },
+				{ "tcpreadimeouts", be.tcp_read_timeouts },
+				{ "tcpwritetimeouts", be.tcp_write_timeouts },
+				{ "tcpconnecttimeouts", be.tcp_connect_timeouts },
+				{ "tcpcurrentconnections", be.tcp_current },
+				{ "tcpmaxconcurrentconnections", be.tcp_max },
+				{ "tcpnewconnections", be.tcp_new },
+				{ "tcpreusedconnections", be.tcp_reused },
+				{ "tlsresumptions", 0 },	/* no TLS yet */
+			};
+
+			for (size_t k = 0; k < sizeof(tv) / sizeof(tv[0]); k++)
+				mb_printf(b, "%sservers.%s.%s %" PRIu64 " %lld\r\n", base, name,
+					  tv[k].path, tv[k].v, now);
+		}
+		mb_printf(b, "%sservers.%s.tcpavgqueriesperconnection %g %lld\r\n", base, name,
+			  be.tcp_avg_queries, now);
+		mb_printf(b, "%sservers.%s.tcpavgconnectionduration %g %lld\r\n", base, name,
+			  be.tcp_avg_duration, now);
 	}
 
 	/* "<address>_udp" / "_tcp"; a repeated bind gets "_2", "_3"... (dnsdist) */
@@ -189,9 +214,34 @@ build_message(const struct carbon_target *t, struct mbuf *b)
 			  fe[i].queries, now);
 		mb_printf(b, "%sfrontends.%s.responses %" PRIu64 " %lld\r\n", t->prefix, name,
 			  fe[i].responses, now);
-		if (tcp)
-			mb_printf(b, "%sfrontends.%s.tcpcurrentconnections %" PRIu64 " %lld\r\n",
-				  t->prefix, name, fe[i].tcp_current, now);
+		/* dnsdist's, for UDP frontends too (all 0 there); no TLS yet */
+		{
+			const struct { const char *path; uint64_t v; } tv[] = {
+				{ "tcpdiedreadingquery", fe[i].tcp_died_reading },
+				{ "tcpdiedsendingresponse", fe[i].tcp_died_sending },
+				{ "tcpgaveup", fe[i].tcp_gave_up },
+				{ "tcpclientimeouts", fe[i].tcp_client_timeouts },
+				{ "tcpdownstreamtimeouts", fe[i].tcp_downstream_timeouts },
+				{ "tcpcurrentconnections", fe[i].tcp_current },
+				{ "tcpmaxconcurrentconnections", fe[i].tcp_max },
+			};
+			static const char *const tls[] = {
+				"tls10-queries", "tls11-queries", "tls12-queries", "tls13-queries",
+				"tls-unknown-queries", "tlsnewsessions", "tlsresumptions",
+				"tlsunknownticketkeys", "tlsinactiveticketkeys",
+			};
+
+			for (size_t k = 0; k < sizeof(tv) / sizeof(tv[0]); k++)
+				mb_printf(b, "%sfrontends.%s.%s %" PRIu64 " %lld\r\n", t->prefix, name,
+					  tv[k].path, tv[k].v, now);
+			mb_printf(b, "%sfrontends.%s.tcpavgqueriesperconnection %g %lld\r\n",
+				  t->prefix, name, fe[i].tcp_avg_queries, now);
+			mb_printf(b, "%sfrontends.%s.tcpavgconnectionduration %g %lld\r\n",
+				  t->prefix, name, fe[i].tcp_avg_duration, now);
+			for (size_t k = 0; k < sizeof(tls) / sizeof(tls[0]); k++)
+				mb_printf(b, "%sfrontends.%s.%s 0 %lld\r\n", t->prefix, name, tls[k],
+					  now);
+		}
 	}
 
 	for (int i = 0; dlb_metrics_pool(i, &pool) == 0; i++) {

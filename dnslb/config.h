@@ -142,6 +142,9 @@ struct dlb_backend {
 	int admin;				/* enum dlb_be_admin */
 	int healthy;				/* last health-check verdict, 1 until checks say otherwise */
 	int qps_limit_rt;			/* setQPS() at runtime */
+	/* TCP connections to it over all workers (tcp.c, when one opens or closes) */
+	uint32_t tcp_current, tcp_max;
+	double tcp_avg_queries, tcp_avg_duration;	/* dnsdist's running averages (ms) */
 };
 
 /** A point of a pool's consistent-hashing ring (chashed). */
@@ -167,6 +170,9 @@ struct dlb_ch_ring {
 /** One backend's figures summed over the workers (for Lua and the console). */
 struct dlb_be_totals {
 	uint64_t queries, responses, drops, send_errors, outstanding, servfails, refused;
+	/* TCP (struct dlb_be_stats) */
+	uint64_t tcp_new, tcp_reused, tcp_died_sending, tcp_died_reading, tcp_gave_up;
+	uint64_t tcp_connect_timeouts, tcp_read_timeouts, tcp_write_timeouts;
 	double latency_us;		/* mean of the workers' EWMAs that saw answers */
 	double qps, drate;		/* over the last second */
 };

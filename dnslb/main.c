@@ -107,6 +107,15 @@ be_totals(int b, struct dlb_be_totals *t)
 		t->servfails += __atomic_load_n(&bs->servfails, __ATOMIC_RELAXED);
 		t->refused += __atomic_load_n(&bs->refused, __ATOMIC_RELAXED);
 		t->outstanding += __atomic_load_n(&bs->outstanding, __ATOMIC_RELAXED);
+		t->tcp_new += __atomic_load_n(&bs->tcp_new, __ATOMIC_RELAXED);
+		t->tcp_reused += __atomic_load_n(&bs->tcp_reused, __ATOMIC_RELAXED);
+		t->tcp_died_sending += __atomic_load_n(&bs->tcp_died_sending, __ATOMIC_RELAXED);
+		t->tcp_died_reading += __atomic_load_n(&bs->tcp_died_reading, __ATOMIC_RELAXED);
+		t->tcp_gave_up += __atomic_load_n(&bs->tcp_gave_up, __ATOMIC_RELAXED);
+		t->tcp_connect_timeouts += __atomic_load_n(&bs->tcp_connect_timeouts,
+							   __ATOMIC_RELAXED);
+		t->tcp_read_timeouts += __atomic_load_n(&bs->tcp_read_timeouts, __ATOMIC_RELAXED);
+		t->tcp_write_timeouts += __atomic_load_n(&bs->tcp_write_timeouts, __ATOMIC_RELAXED);
 		if (lat > 0) {
 			t->latency_us += lat;
 			nlat++;

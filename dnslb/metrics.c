@@ -22,6 +22,7 @@
 #include "dnslb/l2cache.h"
 #include "dnslb/redis.h"
 #include "dnslb/stats.h"
+#include "dnslb/tcp.h"
 #include "dnslb/worker.h"
 #include "rules/rules.h"
 #include "rules/tee.h"
@@ -534,6 +535,18 @@ dlb_metrics_backend(int i, struct dlb_metrics_backend *out)
 	out->qps = t.qps;
 	out->drate = t.drate;
 	out->latency_ms = t.latency_us / 1000.0;
+	out->tcp_new = t.tcp_new;
+	out->tcp_reused = t.tcp_reused;
+	out->tcp_died_sending = t.tcp_died_sending;
+	out->tcp_died_reading = t.tcp_died_reading;
+	out->tcp_gave_up = t.tcp_gave_up;
+	out->tcp_connect_timeouts = t.tcp_connect_timeouts;
+	out->tcp_read_timeouts = t.tcp_read_timeouts;
+	out->tcp_write_timeouts = t.tcp_write_timeouts;
+	out->tcp_current = __atomic_load_n(&be->tcp_current, __ATOMIC_RELAXED);
+	out->tcp_max = __atomic_load_n(&be->tcp_max, __ATOMIC_RELAXED);
+	__atomic_load(&be->tcp_avg_queries, &out->tcp_avg_queries, __ATOMIC_RELAXED);
+	__atomic_load(&be->tcp_avg_duration, &out->tcp_avg_duration, __ATOMIC_RELAXED);
 	out->qps_limit = __atomic_load_n(&be->qps_limit_rt, __ATOMIC_RELAXED);
 	out->order = be->order;
 	out->weight = be->weight;
@@ -567,11 +580,28 @@ dlb_metrics_frontend(int i, struct dlb_metrics_frontend *out)
 				out->queries += __atomic_load_n(&l->tcp_queries, __ATOMIC_RELAXED);
 				out->responses += __atomic_load_n(&l->tcp_responses, __ATOMIC_RELAXED);
 				out->tcp_current += __atomic_load_n(&l->tcp_conns, __ATOMIC_RELAXED);
+				out->tcp_died_reading += __atomic_load_n(&l->tcp_died_reading,
+									 __ATOMIC_RELAXED);
+				out->tcp_died_sending += __atomic_load_n(&l->tcp_died_sending,
+									 __ATOMIC_RELAXED);
+				out->tcp_gave_up += __atomic_load_n(&l->tcp_gave_up, __ATOMIC_RELAXED);
+				out->tcp_client_timeouts += __atomic_load_n(&l->tcp_client_timeouts,
+									    __ATOMIC_RELAXED);
+				out->tcp_downstream_timeouts +=
+					__atomic_load_n(&l->tcp_downstream_timeouts, __ATOMIC_RELAXED);
 			} else {
 				out->queries += __atomic_load_n(&l->udp_queries, __ATOMIC_RELAXED);
 				out->responses += __atomic_load_n(&l->udp_responses, __ATOMIC_RELAXED);
 			}
 		}
+	}
+	if (tcp) {
+		struct dlb_tcp_fe_figures f;
+
+		dlb_tcp_fe_figures(fe, &f);
+		out->tcp_max = f.max_concurrent;
+		out->tcp_avg_queries = f.avg_queries;
+		out->tcp_avg_duration = f.avg_duration;
 	}
 	return 0;
 }

@@ -54,6 +54,11 @@ struct dlb_metrics_backend {
 	double latency_ms;		/* UDP EWMA */
 	int qps_limit, order, weight;
 	char pools[512];		/* pool names separated by spaces */
+	/* TCP connections to it, dnsdist's tcp* figures (docs/web.md) */
+	uint64_t tcp_new, tcp_reused, tcp_died_sending, tcp_died_reading, tcp_gave_up;
+	uint64_t tcp_connect_timeouts, tcp_read_timeouts, tcp_write_timeouts;
+	uint64_t tcp_current, tcp_max;
+	double tcp_avg_queries, tcp_avg_duration;	/* running averages; ms */
 };
 /** Backend @i of the running config, in dnsdist's numbering (dlb_config_backend_at). @return 0, or -1 when there is none. */
 int dlb_metrics_backend(int i, struct dlb_metrics_backend *out);
@@ -65,6 +70,10 @@ struct dlb_metrics_frontend {
 	uint64_t queries;		/* received on this bind (all workers) */
 	uint64_t responses;		/* answers sent on it */
 	uint64_t tcp_current;		/* TCP: connections open now */
+	/* TCP: dnsdist's tcp* figures (docs/web.md); 0 for UDP */
+	uint64_t tcp_died_reading, tcp_died_sending, tcp_gave_up;
+	uint64_t tcp_client_timeouts, tcp_downstream_timeouts, tcp_max;
+	double tcp_avg_queries, tcp_avg_duration;	/* running averages; ms */
 };
 /**
  * Frontend number @i: UDP is 2i, TCP 2i+1 (showBinds() numbering).

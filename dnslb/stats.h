@@ -103,6 +103,13 @@ struct dlb_be_stats {
 	uint64_t refused;			/* not sent: the in-flight table was full */
 	uint32_t outstanding;			/* in flight now (UDP and TCP) */
 	double latency_us;			/* EWMA 127/128 */
+	/* TCP towards the backend, dnsdist's meanings (tcp.c, docs/web.md) */
+	uint64_t tcp_new;			/* connections opened (each attempt) */
+	uint64_t tcp_reused;			/* queries sent on a connection already open */
+	uint64_t tcp_died_sending;		/* I/O errors sending a query */
+	uint64_t tcp_died_reading;		/* closed or failed with queries pending */
+	uint64_t tcp_gave_up;			/* queries failed after `retries` attempts */
+	uint64_t tcp_connect_timeouts, tcp_read_timeouts, tcp_write_timeouts;
 } __attribute__((aligned(64)));
 
 /*

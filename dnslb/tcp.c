@@ -53,8 +53,64 @@
 #define TCP_MAX_UP_PER_BACKEND	256		/* connections per worker and backend */
 #define TCP_UP_IDLE_TIMEOUT	30.0		/* s an unused backend connection stays open */
 
-/* connections per frontend, all workers (atomic) */
+/* connections per frontend, all workers (atomic), for setMaxConcurrentTCPConnections */
 static uint32_t fe_conns[DLB_MAX_FRONTENDS];
+
+/*
+ * dnsdist's per-frontend gauges, all workers (atomic): connections open now
+ * and at most, and the running averages of queries per connection and of a
+ * connection's duration. Touched when a connection opens or closes only.
+ */
+static struct {
+	uint32_t current, max;
+	double avg_queries, avg_duration;
+} fe_figs[DLB_MAX_FRONTENDS];
+
+/* One more connection in *@cur; raise *@max to it. */
+static void
+gauge_open(uint32_t *cur, uint32_t *max)
+{
+	uint32_t n = __atomic_add_fetch(cur, 1, __ATOMIC_RELAXED);
+	uint32_t m = __atomic_load_n(max, __ATOMIC_RELAXED);
+
+	while (n > m && !__atomic_compare_exchange_n(max, &m, n, true, __ATOMIC_RELAXED,
+						     __ATOMIC_RELAXED))
+		;
+}
+
+/* dnsdist's running average: avg = 99 avg / 100 + x / 100. */
+static void
+running_avg(double *avg, double x)
+{
+	double old, nv;
+
+	__atomic_load(avg, &old, __ATOMIC_RELAXED);
+	do
+		nv = 99.0 * old / 100.0 + x / 100.0;
+	while (!__atomic_compare_exchange(avg, &old, &nv, true, __ATOMIC_RELAXED,
+					  __ATOMIC_RELAXED));
+}
+
+/* A connection closes after @queries queries and @sec seconds (whole ms, as dnsdist). */
+static void
+conn_closed(uint32_t *cur, double *avg_q, double *avg_d, uint64_t queries, double sec)
+{
+	__atomic_sub_fetch(cur, 1, __ATOMIC_RELAXED);
+	running_avg(avg_q, (double)queries);
+	running_avg(avg_d, (double)(uint64_t)(sec > 0 ? sec * 1000.0 : 0));
+}
+
+void
+dlb_tcp_fe_figures(int fe, struct dlb_tcp_fe_figures *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (fe < 0 || fe >= DLB_MAX_FRONTENDS)
+		return;
+	out->current = __atomic_load_n(&fe_figs[fe].current, __ATOMIC_RELAXED);
+	out->max_concurrent = __atomic_load_n(&fe_figs[fe].max, __ATOMIC_RELAXED);
+	__atomic_load(&fe_figs[fe].avg_queries, &out->avg_queries, __ATOMIC_RELAXED);
+	__atomic_load(&fe_figs[fe].avg_duration, &out->avg_duration, __ATOMIC_RELAXED);
+}
 
 /* setTCPConnectionsOverloadThreshold: what a restricted connection gets (dnsdist 2.0's) */
 #define TCP_OVERLOAD_RECV_TIMEOUT	0.5	/* s */
@@ -145,6 +201,8 @@ client_close(struct dlb_tcp_client *c)
 	w->conns[c->idx] = NULL;
 	w->conns_free[w->nfree_conns++] = c->idx;
 	c->l->tcp_conns--;
+	conn_closed(&fe_figs[c->l->index].current, &fe_figs[c->l->index].avg_queries,
+		    &fe_figs[c->l->index].avg_duration, c->queries, dlb_worker_now(w) - c->started);
 	if (fe->max_concurrent_tcp > 0)
 		__atomic_sub_fetch(&fe_conns[c->l->index], 1, __ATOMIC_RELAXED);
 	if (c->counted_client)
@@ -171,6 +229,7 @@ client_flush(struct dlb_tcp_client *c)
 		if (n == -1) {
 			if (errno == EAGAIN || errno == EINTR)
 				break;
+			c->l->tcp_died_sending++;
 			client_close(c);
 			return;
 		}
@@ -255,18 +314,11 @@ client_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	double now = ev_now(loop);
 	double max_duration = client_max_duration(c);
 
-	if (max_duration > 0 && now - c->started >= max_duration) {
+	if ((max_duration > 0 && now - c->started >= max_duration) ||
+	    (c->out_head != NULL && now - c->last_io >= cfg->tcp_send_timeout) ||
+	    (c->out_head == NULL && c->inflight == 0 && now - c->last_io >= client_recv_timeout(c))) {
 		c->w->stats.tcp_client_timeouts++;
-		client_close(c);
-		return;
-	}
-	if (c->out_head != NULL && now - c->last_io >= cfg->tcp_send_timeout) {
-		c->w->stats.tcp_client_timeouts++;
-		client_close(c);
-		return;
-	}
-	if (c->out_head == NULL && c->inflight == 0 && now - c->last_io >= client_recv_timeout(c)) {
-		c->w->stats.tcp_client_timeouts++;
+		c->l->tcp_client_timeouts++;
 		client_close(c);
 		return;
 	}
@@ -304,6 +356,19 @@ client_write_cb(struct ev_loop *loop, ev_io *io, int revents)
 	client_flush(container_of(io, struct dlb_tcp_client, wio));
 }
 
+static bool client_partial_frame(const struct dlb_tcp_client *c);
+
+/*
+ * The client closed its side, or its connection failed: is that dnsdist's
+ * tcpDiedReadingQuery? Yes before its first query or in the middle of one;
+ * not once it has been answered and is between queries.
+ */
+static bool
+client_died_reading(const struct dlb_tcp_client *c)
+{
+	return c->queries == 0 || client_partial_frame(c);
+}
+
 static void
 client_read_cb(struct ev_loop *loop, ev_io *io, int revents)
 {
@@ -325,11 +390,16 @@ client_read_cb(struct ev_loop *loop, ev_io *io, int revents)
 	}
 	n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, MSG_DONTWAIT);
 	if (n == -1) {
-		if (errno != EAGAIN && errno != EINTR)
+		if (errno != EAGAIN && errno != EINTR) {
+			if (client_died_reading(c))
+				c->l->tcp_died_reading++;
 			client_close(c);
+		}
 		return;
 	}
 	if (n == 0) {
+		if (client_died_reading(c))
+			c->l->tcp_died_reading++;
 		/* half-close: answer what was fully received, then close */
 		ev_io_stop(loop, &c->rio);
 		c->peer_closed = true;
@@ -580,6 +650,7 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 		}
 		c->started = c->last_io = ev_now(w->loop);
 		l->tcp_conns++;
+		gauge_open(&fe_figs[l->index].current, &fe_figs[l->index].max);
 		w->stats.tcp_client_connections++;
 		ev_io_init(&c->rio, client_read_cb, fd, EV_READ);
 		ev_io_init(&c->wio, client_write_cb, fd, EV_WRITE);
@@ -720,6 +791,8 @@ struct dlb_tcp_up {
 	ev_io io;
 	ev_timer timer;
 	double last_use;
+	double opened;			/* when the current socket was opened (loop clock) */
+	uint32_t queries;		/* sent on the current socket (its average) */
 	struct up_req *reqs;		/* in send order */
 	uint32_t nreqs, cap;
 	uint32_t wpos;			/* first request not fully written */
@@ -756,9 +829,13 @@ static void
 up_close_fd(struct dlb_tcp_up *u)
 {
 	if (u->fd >= 0) {
+		struct dlb_backend *be = u->w->cfg->backends[u->be_index];
+
 		ev_io_stop(u->w->loop, &u->io);
 		close(u->fd);
 		u->fd = -1;
+		conn_closed(&be->tcp_current, &be->tcp_avg_queries, &be->tcp_avg_duration,
+			    u->queries, dlb_worker_now(u->w) - u->opened);
 	}
 	u->rlen = 0;
 }
@@ -778,28 +855,50 @@ up_free(struct dlb_tcp_up *u)
 	free(u);
 }
 
+/* Why the requests of a backend connection fail (up_fail_all). */
+enum up_fail {
+	UP_FAIL_ERROR,		/* no memory */
+	UP_FAIL_GAVE_UP,	/* broken, and `retries` attempts made */
+	UP_FAIL_TIMEOUT,	/* the first request's deadline passed */
+	UP_FAIL_CONNECT_TIMEOUT,	/* the connect took longer than tcpConnectTimeout */
+	UP_FAIL_OUT_OF_STEP,	/* an answer to no query */
+};
+
 /*
  * Fail every request of @u (answer SERVFAIL to TCP clients, nothing to UDP
- * ones; with @close_clients, close the TCP clients' connections instead, as
- * dnsdist does when an answer on the stream answers no query), then free it.
+ * ones; for UP_FAIL_OUT_OF_STEP, close the TCP clients' connections instead,
+ * as dnsdist does when an answer on the stream answers no query), then free
+ * it. The TCP clients' frontends count a timeout or a give-up, per query.
  */
 static void
-up_fail_all_how(struct dlb_tcp_up *u, bool timeout, bool close_clients)
+up_fail_all(struct dlb_tcp_up *u, enum up_fail why)
 {
 	struct dlb_worker *w = u->w;
 	struct up_req *reqs = u->reqs;
 	uint32_t n = u->nreqs;
+	bool timeout = why == UP_FAIL_TIMEOUT, close_clients = why == UP_FAIL_OUT_OF_STEP;
 
 	/* detach first: failing a request may re-enter this module */
 	u->reqs = NULL;
 	u->nreqs = u->cap = 0;
 	w->stats.tcp_downstream_failures++;
+	if (why == UP_FAIL_GAVE_UP)
+		w->be_stats[u->be_index].tcp_gave_up++;
 	up_free(u);
 	for (uint32_t i = 0; i < n; i++) {
 		struct up_req *r = &reqs[i];
 
 		w->be_stats[r->s.be_index].outstanding--;
 		dlb_oc_release(w, &r->s);
+		if (r->s.client.proto == DLB_CLIENT_TCP && why != UP_FAIL_ERROR &&
+		    why != UP_FAIL_OUT_OF_STEP) {
+			struct dlb_tcp_client *c = client_lookup(w, &r->s.client);
+
+			if (c != NULL && why == UP_FAIL_GAVE_UP)
+				c->l->tcp_gave_up++;
+			else if (c != NULL)
+				c->l->tcp_downstream_timeouts++;
+		}
 		if (timeout) {
 			w->be_stats[r->s.be_index].drops++;
 			dlb_rings_slot(w, &r->s, NULL, 0, r->s.be_index);
@@ -820,11 +919,6 @@ up_fail_all_how(struct dlb_tcp_up *u, bool timeout, bool close_clients)
 	free(reqs);
 }
 
-static void
-up_fail_all(struct dlb_tcp_up *u, bool timeout)
-{
-	up_fail_all_how(u, timeout, false);
-}
 
 static int
 up_connect(struct dlb_tcp_up *u)
@@ -854,11 +948,15 @@ up_connect(struct dlb_tcp_up *u)
 	u->fd = fd;
 	u->state = UP_CONNECTING;
 	u->attempts++;
-	u->last_use = ev_now(u->w->loop);
+	u->last_use = u->opened = ev_now(u->w->loop);
 	u->wpos = 0;
 	for (uint32_t i = 0; i < u->nreqs; i++)
 		u->reqs[i].written = 0;
+	u->queries = u->nreqs;	/* sent again on this one */
 	u->w->stats.tcp_downstream_connections++;
+	u->w->be_stats[u->be_index].tcp_new++;
+	gauge_open(&u->w->cfg->backends[u->be_index]->tcp_current,
+		   &u->w->cfg->backends[u->be_index]->tcp_max);
 	ev_io_init(&u->io, up_io_cb, fd, EV_READ | EV_WRITE);
 	ev_io_start(u->w->loop, &u->io);
 	return 0;
@@ -882,7 +980,7 @@ up_broken(struct dlb_tcp_up *u)
 		up_arm_timer(u);
 		return true;
 	}
-	up_fail_all(u, false);
+	up_fail_all(u, UP_FAIL_GAVE_UP);
 	return false;
 }
 
@@ -915,13 +1013,23 @@ up_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 
 	if (u->state == UP_CONNECTING) {
 		if (now - u->last_use >= be->tcp_connect_timeout) {
-			up_broken(u);
+			/*
+			 * As dnsdist 1.7.3: no other attempt (each would make
+			 * the clients wait tcpConnectTimeout more); the clients'
+			 * frontends count a downstream timeout.
+			 */
+			u->w->be_stats[u->be_index].tcp_connect_timeouts++;
+			up_fail_all(u, UP_FAIL_CONNECT_TIMEOUT);
 			return;
 		}
 	} else if (u->nreqs > 0) {
 		if (now >= u->reqs[0].s.deadline) {
 			/* the backend sat on a query: fail the connection's queries */
-			up_fail_all(u, true);
+			if (u->wpos < u->nreqs)
+				u->w->be_stats[u->be_index].tcp_write_timeouts++;
+			else
+				u->w->be_stats[u->be_index].tcp_read_timeouts++;
+			up_fail_all(u, UP_FAIL_TIMEOUT);
 			return;
 		}
 	} else if (now - u->last_use >= TCP_UP_IDLE_TIMEOUT) {
@@ -943,6 +1051,7 @@ up_write(struct dlb_tcp_up *u)
 		if (n == -1) {
 			if (errno == EAGAIN || errno == EINTR)
 				break;
+			u->w->be_stats[u->be_index].tcp_died_sending++;
 			return up_broken(u);
 		}
 		r->written += (size_t)n;
@@ -1092,7 +1201,7 @@ up_read_frames(struct dlb_tcp_up *u)
 			 * An answer to no query: the stream is out of step. As
 			 * dnsdist, every client waiting on it loses its connection.
 			 */
-			up_fail_all_how(u, false, true);
+			up_fail_all(u, UP_FAIL_OUT_OF_STEP);
 			return false;
 		}
 		if (u->reqs[i].xfr) {
@@ -1106,6 +1215,7 @@ up_read_frames(struct dlb_tcp_up *u)
 		w->be_stats[s.be_index].outstanding--;
 		dlb_oc_release(w, &s);
 		u->last_use = ev_now(w->loop);
+		u->attempts = 0;	/* it answers: a later break gets a fresh round of retries */
 		if (match != DLB_ANSWER_OK) {
 			/*
 			 * On a stream there is no waiting for the real one. As
@@ -1149,7 +1259,7 @@ up_read_frames(struct dlb_tcp_up *u)
 		uint8_t *nb = realloc(u->rbuf, need);
 
 		if (nb == NULL) {
-			up_fail_all(u, false);
+			up_fail_all(u, UP_FAIL_ERROR);
 			return false;
 		}
 		u->rbuf = nb;
@@ -1168,6 +1278,8 @@ up_io_cb(struct ev_loop *loop, ev_io *io, int revents)
 		socklen_t el = sizeof(err);
 
 		if (getsockopt(u->fd, SOL_SOCKET, SO_ERROR, &err, &el) == -1 || err != 0) {
+			/* the connection failed before the query could go */
+			u->w->be_stats[u->be_index].tcp_died_sending++;
 			up_broken(u);
 			return;
 		}
@@ -1186,14 +1298,16 @@ up_io_cb(struct ev_loop *loop, ev_io *io, int revents)
 		if (u->rcap == 0) {
 			u->rbuf = malloc(TCP_RBUF_INITIAL);
 			if (u->rbuf == NULL) {
-				up_fail_all(u, false);
+				up_fail_all(u, UP_FAIL_ERROR);
 				return;
 			}
 			u->rcap = TCP_RBUF_INITIAL;
 		}
 		n = recv(u->fd, u->rbuf + u->rlen, u->rcap - u->rlen, MSG_DONTWAIT);
 		if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR)) {
-			u->attempts = 0;	/* it worked before: a fresh round of retries */
+			/* with queries waiting: dnsdist's tcpDiedReadingResponse */
+			if (u->nreqs > 0)
+				u->w->be_stats[u->be_index].tcp_died_reading++;
 			up_broken(u);
 			return;
 		}
@@ -1218,9 +1332,12 @@ up_get(struct dlb_worker *w, const struct dlb_backend *be, bool own)
 	struct dlb_tcp_up *u;
 
 	/* a PROXY header names one client: such connections are never shared */
-	for (u = bl->tcp_conns; u != NULL && !own; u = u->next)
-		if (u->fd >= 0 && !u->single && u->nreqs < max)
+	for (u = bl->tcp_conns; u != NULL && !own; u = u->next) {
+		if (u->fd >= 0 && !u->single && u->nreqs < max) {
+			w->be_stats[be->index].tcp_reused++;
 			return u;
+		}
+	}
 	if (bl->tcp_count >= TCP_MAX_UP_PER_BACKEND)
 		return NULL;
 	u = calloc(1, sizeof(*u));
@@ -1329,6 +1446,7 @@ dlb_tcp_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_clie
 	dlb_wr16(r->frame + hl, (uint16_t)(r->flen - hl - 2));
 	dlb_wr16(r->frame + hl + 2, id);
 	u->nreqs++;
+	u->queries++;
 	u->last_use = ev_now(w->loop);
 	w->be_stats[be->index].queries++;
 	w->be_stats[be->index].outstanding++;

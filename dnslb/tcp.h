@@ -38,6 +38,14 @@ void dlb_tcp_drop(struct dlb_worker *w, const struct dlb_client *c);
  * per-client outstanding table (dnslb/abuse.h).
  */
 void dlb_tcp_worker_close_all(struct dlb_worker *w);
+/** A frontend's TCP connection figures over all workers (dnsdist's names). */
+struct dlb_tcp_fe_figures {
+	uint32_t current, max_concurrent;
+	double avg_queries, avg_duration;	/* running averages; duration in ms */
+};
+/** Figures of frontend @fe (any thread: relaxed atomic loads). */
+void dlb_tcp_fe_figures(int fe, struct dlb_tcp_fe_figures *out);
+
 /** Backend requests of @w holding a per-client outstanding place (consistency checks). */
 uint64_t dlb_tcp_oc_marked(const struct dlb_worker *w);
 

@@ -912,7 +912,32 @@ static const struct prom_series server_series[] = {
 	  "gauge" },
 	{ "order", "The order in which this server is picked", "gauge" },
 	{ "weight", "The weight within the order in which this server is picked", "gauge" },
+	/* TCP towards the backend (9 onwards): dnsdist's text, its types too */
+	{ "tcpdiedsendingquery", "The number of TCP I/O errors while sending the query", "counter" },
+	{ "tcpdiedreadingresponse", "The number of TCP I/O errors while reading the response",
+	  "counter" },
+	{ "tcpgaveup", "The number of TCP connections failing after too many attempts", "counter" },
+	{ "tcpconnecttimeouts", "The number of TCP connect timeouts", "counter" },
+	{ "tcpreadtimeouts", "The number of TCP read timeouts", "counter" },
+	{ "tcpwritetimeouts", "The number of TCP write timeouts", "counter" },
+	{ "tcpcurrentconnections", "The number of current TCP connections", "gauge" },
+	{ "tcpmaxconcurrentconnections", "The maximum number of concurrent TCP connections",
+	  "counter" },
+	{ "tcpnewconnections", "The number of established TCP connections in total", "counter" },
+	{ "tcpreusedconnections", "The number of times a TCP connection has been reused",
+	  "counter" },
+	{ "tcpavgqueriesperconn", "The average number of queries per TCP connection", "gauge" },
+	{ "tcpavgconnduration", "The average duration of a TCP connection (ms)", "gauge" },
+	/* no TLS towards backends yet: a real 0 */
+	{ "tlsresumptions", "The number of times a TLS session has been resumed", "counter" },
 };
+
+/* A running average as dnsdist prints it (a C++ stream's 6 significant digits). */
+static void
+fmt_avg(char *out, size_t outsz, double v)
+{
+	snprintf(out, outsz, "%g", v);
+}
 
 
 /* The backends of the running config, in order. @return how many (<= @cap). */
@@ -979,7 +1004,20 @@ prom_servers(struct sbuf *b)
 			case 5: snprintf(val, sizeof(val), "%" PRIu64, m->send_errors); break;
 			case 6: snprintf(val, sizeof(val), "%" PRIu64, m->outstanding); break;
 			case 7: snprintf(val, sizeof(val), "%d", m->order); break;
-			default: snprintf(val, sizeof(val), "%d", m->weight); break;
+			case 8: snprintf(val, sizeof(val), "%d", m->weight); break;
+			case 9: snprintf(val, sizeof(val), "%" PRIu64, m->tcp_died_sending); break;
+			case 10: snprintf(val, sizeof(val), "%" PRIu64, m->tcp_died_reading); break;
+			case 11: snprintf(val, sizeof(val), "%" PRIu64, m->tcp_gave_up); break;
+			case 12: snprintf(val, sizeof(val), "%" PRIu64, m->tcp_connect_timeouts); break;
+			case 13: snprintf(val, sizeof(val), "%" PRIu64, m->tcp_read_timeouts); break;
+			case 14: snprintf(val, sizeof(val), "%" PRIu64, m->tcp_write_timeouts); break;
+			case 15: snprintf(val, sizeof(val), "%" PRIu64, m->tcp_current); break;
+			case 16: snprintf(val, sizeof(val), "%" PRIu64, m->tcp_max); break;
+			case 17: snprintf(val, sizeof(val), "%" PRIu64, m->tcp_new); break;
+			case 18: snprintf(val, sizeof(val), "%" PRIu64, m->tcp_reused); break;
+			case 19: fmt_avg(val, sizeof(val), m->tcp_avg_queries); break;
+			case 20: fmt_avg(val, sizeof(val), m->tcp_avg_duration); break;
+			default: snprintf(val, sizeof(val), "0"); break;
 			}
 			sb_str(b, name);
 			prom_server_labels(b, m);
@@ -1010,10 +1048,33 @@ get_frontends(struct dlb_metrics_frontend *out, int *thread, int cap)
 static void
 prom_frontends(struct sbuf *b)
 {
+	/* dnsdist's text and types; from 2 on, TCP frontends only */
 	static const struct prom_series fs[] = {
 		{ "queries", "Amount of queries received by this frontend", "counter" },
 		{ "responses", "Amount of responses sent by this frontend", "counter" },
+		{ "tcpdiedreadingquery",
+		  "Amount of TCP connections terminated while reading the query from the client",
+		  "counter" },
+		{ "tcpdiedsendingresponse",
+		  "Amount of TCP connections terminated while sending a response to the client",
+		  "counter" },
+		{ "tcpgaveup",
+		  "Amount of TCP connections terminated after too many attempts to get a "
+		  "connection to the backend", "counter" },
+		/* (sic: dnsdist's name) */
+		{ "tcpclientimeouts",
+		  "Amount of TCP connections terminated by a timeout while reading from the client",
+		  "counter" },
+		{ "tcpdownstreamtimeouts",
+		  "Amount of TCP connections terminated by a timeout while reading from the backend",
+		  "counter" },
 		{ "tcpcurrentconnections", "Amount of current incoming TCP connections from clients",
+		  "gauge" },
+		{ "tcpmaxconcurrentconnections",
+		  "Maximum number of concurrent incoming TCP connections from clients", "counter" },
+		{ "tcpavgqueriesperconnection", "The average number of queries per TCP connection",
+		  "gauge" },
+		{ "tcpavgconnectionduration", "The average duration of a TCP connection (ms)",
 		  "gauge" },
 	};
 	const int cap = DLB_MAX_FRONTENDS * 2;
@@ -1032,16 +1093,29 @@ prom_frontends(struct sbuf *b)
 		snprintf(name, sizeof(name), "dnsdist_frontend_%s", fs[s].suffix);
 		prom_head(b, name, fs[s].help, fs[s].type);
 		for (int i = 0; i < n; i++) {
-			uint64_t val = s == 0 ? v[i].queries : s == 1 ? v[i].responses
-								 : v[i].tcp_current;
+			const struct dlb_metrics_frontend *f = &v[i];
+			char val[64];
 
-			if (s == 2 && strcmp(v[i].proto, "TCP") != 0)
+			if (s >= 2 && strcmp(f->proto, "TCP") != 0)
 				continue;
+			switch (s) {
+			case 0: snprintf(val, sizeof(val), "%" PRIu64, f->queries); break;
+			case 1: snprintf(val, sizeof(val), "%" PRIu64, f->responses); break;
+			case 2: snprintf(val, sizeof(val), "%" PRIu64, f->tcp_died_reading); break;
+			case 3: snprintf(val, sizeof(val), "%" PRIu64, f->tcp_died_sending); break;
+			case 4: snprintf(val, sizeof(val), "%" PRIu64, f->tcp_gave_up); break;
+			case 5: snprintf(val, sizeof(val), "%" PRIu64, f->tcp_client_timeouts); break;
+			case 6: snprintf(val, sizeof(val), "%" PRIu64, f->tcp_downstream_timeouts); break;
+			case 7: snprintf(val, sizeof(val), "%" PRIu64, f->tcp_current); break;
+			case 8: snprintf(val, sizeof(val), "%" PRIu64, f->tcp_max); break;
+			case 9: fmt_avg(val, sizeof(val), f->tcp_avg_queries); break;
+			default: fmt_avg(val, sizeof(val), f->tcp_avg_duration); break;
+			}
 			sb_printf(b, "%s{frontend=\"", name);
-			sb_text(b, v[i].address, true);
+			sb_text(b, f->address, true);
 			sb_str(b, "\",proto=\"");
-			sb_text(b, v[i].proto, true);
-			sb_printf(b, "\",thread=\"%d\"} %" PRIu64 "\n", thread[i], val);
+			sb_text(b, f->proto, true);
+			sb_printf(b, "\",thread=\"%d\"} %s\n", thread[i], val);
 		}
 	}
 out:
@@ -1227,6 +1301,19 @@ json_num(cJSON *o, const char *key, double v, bool is_double)
 	cJSON_AddRawToObject(o, key, s);
 }
 
+/* A running average as dnsdist's JSON writes a double: all 17 digits. */
+static void
+json_avg(cJSON *o, const char *key, double v)
+{
+	char s[64];
+
+	if (isfinite(v))
+		snprintf(s, sizeof(s), "%.17g", v);
+	else
+		snprintf(s, sizeof(s), "null");
+	cJSON_AddRawToObject(o, key, s);
+}
+
 /* GET /jsonstat?command=stats: dnsdist's flat object. */
 static cJSON *
 json_stats(void)
@@ -1314,20 +1401,10 @@ add_pool_names(cJSON *a, const struct dlb_backend *be)
 			cJSON_AddItemToArray(a, json_str_item(names[i]));
 }
 
-static const char *const server_tcp_keys[] = {
-	"tcpAvgConnectionDuration", "tcpAvgQueriesPerConnection", "tcpConnectTimeouts",
-	"tcpCurrentConnections", "tcpDiedReadingResponse", "tcpDiedSendingQuery", "tcpGaveUp",
-	"tcpMaxConcurrentConnections", "tcpNewConnections", "tcpReadTimeouts",
-	"tcpReusedConnections", "tcpWriteTimeouts", "tlsResumptions",
-};
-
-/* dnsdist's per-frontend TCP and TLS figures but tcpCurrentConnections. */
-static const char *const frontend_tcp_keys[] = {
-	"tcpAvgConnectionDuration", "tcpAvgQueriesPerConnection", "tcpClientTimeouts",
-	"tcpDiedReadingQuery", "tcpDiedSendingResponse", "tcpDownstreamTimeouts", "tcpGaveUp",
-	"tcpMaxConcurrentConnections", "tls10Queries", "tls11Queries", "tls12Queries",
-	"tls13Queries", "tlsInactiveTicketKey", "tlsNewSessions", "tlsResumptions",
-	"tlsUnknownQueries", "tlsUnknownTicketKey",
+/* dnsdist's per-frontend TLS figures: dnslb has no TLS yet, a real 0 */
+static const char *const frontend_tls_keys[] = {
+	"tls10Queries", "tls11Queries", "tls12Queries", "tls13Queries", "tlsInactiveTicketKey",
+	"tlsNewSessions", "tlsResumptions", "tlsUnknownQueries", "tlsUnknownTicketKey",
 };
 
 static cJSON *
@@ -1354,10 +1431,20 @@ json_server(int id, const struct dlb_metrics_backend *m)
 	json_u64(o, "reuseds", m->drops);
 	json_u64(o, "sendErrors", m->send_errors);
 	json_str(o, "state", m->state);
-	/* dnsdist's TCP and TLS figures towards the backend: dnslb keeps none
-	 * of them per backend (docs/web.md) */
-	for (size_t i = 0; i < sizeof(server_tcp_keys) / sizeof(server_tcp_keys[0]); i++)
-		json_u64(o, server_tcp_keys[i], 0);
+	/* TCP towards the backend (docs/web.md); no TLS yet: tlsResumptions is 0 */
+	json_avg(o, "tcpAvgConnectionDuration", m->tcp_avg_duration);
+	json_avg(o, "tcpAvgQueriesPerConnection", m->tcp_avg_queries);
+	json_u64(o, "tcpConnectTimeouts", m->tcp_connect_timeouts);
+	json_u64(o, "tcpCurrentConnections", m->tcp_current);
+	json_u64(o, "tcpDiedReadingResponse", m->tcp_died_reading);
+	json_u64(o, "tcpDiedSendingQuery", m->tcp_died_sending);
+	json_u64(o, "tcpGaveUp", m->tcp_gave_up);
+	json_u64(o, "tcpMaxConcurrentConnections", m->tcp_max);
+	json_u64(o, "tcpNewConnections", m->tcp_new);
+	json_u64(o, "tcpReadTimeouts", m->tcp_read_timeouts);
+	json_u64(o, "tcpReusedConnections", m->tcp_reused);
+	json_u64(o, "tcpWriteTimeouts", m->tcp_write_timeouts);
+	json_u64(o, "tlsResumptions", 0);
 	cJSON_AddNumberToObject(o, "weight", m->weight);
 	return o;
 }
@@ -1482,10 +1569,18 @@ json_localhost(void)
 		json_u64(f, "queries", fv[i].queries);
 		json_u64(f, "responses", fv[i].responses);
 		cJSON_AddBoolToObject(f, "tcp", tcp);
-		json_u64(f, "tcpCurrentConnections", tcp ? fv[i].tcp_current : 0);
-		/* the rest dnslb does not count per frontend (docs/web.md) */
-		for (size_t k = 0; k < sizeof(frontend_tcp_keys) / sizeof(frontend_tcp_keys[0]); k++)
-			json_u64(f, frontend_tcp_keys[k], 0);
+		/* TCP figures (0 for UDP: dnslb/metrics.c) */
+		json_avg(f, "tcpAvgConnectionDuration", fv[i].tcp_avg_duration);
+		json_avg(f, "tcpAvgQueriesPerConnection", fv[i].tcp_avg_queries);
+		json_u64(f, "tcpClientTimeouts", fv[i].tcp_client_timeouts);
+		json_u64(f, "tcpCurrentConnections", fv[i].tcp_current);
+		json_u64(f, "tcpDiedReadingQuery", fv[i].tcp_died_reading);
+		json_u64(f, "tcpDiedSendingResponse", fv[i].tcp_died_sending);
+		json_u64(f, "tcpDownstreamTimeouts", fv[i].tcp_downstream_timeouts);
+		json_u64(f, "tcpGaveUp", fv[i].tcp_gave_up);
+		json_u64(f, "tcpMaxConcurrentConnections", fv[i].tcp_max);
+		for (size_t k = 0; k < sizeof(frontend_tls_keys) / sizeof(frontend_tls_keys[0]); k++)
+			json_u64(f, frontend_tls_keys[k], 0);
 		json_str(f, "type", fv[i].proto);
 		cJSON_AddBoolToObject(f, "udp", !tcp);
 		cJSON_AddItemToArray(a, f);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dnslb/config.h"
 #include "dnslb/daemon.h"
 #include "dnslb/metrics.h"
 #include "dnslb/stats.h"
@@ -115,21 +116,17 @@ l_show_binds(lua_State *L)
 }
 
 /*
- * showTCPStats(): dnslb has no TCP worker pool (each worker serves its own
- * TCP clients), so the first table shows the workers; then the TCP
- * frontends and the process-wide TCP counters.
+ * showTCPStats(), dnsdist 1.7.3's layout: dnslb has no TCP worker pool (each
+ * worker serves its own TCP clients), so the first table shows the workers,
+ * with nothing ever queued; then every frontend (UDP ones all 0) and every
+ * backend with its TCP connection figures. No TLS yet: those columns are 0.
  */
 static int
 l_show_tcp_stats(lua_State *L)
 {
-	struct dlb_metric m[DLB_METRICS_MAX];
 	struct dlb_metrics_frontend f;
-	char line[256];
-	size_t n;
-	static const char *const wanted[] = {
-		"tcp-client-connections", "tcp-client-rejected", "tcp-client-timeouts",
-		"tcp-downstream-connections", "tcp-downstream-failures",
-	};
+	struct dlb_metrics_backend *b;
+	char line[512];
 
 	if (dlb_lua_silent(L))
 		return 0;
@@ -141,26 +138,53 @@ l_show_tcp_stats(lua_State *L)
 	dlb_lua_print(L, line);
 	dlb_lua_print(L, "");
 	dlb_lua_print(L, "Frontends:");
-	snprintf(line, sizeof(line), "%-3s %-20.20s %-20s %-20s %s", "#", "Address", "Connections",
-		 "Queries", "Responses");
+	snprintf(line, sizeof(line),
+		 "%-3s %-20.20s %-20s %-20s %-20s %-25s %-20s %-20s %-20s %-20s %-20s %-20s %-20s "
+		 "%-25s %-25s %-15s %-15s %-15s %-15s %-15s",
+		 "#", "Address", "Connections", "Max concurrent conn", "Died reading query",
+		 "Died sending response", "Gave up", "Client timeouts", "Downstream timeouts",
+		 "Avg queries/conn", "Avg duration", "TLS new sessions", "TLS Resumptions",
+		 "TLS unknown ticket keys", "TLS inactive ticket keys", "TLS 1.0", "TLS 1.1",
+		 "TLS 1.2", "TLS 1.3", "TLS other");
 	dlb_lua_print(L, line);
-	for (int i = 1; dlb_metrics_frontend(i, &f) == 0; i += 2) {
-		snprintf(line, sizeof(line), "%-3d %-20.20s %-20llu %-20llu %llu", i / 2, f.address,
-			 (unsigned long long)f.tcp_current, (unsigned long long)f.queries,
-			 (unsigned long long)f.responses);
+	for (int i = 0; dlb_metrics_frontend(i, &f) == 0; i++) {
+		snprintf(line, sizeof(line),
+			 "%-3d %-20.20s %-20llu %-20llu %-20llu %-25llu %-20llu %-20llu %-20llu "
+			 "%-20f %-20f %-20d %-20d %-25d %-25d %-15d %-15d %-15d %-15d %-15d",
+			 i, f.address, (unsigned long long)f.tcp_current,
+			 (unsigned long long)f.tcp_max, (unsigned long long)f.tcp_died_reading,
+			 (unsigned long long)f.tcp_died_sending, (unsigned long long)f.tcp_gave_up,
+			 (unsigned long long)f.tcp_client_timeouts,
+			 (unsigned long long)f.tcp_downstream_timeouts, f.tcp_avg_queries,
+			 f.tcp_avg_duration, 0, 0, 0, 0, 0, 0, 0, 0, 0);
 		dlb_lua_print(L, line);
 	}
 	dlb_lua_print(L, "");
-	dlb_lua_print(L, "Totals:");
-	n = dlb_metrics_global(m, DLB_METRICS_MAX);
-	for (size_t k = 0; k < sizeof(wanted) / sizeof(wanted[0]); k++) {
-		for (size_t i = 0; i < n; i++) {
-			if (strcmp(m[i].name, wanted[k]) != 0)
-				continue;
-			snprintf(line, sizeof(line), "%-30s %.0f", m[i].name, m[i].value);
-			dlb_lua_print(L, line);
-		}
+	dlb_lua_print(L, "Backends:");
+	snprintf(line, sizeof(line),
+		 "%-3s %-20.20s %-20.20s %-20s %-20s %-25s %-25s %-20s %-20s %-20s %-20s %-20s "
+		 "%-20s %-20s %-20s %-20s",
+		 "#", "Name", "Address", "Connections", "Max concurrent conn", "Died sending query",
+		 "Died reading response", "Gave up", "Read timeouts", "Write timeouts",
+		 "Connect timeouts", "Total connections", "Reused connections", "TLS resumptions",
+		 "Avg queries/conn", "Avg duration");
+	dlb_lua_print(L, line);
+	b = malloc(sizeof(*b));
+	for (int i = 0; b != NULL && dlb_metrics_backend(i, b) == 0; i++) {
+		snprintf(line, sizeof(line),
+			 "%-3d %-20.20s %-20.20s %-20llu %-20llu %-25llu %-25llu %-20llu %-20llu "
+			 "%-20llu %-20llu %-20llu %-20llu %-20d %-20f %-20f",
+			 i, b->be->name, b->be->addr_text, (unsigned long long)b->tcp_current,
+			 (unsigned long long)b->tcp_max, (unsigned long long)b->tcp_died_sending,
+			 (unsigned long long)b->tcp_died_reading, (unsigned long long)b->tcp_gave_up,
+			 (unsigned long long)b->tcp_read_timeouts,
+			 (unsigned long long)b->tcp_write_timeouts,
+			 (unsigned long long)b->tcp_connect_timeouts, (unsigned long long)b->tcp_new,
+			 (unsigned long long)b->tcp_reused, 0, b->tcp_avg_queries,
+			 b->tcp_avg_duration);
+		dlb_lua_print(L, line);
 	}
+	free(b);
 	return 0;
 }
 
