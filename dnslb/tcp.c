@@ -865,10 +865,12 @@ enum up_fail {
 };
 
 /*
- * Fail every request of @u (answer SERVFAIL to TCP clients, nothing to UDP
- * ones; for UP_FAIL_OUT_OF_STEP, close the TCP clients' connections instead,
- * as dnsdist does when an answer on the stream answers no query), then free
- * it. The TCP clients' frontends count a timeout or a give-up, per query.
+ * Fail every request of @u, then free it. TCP clients' connections are
+ * closed without an answer, as dnsdist closes them when the backend times
+ * out, gives up or answers out of step (a stale answer is sent instead when
+ * setServeStaleOnTimeout has one); only when memory ran out do they get a
+ * SERVFAIL. UDP clients get nothing. The TCP clients' frontends count a
+ * timeout or a give-up, per query.
  */
 static void
 up_fail_all(struct dlb_tcp_up *u, enum up_fail why)
@@ -876,7 +878,9 @@ up_fail_all(struct dlb_tcp_up *u, enum up_fail why)
 	struct dlb_worker *w = u->w;
 	struct up_req *reqs = u->reqs;
 	uint32_t n = u->nreqs;
-	bool timeout = why == UP_FAIL_TIMEOUT, close_clients = why == UP_FAIL_OUT_OF_STEP;
+	bool timeout = why == UP_FAIL_TIMEOUT;
+	/* as dnsdist: a TCP client gets no answer, its connection is closed */
+	bool close_clients = why != UP_FAIL_ERROR;
 
 	/* detach first: failing a request may re-enter this module */
 	u->reqs = NULL;
@@ -899,16 +903,21 @@ up_fail_all(struct dlb_tcp_up *u, enum up_fail why)
 			else if (c != NULL)
 				c->l->tcp_downstream_timeouts++;
 		}
-		if (timeout) {
-			w->be_stats[r->s.be_index].drops++;
+		/*
+		 * dnsdist counts a TCP client's timeout only on its frontend (above),
+		 * not in the server's drops or downstream-timeouts
+		 */
+		if (timeout)
 			dlb_rings_slot(w, &r->s, NULL, 0, r->s.be_index);
-			if (r->s.client.proto != DLB_CLIENT_INTERNAL) {
+		if (timeout && r->s.client.proto != DLB_CLIENT_TCP) {
+			w->be_stats[r->s.be_index].drops++;
+			if (r->s.client.proto != DLB_CLIENT_INTERNAL)
 				w->stats.downstream_timeouts++;
-				if (dlb_query_answer_stale(w, &r->s)) {
-					free(r->frame);
-					continue;
-				}
-			}
+		}
+		if (timeout && r->s.client.proto != DLB_CLIENT_INTERNAL &&
+		    dlb_query_answer_stale(w, &r->s)) {
+			free(r->frame);
+			continue;
 		}
 		if (r->s.client.proto == DLB_CLIENT_TCP && close_clients)
 			dlb_tcp_drop(w, &r->s.client);

@@ -449,3 +449,22 @@ def test_spoofed_answer_header_counts(pair, name, qtype):
                 assert struct.unpack("!H", a[4:6])[0] == 2
                 fixed[4:6] = b"\x00\x01"
             assert diffharness.strip_id(bytes(fixed)) == diffharness.strip_id(b)
+
+
+# ---- a backend that fails a TCP query ----------------------------------------
+
+@pytest.mark.parametrize("name", ["drop.example.test.", "close.example.test."])
+def test_tcp_backend_failure_closes_the_client(pair, name):
+    """A backend that never answers over TCP (read timeout) or closes the
+    connection (retries exhausted): the client's connection is closed
+    without an answer, and no timeout is counted but the frontend's."""
+    from diffharness import TcpClient
+    p = pair('newServer({address="@B0@", tcpRecvTimeout=1, retries=1})\n')
+    out = {}
+    for side in (p.theirs, p.ours):
+        with TcpClient(side.port) as c:
+            c.send_msg(q(name, qid=7))
+            out[side.impl] = (c.recv_msg(4.0), c.eof)
+    assert out["dnsdist"] == out["dnslb"] == (None, True)
+    p.assert_same_backend_traffic()
+    same_counters(p)
