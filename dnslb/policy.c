@@ -11,14 +11,6 @@
 #include "dnslb/stats.h"
 #include "dnslb/util.h"
 
-int
-dlb_pool_policy(const struct dlb_config *cfg, const struct dlb_pool *pool)
-{
-	int p = __atomic_load_n(&pool->policy, __ATOMIC_RELAXED);
-
-	return p >= 0 ? p : __atomic_load_n(&cfg->policy, __ATOMIC_RELAXED);
-}
-
 static bool
 under_qps(const struct dlb_policy_view *v, const struct dlb_backend *be)
 {

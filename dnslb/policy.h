@@ -21,10 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct dlb_backend;
+#include "dnslb/config.h"
+
 struct dlb_be_stats;
-struct dlb_config;
-struct dlb_pool;
 struct dlb_rng;
 
 /* firstAvailable's QPS limit (setQPS, qps=): a one-second window per server. */
@@ -43,7 +42,13 @@ struct dlb_policy_view {
 };
 
 /** The policy of @pool: its own, else @cfg's global one (both may change at runtime). */
-int dlb_pool_policy(const struct dlb_config *cfg, const struct dlb_pool *pool);
+static inline int
+dlb_pool_policy(const struct dlb_config *cfg, const struct dlb_pool *pool)
+{
+	int p = __atomic_load_n(&pool->policy, __ATOMIC_RELAXED);
+
+	return p >= 0 ? p : __atomic_load_n(&cfg->policy, __ATOMIC_RELAXED);
+}
 
 /**
  * Choose a server of @pool by @policy (enum dlb_policy; DLB_POLICY_LUA and
