@@ -348,11 +348,18 @@ l_explain_query(lua_State *L)
 	}
 	{
 		int up = 0, policy = dlb_pool_policy(cfg, pool);
+		enum dlb_lua_phase ph = dlb_lua_conf_phase(dlb_lua_conf_of(L));
 
 		for (int i = 0; i < pool->n; i++)
 			up += dlb_backend_is_up(pool->members[i]);
 		out(L, "Pool: \"%s\", policy %s, %d of %d server(s) up", pool->name,
 		    dlb_config_policy_name(cfg, policy), up, pool->n);
+		/* chashed's rings are built once the config is read: at config
+		 * time (no worker reads them yet) build them for the pick */
+		if (policy == DLB_POLICY_CHASHED &&
+		    (ph == DLB_LUA_PHASE_CONFIG || ph == DLB_LUA_PHASE_CHECK) &&
+		    dlb_config_build_rings(cfg, NULL) != 0)
+			return luaL_error(L, "explainQuery: out of memory");
 		be = pool->n > 0 ? policy_pick(cfg, pool, policy, &m, &rng, dq.now) : NULL;
 		if (be != NULL)
 			out(L, "Server: %s (%s)%s", be->name, be->addr_text,
