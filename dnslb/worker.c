@@ -22,6 +22,7 @@
 #include "dnslb/frontend.h"
 #include "dnslb/l2cache.h"
 #include "dnslb/log.h"
+#include "dnslb/policy.h"
 #include "dnslb/probe.h"
 #include "dnslb/redis.h"
 #include "dnslb/rings.h"

@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include "dnslb/inflight.h"
-#include "dnslb/policy.h"
 #include "dnslb/rcu.h"
 #include "dnslb/stats.h"
 #include "dnslb/util.h"
@@ -28,6 +27,7 @@
 struct dlb_config;
 struct dlb_backend;
 struct dlb_pool;
+struct dlb_qps_window;
 struct dlb_tcp_client;
 struct dlb_tcp_up;
 struct dlb_lua_worker;
