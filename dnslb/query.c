@@ -10,6 +10,7 @@
 #include "dnslb/dynblock.h"
 #include "dnslb/frontend.h"
 #include "dnslb/l2cache.h"
+#include "dnslb/policy.h"
 #include "dnslb/probe.h"
 #include "dnslb/proxyproto.h"
 #include "dnslb/rings.h"
@@ -216,15 +217,6 @@ dlb_query_cache_hit_rules(struct dlb_worker *w, struct dlb_query *q)
 	if (v == DLB_V_ANSWER)
 		cap_ttls(q->pkt, q->len, q->max_returned_ttl);
 	return v;
-}
-
-/* The policy of @pool: its own, else the global one (both may change at runtime). */
-static int
-pool_policy(const struct dlb_worker *w, const struct dlb_pool *pool)
-{
-	int p = __atomic_load_n(&pool->policy, __ATOMIC_RELAXED);
-
-	return p >= 0 ? p : __atomic_load_n(&w->cfg->policy, __ATOMIC_RELAXED);
 }
 
 /* The rules' view of query @q (q->dq), with no decision taken yet. */
@@ -471,13 +463,63 @@ process_head(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 	return DLB_V_FORWARD;
 }
 
+/*
+ * A Lua policy (newServerPolicy, setServerPolicyLua) in this worker's own
+ * state. Without a dq (no query at hand) or on a Lua error (counted in
+ * lua-errors), leastOutstanding decides.
+ */
+static struct dlb_backend *
+lua_policy(struct dlb_worker *w, const struct dlb_policy_view *v, const struct dlb_pool *pool,
+	   int policy, struct dlb_dq *dq)
+{
+	const struct dlb_config *cfg = w->cfg;
+	int k = policy - DLB_POLICY_LUA;
+	int nlp = __atomic_load_n(&cfg->nlua_policies, __ATOMIC_ACQUIRE);
+	int idx;
+
+	if (dq == NULL || k >= nlp)
+		return dlb_policy_least_outstanding(v, pool);
+	idx = dlb_luaw_policy(dq->lua, cfg->lua_policies[k].fn, cfg->lua_policies[k].src, pool, dq);
+	if (idx == -1) {
+		w->stats.lua_errors++;
+		return dlb_policy_least_outstanding(v, pool);
+	}
+	/* a server added at runtime that this worker has not opened yet is not eligible */
+	return idx >= 0 && idx < w->nbe ? cfg->backends[idx] : NULL;
+}
+
+/*
+ * Choose a server of @pool for query @m by the pool's policy, on this
+ * worker's view (its counters, random source, roundrobin position and QPS
+ * windows; the clock: the query's arrival, @now). @dq: for a Lua policy
+ * (NULL: leastOutstanding decides). NULL when none is available.
+ */
+static struct dlb_backend *
+pool_select(struct dlb_worker *w, const struct dlb_pool *pool, const struct dlb_dnsmsg *m,
+	    struct dlb_dq *dq, double now)
+{
+	const struct dlb_policy_view v = {
+		.cfg = w->cfg,
+		.be_stats = w->be_stats,
+		.qps = w->qps,
+		.rng = &w->rng,
+		.rr_counter = &w->rr_counter,
+		.now = now,
+	};
+	int policy = dlb_pool_policy(w->cfg, pool);
+
+	if (policy >= DLB_POLICY_LUA && pool->n > 0)
+		return lua_policy(w, &v, pool, policy, dq);
+	return dlb_policy_select(&v, pool, policy, m->qname_lc, m->qname_len);
+}
+
 /* Choose @q's server (q->be; NULL when none is available). */
 static DLB_HOT void
 select_server(struct dlb_worker *w, struct dlb_query *q)
 {
-	if (q->pool != NULL && pool_policy(w, q->pool) >= DLB_POLICY_LUA && !q->has_dq)
+	if (q->pool != NULL && dlb_pool_policy(w->cfg, q->pool) >= DLB_POLICY_LUA && !q->has_dq)
 		dq_init(w, q, &q->dq);	/* a Lua policy gets the dq */
-	q->be = q->pool != NULL ? dlb_pool_select(w, q->pool, &q->m, q->has_dq ? &q->dq : NULL)
+	q->be = q->pool != NULL ? pool_select(w, q->pool, &q->m, q->has_dq ? &q->dq : NULL, q->now)
 				: NULL;
 }
 
@@ -500,7 +542,7 @@ lookup_first(const struct dlb_worker *w, const struct dlb_query *q)
 	if (__atomic_load_n(&q->pool->necs, __ATOMIC_RELAXED) > 0 ||
 	    __atomic_load_n(&q->pool->use_ecs, __ATOMIC_RELAXED) || w->cfg->stale_cache_ttl > 0)
 		return false;
-	policy = pool_policy(w, q->pool);
+	policy = dlb_pool_policy(w->cfg, q->pool);
 	return policy == DLB_POLICY_LEAST_OUTSTANDING || policy == DLB_POLICY_WRANDOM ||
 	       policy == DLB_POLICY_WHASHED || policy == DLB_POLICY_CHASHED;
 }
@@ -964,256 +1006,4 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 	dlb_dyn_answer(w, &s->client.peer.sa, s->key.qname_lc, s->key.qname_len,
 		       DLB_RCODE(pkt[3]), len, DLB_DYN_FROM_BACKEND);
 	return len;
-}
-
-/* ---- policies ---------------------------------------------------------- */
-
-
-static bool
-under_qps(struct dlb_worker *w, const struct dlb_backend *be)
-{
-	struct dlb_be_local *bl = &w->be[be->index];
-	int limit = __atomic_load_n(&be->qps_limit_rt, __ATOMIC_RELAXED);
-	int nworkers = w->cfg->workers > 0 ? w->cfg->workers : 1;
-	double now;
-	uint32_t share;
-
-	if (limit <= 0)
-		return true;
-	now = dlb_worker_now(w);
-	/* Each worker enforces its share of the limit: no shared counter. */
-	share = (uint32_t)((limit + nworkers - 1) / nworkers);
-	if (now - bl->qps_window_start >= 1.0) {
-		bl->qps_window_start = now;
-		bl->qps_window_count = 0;
-	}
-	return bl->qps_window_count < share;
-}
-
-static struct dlb_backend *
-least_outstanding(struct dlb_worker *w, const struct dlb_pool *pool)
-{
-	struct dlb_backend *best = NULL;
-	uint32_t best_out = 0;
-	double best_lat = 0;
-
-	/* members are sorted by order: the first minimum wins ties on order */
-	for (int i = 0; i < pool->n; i++) {
-		struct dlb_backend *be = pool->members[i];
-		const struct dlb_be_stats *bs = &w->be_stats[be->index];
-
-		if (!dlb_backend_is_up(be))
-			continue;
-		if (best == NULL || bs->outstanding < best_out ||
-		    (bs->outstanding == best_out && be->order == best->order &&
-		     bs->latency_us < best_lat)) {
-			best = be;
-			best_out = bs->outstanding;
-			best_lat = bs->latency_us;
-		}
-	}
-	return best;
-}
-
-/*
- * Bounded load (setWeightedBalancingFactor, setConsistentHashingBalancingFactor):
- * a server is skipped when its outstanding queries exceed its weighted share
- * of the pool's load times the factor. Per worker: each worker balances its
- * own outstanding queries, with no shared counter.
- */
-struct load_bound {
-	double factor;
-	uint32_t total_out;
-	uint32_t total_weight;
-};
-
-static void
-load_bound_init(struct dlb_worker *w, const struct dlb_pool *pool, double factor,
-		struct load_bound *lb)
-{
-	lb->factor = factor;
-	lb->total_out = 0;
-	lb->total_weight = 0;
-	if (factor <= 0)
-		return;
-	for (int i = 0; i < pool->n; i++) {
-		if (!dlb_backend_is_up(pool->members[i]))
-			continue;
-		lb->total_out += w->be_stats[pool->members[i]->index].outstanding;
-		lb->total_weight += (uint32_t)pool->members[i]->weight;
-	}
-}
-
-static bool
-over_bound(const struct dlb_worker *w, const struct load_bound *lb, const struct dlb_backend *be)
-{
-	double target;
-
-	if (lb->factor <= 0 || lb->total_weight == 0)
-		return false;
-	target = lb->factor * (lb->total_out + 1) * be->weight / lb->total_weight;
-	return w->be_stats[be->index].outstanding > target;
-}
-
-static uint32_t
-total_weight(struct dlb_worker *w, const struct dlb_pool *pool, const struct load_bound *lb)
-{
-	uint32_t sum = 0;
-
-	/* dnsdist's int sum, held at INT_MAX rather than overflowing */
-	for (int i = 0; i < pool->n; i++)
-		if (dlb_backend_is_up(pool->members[i]) && !over_bound(w, lb, pool->members[i]))
-			sum += (uint32_t)pool->members[i]->weight > INT32_MAX - sum ?
-			       INT32_MAX - sum : (uint32_t)pool->members[i]->weight;
-	return sum;
-}
-
-static struct dlb_backend *
-weighted_pick(struct dlb_worker *w, const struct dlb_pool *pool, const struct load_bound *lb,
-	      uint32_t r)
-{
-	for (int i = 0; i < pool->n; i++) {
-		struct dlb_backend *be = pool->members[i];
-
-		if (!dlb_backend_is_up(be) || over_bound(w, lb, be))
-			continue;
-		if (r < (uint32_t)be->weight)
-			return be;
-		r -= (uint32_t)be->weight;
-	}
-	return NULL;
-}
-
-/* wrandom and whashed: weighted choice by @r (random or the name's hash). */
-static struct dlb_backend *
-weighted(struct dlb_worker *w, const struct dlb_pool *pool, uint32_t r, bool hashed)
-{
-	struct load_bound lb;
-	uint32_t tw;
-
-	load_bound_init(w, pool, w->cfg->weighted_balancing_factor, &lb);
-	tw = total_weight(w, pool, &lb);
-	if (tw == 0 && lb.factor > 0) {
-		lb.factor = 0;	/* everyone is over the bound: ignore it */
-		tw = total_weight(w, pool, &lb);
-	}
-	if (tw == 0)
-		return NULL;
-	return weighted_pick(w, pool, &lb, hashed ? r % tw : dlb_rng_uniform(&w->rng, tw));
-}
-
-/*
- * chashed: the first point of the ring at or after the name's hash whose
- * server is up (and within the bounded load); a server that leaves only
- * moves the names of its own points.
- */
-static struct dlb_backend *
-consistent_hashed(struct dlb_worker *w, const struct dlb_pool *pool, uint32_t h)
-{
-	const struct dlb_ch_ring *ring = dlb_pool_ring(pool);
-	struct load_bound lb;
-	int lo = 0, hi;
-
-	if (ring == NULL || ring->n == 0)
-		return NULL;
-	hi = ring->n;
-	load_bound_init(w, pool, w->cfg->ch_balancing_factor, &lb);
-	while (lo < hi) {
-		int mid = (lo + hi) / 2;
-
-		if (ring->p[mid].hash < h)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (int pass = 0; pass < 2; pass++) {
-		for (int k = 0; k < ring->n; k++) {
-			struct dlb_backend *be = ring->p[(lo + k) % ring->n].be;
-
-			if (dlb_backend_is_up(be) && (pass == 1 || !over_bound(w, &lb, be)))
-				return be;
-		}
-		if (lb.factor <= 0)
-			break;
-	}
-	return NULL;
-}
-
-/*
- * A Lua policy (newServerPolicy, setServerPolicyLua) in this worker's own
- * state. Without a dq (no query at hand) or on a Lua error (counted in
- * lua-errors), leastOutstanding decides.
- */
-static struct dlb_backend *
-lua_policy(struct dlb_worker *w, const struct dlb_pool *pool, int policy, struct dlb_dq *dq)
-{
-	const struct dlb_config *cfg = w->cfg;
-	int k = policy - DLB_POLICY_LUA;
-	int nlp = __atomic_load_n(&cfg->nlua_policies, __ATOMIC_ACQUIRE);
-	int idx;
-
-	if (dq == NULL || k >= nlp)
-		return least_outstanding(w, pool);
-	idx = dlb_luaw_policy(dq->lua, cfg->lua_policies[k].fn, cfg->lua_policies[k].src, pool, dq);
-	if (idx == -1) {
-		w->stats.lua_errors++;
-		return least_outstanding(w, pool);
-	}
-	/* a server added at runtime that this worker has not opened yet is not eligible */
-	return idx >= 0 && idx < w->nbe ? cfg->backends[idx] : NULL;
-}
-
-struct dlb_backend *
-dlb_pool_select(struct dlb_worker *w, const struct dlb_pool *pool, const struct dlb_dnsmsg *m,
-		struct dlb_dq *dq)
-{
-	int policy = pool_policy(w, pool);
-
-	if (pool->n == 0)
-		return NULL;
-	if (policy >= DLB_POLICY_LUA)
-		return lua_policy(w, pool, policy, dq);
-	switch (policy) {
-	case DLB_POLICY_FIRST_AVAILABLE:
-		for (int i = 0; i < pool->n; i++) {
-			struct dlb_backend *be = pool->members[i];
-
-			if (dlb_backend_is_up(be) && under_qps(w, be)) {
-				w->be[be->index].qps_window_count++;
-				return be;
-			}
-		}
-		return least_outstanding(w, pool);
-	case DLB_POLICY_ROUNDROBIN: {
-		int nup = 0;
-
-		for (int i = 0; i < pool->n; i++)
-			nup += dlb_backend_is_up(pool->members[i]);
-		if (nup == 0) {
-			if (w->cfg->roundrobin_fail_on_no_server)
-				return NULL;
-			return pool->members[w->rr_counter++ % (unsigned)pool->n];
-		}
-		for (unsigned k = w->rr_counter++ % (unsigned)nup, i = 0; i < (unsigned)pool->n; i++) {
-			if (!dlb_backend_is_up(pool->members[i]))
-				continue;
-			if (k-- == 0)
-				return pool->members[i];
-		}
-		return NULL;
-	}
-	case DLB_POLICY_WRANDOM:
-		return weighted(w, pool, 0, false);
-	case DLB_POLICY_WHASHED:
-		/* dnsdist's hash of the name: the same server for the same name
-		 * as dnsdist, and across restarts */
-		return weighted(w, pool, dlb_burtle_ci(m->qname_lc, m->qname_len,
-						       w->cfg->whashed_perturbation), true);
-	case DLB_POLICY_CHASHED:
-		return consistent_hashed(w, pool, dlb_burtle_ci(m->qname_lc, m->qname_len,
-								w->cfg->whashed_perturbation));
-	case DLB_POLICY_LEAST_OUTSTANDING:
-	default:
-		return least_outstanding(w, pool);
-	}
 }

@@ -222,12 +222,4 @@ void dlb_query_account_local(struct dlb_worker *w, const uint8_t *pkt);
 /** Record the latency of the answers dlb_query_account_local has counted. */
 void dlb_query_account_flush(struct dlb_worker *w);
 
-/**
- * Choose a backend from @pool by its (or the global) policy. NULL if none.
- * @dq: the query's view, for a Lua policy (NULL: a Lua policy falls back to
- * leastOutstanding).
- */
-struct dlb_backend *dlb_pool_select(struct dlb_worker *w, const struct dlb_pool *pool,
-				    const struct dlb_dnsmsg *m, struct dlb_dq *dq);
-
 #endif

@@ -22,6 +22,7 @@
 #include "dnslb/frontend.h"
 #include "dnslb/l2cache.h"
 #include "dnslb/log.h"
+#include "dnslb/policy.h"
 #include "dnslb/probe.h"
 #include "dnslb/redis.h"
 #include "dnslb/rings.h"
@@ -651,9 +652,11 @@ dlb_worker_new(int id, const struct dlb_config *cfg)
 	w->scratch = malloc(DLB_RBUF_SIZE);
 	w->be = calloc((size_t)nb, sizeof(*w->be));
 	w->be_stats = aligned_alloc(64, (size_t)nb * sizeof(*w->be_stats));
+	w->qps = calloc((size_t)nb, sizeof(*w->qps));
 	/* sized for the listeners reloads may add (pages touched only when used) */
 	w->listeners = calloc(DLB_MAX_FRONTENDS, sizeof(*w->listeners));
 	if (w->loop == NULL || w->rbuf == MAP_FAILED || w->be == NULL || w->be_stats == NULL ||
+	    w->qps == NULL ||
 	    w->listeners == NULL || w->scratch == NULL || dlb_frontend_worker_init(w) != 0) {
 		if (w->rbuf == MAP_FAILED)
 			w->rbuf = NULL;
@@ -791,6 +794,7 @@ dlb_worker_free(struct dlb_worker *w)
 	free(w->scratch);
 	free(w->be);
 	free(w->be_stats);
+	free(w->qps);
 	dlb_rings_free(w->rings);
 	free(w);
 }

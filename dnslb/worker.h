@@ -27,6 +27,7 @@
 struct dlb_config;
 struct dlb_backend;
 struct dlb_pool;
+struct dlb_qps_window;
 struct dlb_tcp_client;
 struct dlb_tcp_up;
 struct dlb_lua_worker;
@@ -105,9 +106,6 @@ struct dlb_be_local {
 	unsigned next_sock;		/* round robin over socks */
 	uint32_t udp_count, udp_max;	/* UDP queries in flight; setMaxUDPOutstanding x nsocks */
 	double timeout;			/* s */
-	/* firstAvailable's QPS limit: per-worker one-second window */
-	double qps_window_start;
-	uint32_t qps_window_count;
 	/* TCP connections to this backend (reused, pipelined) */
 	struct dlb_tcp_up *tcp_conns;	/* list of open connections */
 	uint32_t tcp_count;
@@ -165,6 +163,8 @@ struct dlb_worker {
 	double clk_ev;			/* ...and libev's time then */
 	struct dlb_udp_pending *upend;	/* [DLB_UDP_BATCH]: the batch's queries (frontend.c) */
 	struct dlb_be_stats *be_stats;	/* [DLB_MAX_BACKENDS] */
+	struct dlb_qps_window *qps;	/* [DLB_MAX_BACKENDS]: firstAvailable's QPS windows
+					 * (dnslb/policy.h) */
 	struct dlb_rings *rings;	/* query and response rings (dnslb/rings.h) */
 	struct dlb_dyn_worker *dyn;	/* atomic: dynamic-block rate tracking (dnslb/dynblock.h),
 					 * set by the main thread when a rule first needs it */

@@ -25,11 +25,11 @@
 #include "dnslb/cache.h"
 #include "dnslb/config.h"
 #include "dnslb/netmask.h"
-#include "dnslb/query.h"
+#include "dnslb/policy.h"
 #include "dnslb/rcu.h"
+#include "dnslb/stats.h"
 #include "dnslb/util.h"
 #include "dnslb/wire.h"
-#include "dnslb/worker.h"
 #include "lua/conf.h"
 #include "rules/rules.h"
 
@@ -171,33 +171,25 @@ build_query(uint8_t *pkt, const uint8_t *name, size_t nlen, uint16_t qtype, bool
 }
 
 /*
- * The server @pool's policy would pick with no query in flight: a worker
- * view with zeroed counters (policies read only per-worker counters).
+ * The server @pool's @policy would pick with no query in flight: the
+ * policies' view with zeroed counters and fresh QPS windows, at @now.
  */
 static struct dlb_backend *
-policy_pick(const struct dlb_config *cfg, const struct dlb_pool *pool, const struct dlb_dnsmsg *m)
+policy_pick(const struct dlb_config *cfg, const struct dlb_pool *pool, int policy,
+	    const struct dlb_dnsmsg *m, struct dlb_rng *rng, double now)
 {
-	struct dlb_worker *w = calloc(1, sizeof(*w));
-	int nb = cfg->nbackends > 0 ? cfg->nbackends : 1;
-	struct dlb_backend *be = NULL;
+	static const struct dlb_be_stats zero[DLB_MAX_BACKENDS];
+	struct dlb_qps_window *qps = calloc(DLB_MAX_BACKENDS, sizeof(*qps));
+	unsigned rr = 0;
+	struct dlb_policy_view v = {
+		.cfg = cfg, .be_stats = zero, .qps = qps, .rng = rng, .rr_counter = &rr, .now = now,
+	};
+	struct dlb_backend *be;
 
-	if (w == NULL)
+	if (qps == NULL)
 		return NULL;
-	w->cfg = cfg;
-	w->id = DLB_MAX_WORKERS;
-	w->nbe = cfg->nbackends;
-	w->be = calloc((size_t)nb, sizeof(*w->be));
-	w->be_stats = calloc((size_t)nb, sizeof(*w->be_stats));
-	/* firstAvailable's qps windows read the loop's clock */
-	w->loop = ev_loop_new(EVFLAG_AUTO);
-	dlb_rng_init(&w->rng);
-	if (w->be != NULL && w->be_stats != NULL && w->loop != NULL)
-		be = dlb_pool_select(w, pool, m, NULL);
-	if (w->loop != NULL)
-		ev_loop_destroy(w->loop);
-	free(w->be);
-	free(w->be_stats);
-	free(w);
+	be = dlb_policy_select(&v, pool, policy, m->qname_lc, m->qname_len);
+	free(qps);
 	return be;
 }
 
@@ -355,13 +347,20 @@ l_explain_query(lua_State *L)
 		return 0;
 	}
 	{
-		int up = 0, policy = pool->policy >= 0 ? pool->policy : cfg->policy;
+		int up = 0, policy = dlb_pool_policy(cfg, pool);
+		enum dlb_lua_phase ph = dlb_lua_conf_phase(dlb_lua_conf_of(L));
 
 		for (int i = 0; i < pool->n; i++)
 			up += dlb_backend_is_up(pool->members[i]);
 		out(L, "Pool: \"%s\", policy %s, %d of %d server(s) up", pool->name,
 		    dlb_config_policy_name(cfg, policy), up, pool->n);
-		be = pool->n > 0 ? policy_pick(cfg, pool, &m) : NULL;
+		/* chashed's rings are built once the config is read: at config
+		 * time (no worker reads them yet) build them for the pick */
+		if (policy == DLB_POLICY_CHASHED &&
+		    (ph == DLB_LUA_PHASE_CONFIG || ph == DLB_LUA_PHASE_CHECK) &&
+		    dlb_config_build_rings(cfg, NULL) != 0)
+			return luaL_error(L, "explainQuery: out of memory");
+		be = pool->n > 0 ? policy_pick(cfg, pool, policy, &m, &rng, dq.now) : NULL;
 		if (be != NULL)
 			out(L, "Server: %s (%s)%s", be->name, be->addr_text,
 			    policy >= DLB_POLICY_LUA ? " (a Lua policy runs in the workers: this is "

@@ -5,17 +5,18 @@
  *
  * What each built-in policy (leastOutstanding, firstAvailable, roundrobin,
  * wrandom, whashed, chashed) costs per query, apart from the end-to-end
- * runs' noise: dlb_pool_select (dnslb/query.c) timed on the default pool of
+ * runs' noise: dlb_policy_select (dnslb/policy.c) timed on the default pool of
  * a config with 1 backend and with 8 backends (weight=100 each, so chashed
  * has a ring of 800 points; fixed distinct ids, so the ring is the same
  * from run to run), the policy set globally (cfg->policy, setServerPolicy)
  * with the pool's own left at "use the global one", as the daemon does by
  * default.
  *
- * The worker is a minimal view, as lua/explain.c's policy_pick builds one:
- * calloc'd, with cfg, be[] and be_stats[] of DLB_MAX_BACKENDS entries, nbe,
- * the random generator initialised, and a real event loop (firstAvailable
- * reads the loop clock for a server's QPS window when it has a limit).
+ * Each selection does what the query pipeline's does (dnslb/query.c,
+ * pool_select): the policies' view built on the stack from a worker's
+ * counters (be_stats[] and QPS windows of DLB_MAX_BACKENDS entries), random
+ * generator, roundrobin position and clock, the pool's policy looked up,
+ * then dlb_policy_select.
  *
  * Queries are "q<k>.bench.example. A" with EDNS, 10,000 names built and
  * parsed in advance by the wire parser (so qname_lc/qname_len are real),
@@ -35,7 +36,6 @@
  *
  *   dnslb-bench-policy [runs (5)] [selections per run (2000000)]
  */
-#include <ev.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,11 +43,10 @@
 #include "dnslb/config.h"
 #include "dnslb/dnslb.h"
 #include "dnslb/netmask.h"
-#include "dnslb/query.h"
+#include "dnslb/policy.h"
 #include "dnslb/stats.h"
 #include "dnslb/util.h"
 #include "dnslb/wire.h"
-#include "dnslb/worker.h"
 #include "perf/bench_util.h"
 
 #define MAXRUNS		15
@@ -111,24 +110,29 @@ config_with(int nb)
 	return cfg;
 }
 
-/* The worker view lua/explain.c's policy_pick makes, plus a loop for firstAvailable. */
-static struct dlb_worker *
+/* What the policies read of a worker (dnslb/policy.h). */
+struct bench_worker {
+	const struct dlb_config *cfg;
+	struct dlb_be_stats *be_stats;
+	struct dlb_qps_window *qps;
+	struct dlb_rng rng;
+	unsigned rr_counter;
+};
+
+static struct bench_worker *
 worker_for(const struct dlb_config *cfg)
 {
-	struct dlb_worker *w = calloc(1, sizeof(*w));
+	struct bench_worker *w = calloc(1, sizeof(*w));
 
 	if (w == NULL)
 		die("out of memory");
 	w->cfg = cfg;
-	w->id = 0;
-	w->be = calloc(DLB_MAX_BACKENDS, sizeof(*w->be));
 	/* struct dlb_be_stats is declared 64-byte aligned: calloc does not promise that */
 	w->be_stats = aligned_alloc(64, DLB_MAX_BACKENDS * sizeof(*w->be_stats));
-	w->loop = ev_loop_new(EVFLAG_AUTO);
-	if (w->be == NULL || w->be_stats == NULL || w->loop == NULL)
+	w->qps = calloc(DLB_MAX_BACKENDS, sizeof(*w->qps));
+	if (w->be_stats == NULL || w->qps == NULL)
 		die("out of memory");
 	memset(w->be_stats, 0, DLB_MAX_BACKENDS * sizeof(*w->be_stats));
-	w->nbe = cfg->nbackends;
 	dlb_rng_init(&w->rng);
 	/* latency EWMAs that differ, so equal outstanding counts go to the latency test */
 	for (int i = 0; i < cfg->nbackends; i++)
@@ -137,12 +141,29 @@ worker_for(const struct dlb_config *cfg)
 }
 
 static void
-worker_free(struct dlb_worker *w)
+worker_free(struct bench_worker *w)
 {
-	ev_loop_destroy(w->loop);
-	free(w->be);
 	free(w->be_stats);
+	free(w->qps);
 	free(w);
+}
+
+/* One selection as the query pipeline makes it (dnslb/query.c, pool_select). */
+static struct dlb_backend *
+select_one(struct bench_worker *w, const struct dlb_pool *pool, const struct dlb_dnsmsg *m,
+	   double now)
+{
+	const struct dlb_policy_view v = {
+		.cfg = w->cfg,
+		.be_stats = w->be_stats,
+		.qps = w->qps,
+		.rng = &w->rng,
+		.rr_counter = &w->rr_counter,
+		.now = now,
+	};
+
+	return dlb_policy_select(&v, pool, dlb_pool_policy(w->cfg, pool), m->qname_lc,
+				 m->qname_len);
 }
 
 /* ---- timing -------------------------------------------------------------------- */
@@ -150,7 +171,7 @@ worker_free(struct dlb_worker *w)
 /* One figure: a policy on one config, with its own in-flight window and tallies. */
 struct cell {
 	struct dlb_config *cfg;
-	struct dlb_worker *w;
+	struct bench_worker *w;
 	const struct dlb_pool *pool;
 	int policy;			/* enum dlb_policy, or HARNESS */
 	int ring[INFLIGHT];		/* backend index of the last selections */
@@ -162,7 +183,7 @@ struct cell {
 };
 
 static void
-cell_init(struct cell *c, struct dlb_config *cfg, struct dlb_worker *w, int policy)
+cell_init(struct cell *c, struct dlb_config *cfg, struct bench_worker *w, int policy)
 {
 	memset(c, 0, sizeof(*c));
 	c->cfg = cfg;
@@ -196,7 +217,7 @@ cell_enter(struct cell *c)
 static double
 time_cell(struct cell *c, size_t n)
 {
-	struct dlb_worker *w = c->w;
+	struct bench_worker *w = c->w;
 	const struct dlb_pool *pool = c->pool;
 	const int policy = c->policy;
 	unsigned q = c->q, pos = c->pos;
@@ -211,7 +232,7 @@ time_cell(struct cell *c, size_t n)
 		if (policy == HARNESS)
 			be = pool->members[0];
 		else
-			be = dlb_pool_select(w, pool, &queries[q].m, NULL);
+			be = select_one(w, pool, &queries[q].m, t0);
 		if (++q == NQ)
 			q = 0;
 		if (be == NULL) {
@@ -272,7 +293,7 @@ main(int argc, char **argv)
 	int runs = argc > 1 ? atoi(argv[1]) : 5;
 	size_t n = argc > 2 ? strtoul(argv[2], NULL, 10) : 2000000;
 	struct dlb_config *cfg[2];
-	struct dlb_worker *w[2];
+	struct bench_worker *w[2];
 	static struct cell cells[NCELL];
 
 	if (runs < 1 || runs > MAXRUNS || n < 1) {
@@ -306,7 +327,7 @@ main(int argc, char **argv)
 		for (int i = 0; i < NCELL; i++)
 			cells[i].ns[r] = time_cell(&cells[i], n);
 
-	printf("dnslb-bench-policy: dlb_pool_select, %zu selections per run, median of %d runs "
+	printf("dnslb-bench-policy: dlb_policy_select, %zu selections per run, median of %d runs "
 	       "(min..max),\none thread, the runs of all figures interleaved; %d query names in "
 	       "turn,\n%d simulated in-flight queries, weight=100 per backend\n\n", n, runs, NQ,
 	       INFLIGHT);

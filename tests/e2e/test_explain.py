@@ -7,6 +7,8 @@ console will call the same function.
 
 import pytest
 
+import re
+
 from dnslbtest import lua_server, udp_query
 
 pytestmark = pytest.mark.dnslb_only("explainQuery is dnslb's")
@@ -71,8 +73,8 @@ def test_explain_sees_the_cache(dnslb, responder):
 
 
 def test_explain_first_available_with_qps(dnslb, responder):
-    """firstAvailable reads each server's qps window (the worker's clock):
-    explainQuery builds a worker view with a loop for it."""
+    """firstAvailable reads each server's qps window: explainQuery gives the
+    policy a view of fresh windows (no worker, no event loop)."""
     conf = (lua_server(responder, name="first", qps=100) + lua_server(responder, name="second") +
             'setServerPolicy(firstAvailable)\n'
             'explainQuery("fa.explain.test.", "A", "127.0.0.1")\n')
@@ -81,3 +83,24 @@ def test_explain_first_available_with_qps(dnslb, responder):
     assert "policy firstAvailable" in out, out
     assert "Server: first (" in out, out
     assert udp_query(d.port, "fa.explain.test.") is not None
+
+
+@pytest.mark.parametrize("policy", ["whashed", "chashed"])
+def test_explain_hashed_pick_is_the_workers(dnslb, make_responder, policy):
+    """whashed and chashed depend on the name only (nothing in flight): the
+    server explainQuery names is the one the workers send the query to."""
+    rs = {n: make_responder() for n in ("a", "b", "c")}
+    names = ["h%d.explain.test." % i for i in range(12)]
+    conf = "".join(lua_server(r, name=n, weight=w)
+                   for (n, r), w in zip(rs.items(), (1, 2, 3))) + \
+        "setServerPolicy(%s)\n" % policy + \
+        "".join('explainQuery("%s", "A", "127.0.0.1")\n' % n for n in names)
+    d = dnslb(conf)
+    out = d.output()
+    picks = re.findall(r"^Server: (\w+) \(", out, re.M)
+    assert len(picks) == len(names), out
+    for n in names:
+        assert udp_query(d.port, n) is not None
+    for n, server in zip(names, picks):
+        got = {s for s, r in rs.items() if n in {q.qname.lower() for q in r.client_queries()}}
+        assert got == {server}, (n, server, got, out)
