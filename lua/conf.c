@@ -64,6 +64,7 @@
 #include "lua/explain.h"
 #include "lua/kvstore_lua.h"
 #include "lua/fleet_lua.h"
+#include "lua/globals_lua.h"
 #include "lua/objects.h"
 #include "lua/redis_lua.h"
 #include "lua/rings_lua.h"
@@ -3767,6 +3768,7 @@ conf_setup(lua_State *L)
 	dlb_lua_kvstore_register(L);
 	dlb_lua_fleet_register(L);
 	dlb_lua_stats_register(L);
+	dlb_lua_globals_register(L);
 	dlb_lua_web_register(L);
 	register_legacy_calls(L);	/* last: it leaves what the others define */
 	if (dlb_lua_phase_throwaway(conf_get(L)->phase))

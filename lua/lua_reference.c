@@ -217,6 +217,20 @@ const struct dlb_lref dlb_lua_reference[] = {
 	METH("QPSLimiter", "check", "()", "Takes a token: `true` while under the rate."),
 	OP("QPSLimiter", "__tostring", "tostring(q)", "`\"QPSLimiter(rate, burst)\"`."),
 
+	/* ---- lua/globals_lua.c ---- */
+	OBJ("ClientState", "ClientState", "bind",
+	    "A listener, as `showBinds()` numbers them: each frontend twice, UDP (2i) then TCP "
+	    "(2i+1). The console prints it as its address."),
+	CTOR("ClientState", "getBind", "(n)",
+	     "Listener number `n` (from 0), or nil; `getBindCount()` gives how many there are."),
+	METH("ClientState", "toString", "()", "The address, `\"127.0.0.1:53\"`."),
+	METH("ClientState", "getEffectiveTLSProvider", "()",
+	     "`\"\"`: dnslb has no DNS over TLS listeners."),
+	METH("ClientState", "attachFilter", "(bpf)",
+	     "Raises: eBPF filtering is not supported by dnslb."),
+	METH("ClientState", "detachFilter", "()", "Does nothing: no filter can be attached."),
+	OP("ClientState", "__tostring", "tostring(bind)", "Same as `toString()`."),
+
 	/* ---- lua/kvstore_lua.c ---- */
 	OBJ("KeyValueStore", "KeyValueStore", "kvs",
 	    "A Redis set or hash mirrored in memory by every node, for `KeyValueStoreLookupRule` "

@@ -2545,6 +2545,9 @@ static const struct cat_entry catalog[] = {
 	  "()", "Do not cache this response; go on.", NULL },
 	{ "SetTagResponseAction", CAT_RESPONSE_ACTION, l_set_tag_response_action,
 	  "(name, value)", "Set a tag; go on.", NULL },
+	{ "TagResponseAction", CAT_RESPONSE_ACTION, l_set_tag_response_action,
+	  "(name, value)", "alias of SetTagResponseAction (deprecated 1.6 name)",
+	  "SetTagResponseAction" },
 	{ "LimitTTLResponseAction", CAT_RESPONSE_ACTION, l_limit_ttl_response_action,
 	  "(min[, max=4294967295[, {qtypes}]])",
 	  "Raise TTLs below min and lower TTLs above max (of these types only, if given); go on.",
@@ -2658,9 +2661,9 @@ static const struct {
 	{ OP_MV_TOP, "move the last to the top", "()", "Move the last rule to the top." },
 	{ OP_CLEAR, "clear", "()", "Remove every rule." },
 	{ OP_TOP, "top rules (text)", "([n=10[, {showUUIDs=, truncateRuleWidth=}]])",
-	  "Return the n rules with the most matches, as showRules' text." },
+	  "Return the n rules with the most matches (0: all), as showRules' text." },
 	{ OP_GET_TOP, "top rules (objects)", "([n=10])",
-	  "Return the n rules with the most matches, as rule objects." },
+	  "Return the n rules with the most matches (0: all), as rule objects." },
 	{ OP_SET, "replace", "({rules})",
 	  "Replace the whole chain with these rule objects (newRuleAction, getTopRules)." },
 };
@@ -2671,6 +2674,10 @@ static const struct {
 	{ "newRuleAction", "(selector, action[, {name=, uuid=}])",
 	  "A rule object (a DNSDistRuleAction) for setRules and its variants, not added to any "
 	  "chain." },
+	{ "getCacheHitResponseRules", "([n=10])",
+	  "dnsdist 1.7's name of getTopCacheHitResponseRules." },
+	{ "topCacheHitRules", "([n=10[, {showUUIDs=, truncateRuleWidth=}]])",
+	  "dnsdist 1.7's name of topCacheHitResponseRules." },
 	{ "getAction", "(position)",
 	  "The action of the query rule at this position (from 0), or nil." },
 };
@@ -3062,7 +3069,8 @@ top_rules(lua_State *L, const struct dlb_chain *c, lua_Integer top, struct dlb_r
 		rk[i].pos = i;
 	}
 	qsort(rk, (size_t)c->n, sizeof(*rk), ranked_cmp);
-	for (int i = 0; i < c->n && i < top; i++)
+	/* as dnsdist's loop, which stops when the count reaches top: 0 means all */
+	for (int i = 0; i < c->n && (top == 0 || i < top); i++)
 		v[n++] = rk[i].r;
 	lua_pop(L, 1);
 	return n;
@@ -3252,6 +3260,13 @@ dlb_lua_rules_register(lua_State *L)
 			lua_setglobal(L, chains[c].names[op]);
 		}
 	}
+	/* dnsdist 1.7's names for two cache-hit chain functions */
+	lua_pushinteger(L, DLB_CHAIN_CACHE_HIT);
+	lua_pushcclosure(L, l_chain_get_top, 1);
+	lua_setglobal(L, "getCacheHitResponseRules");
+	lua_pushinteger(L, DLB_CHAIN_CACHE_HIT);
+	lua_pushcclosure(L, l_chain_top, 1);
+	lua_setglobal(L, "topCacheHitRules");
 	lua_pushcfunction(L, l_new_rule_action);
 	lua_setglobal(L, "newRuleAction");
 	lua_pushcfunction(L, l_get_action);

@@ -1,0 +1,16 @@
+/*
+ * globals_lua.h - dnsdist's small console globals: getBind(),
+ * getBindCount() (ClientState objects), show(), help(),
+ * showSecurityStatus() and shutdown().
+ *
+ * Thread: the thread that owns the state.
+ */
+#ifndef DNSLB_LUA_GLOBALS_LUA_H
+#define DNSLB_LUA_GLOBALS_LUA_H
+
+#include <lua.h>
+
+/** Register the globals and the ClientState metatable. Under lua_pcall (may raise). */
+void dlb_lua_globals_register(lua_State *L);
+
+#endif
