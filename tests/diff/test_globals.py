@@ -1,0 +1,152 @@
+"""dnsdist 1.7.3's small globals, dnslb against dnsdist on the same input:
+getBind/getBindCount and their ClientState objects, show(),
+showSecurityStatus(), shutdown(), help(), TagResponseAction,
+getCacheHitResponseRules/topCacheHitRules, TimedIPSetRule and the query
+counters. Whole console outputs, answer bytes and counters are compared."""
+
+import re
+import subprocess
+import time
+
+from diffharness import build_query, check_config, known, same_check_config  # noqa: F401
+
+UUID_RX = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+
+def norm(side, text):
+    for i, r in enumerate(side.responders):
+        text = text.replace(r.address, "@B%d@" % i)
+    text = text.replace("127.0.0.1:%d" % side.port, "@PORT@")
+    return re.sub(UUID_RX, "UUID", text)
+
+
+def same(p, cmd):
+    a = norm(p.theirs, p.theirs.console(cmd))
+    b = norm(p.ours, p.ours.console(cmd))
+    assert a == b, "console output of %s differs\n--- dnsdist\n%s--- dnslb\n%s" % (cmd, a, b)
+    return a
+
+
+def test_binds(pair):
+    p = pair('newServer({address="@B0@"})\n')
+    p.query(build_query("www.example.test.", qid=1), "udp")
+    p.query(build_query("www.example.test.", qid=2), "tcp")
+    assert same(p, "showBinds()") == (
+        "#   Address                        Protocol              Queries\n"
+        "0   @PORT@                UDP                   1\n"
+        "1   @PORT@                TCP                   1\n")
+    assert same(p, "getBindCount()") == "2\n"
+    assert same(p, "return getBind(0)") == "@PORT@\n"
+    same(p, "return getBind(1):toString()")
+    same(p, "return tostring(getBind(0)) .. '|' .. type(getBind(1))")
+    assert same(p, "return getBind(2)") == ""
+    same(p, "return getBind(0):getEffectiveTLSProvider()")
+    same(p, "return getBind(1):detachFilter()")
+
+
+def test_binds_while_configuring(workdir):
+    """getBindCount() counts the listeners declared so far (2 per
+    address, doTCP=false too); the printed lines of the configuration are
+    compared through --check-config's output."""
+    same_check_config(workdir, '''
+print(getBindCount())
+setLocal("127.0.0.1:5300")
+addLocal("127.0.0.1:5301", {doTCP=false})
+print(getBindCount())
+print(getBind(0):toString(), getBind(2):toString(), tostring(getBind(3)))
+''')
+    # 1.7.3 returns an empty object there, which aborts dnsdist when used
+    known("Lua objects and rules: smaller differences")
+    r = check_config(workdir, 'setLocal("127.0.0.1:5300")\nprint(getBind(2), getBind(-0))\n')
+    assert r["dnslb"] == (0, "nil\t127.0.0.1:5300\nConfiguration 'dnsdist.conf' OK!\n", "")
+
+
+def test_show_and_security_status(pair):
+    p = pair('newServer({address="@B0@"})\n')
+    assert same(p, "showSecurityStatus()") == "0\n"
+    assert same(p, 'show("a line\\nand another")') == "a line\nand another\n"
+    assert same(p, "show(5)") == "5\n"
+
+
+def test_shutdown_from_the_console(pair):
+    """dnsdist exits at once: its client sees the connection close; dnslb
+    stops as on SIGTERM, and its client sees the same."""
+    p = pair('newServer({address="@B0@"})\n')
+    same(p, "shutdown()")
+    for side in (p.theirs, p.ours):
+        for _ in range(50):
+            if side.daemon.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert side.daemon.proc.poll() == 0
+
+
+def test_shutdown_while_configuring(workdir):
+    """shutdown() in the configuration: exit 0 at once, nothing printed
+    (no "Configuration ... OK!")."""
+    same_check_config(workdir, 'newServer({address="127.0.0.1:9"})\nshutdown()\nnewServer(nil)\n')
+
+
+def test_help(pair):
+    """dnsdist prints its fixed help list; dnslb every global function it
+    has, sorted, one a line."""
+    p = pair('newServer({address="@B0@"})\n')
+    known("help() lists dnslb's functions")
+    out = p.ours.console("help()")
+    expect = p.ours.console(
+        'local t = {} for k, v in pairs(_G) do if type(v) == "function" then '
+        't[#t + 1] = k end end table.sort(t) '
+        'for i = 1, #t do t[i] = t[i] .. "()" end return table.concat(t, "\\n")')
+    assert out == expect
+    assert "getBind()\n" in out and "help()\n" in out and "showServers()\n" in out
+
+
+def test_tag_response_action(pair, workdir):
+    """TagResponseAction: the deprecated name of SetTagResponseAction, with
+    dnsdist's warning; the tag it sets is seen by the next response rule
+    (which drops the A answers)."""
+    conf = '''
+newServer({address="@B0@"})
+addResponseAction(QTypeRule(DNSQType.A), TagResponseAction("short", "yes"))
+addResponseAction(TagRule("short", "yes"), DropResponseAction())
+'''
+    same_check_config(workdir, conf.replace("@B0@", "127.0.0.1:9"))
+    p = pair(conf)
+    p.query(build_query("www.example.test.", 1, qid=5), "udp")
+    p.query(build_query("www.example.test.", 28, qid=6), "udp")
+    # dnsdist's client runs the configuration too, printing its warning
+    known("The console: smaller differences")
+    warning = ("access to TagResponseAction is deprecated and will be removed in a future "
+               "version, please use SetTagResponseAction instead\n")
+    for cmd in ("showResponseRules()", "topResponseRules()"):
+        a = norm(p.theirs, p.theirs.console(cmd))
+        b = norm(p.ours, p.ours.console(cmd))
+        assert a == warning + b
+    assert b.split("\n")[1:3] == [
+        "0                                          1 qtype==A" + " " * 49
+        + "set tag 'short' to value 'yes'",
+        "1                                          1 tag 'short' is set to 'yes'" + " " * 30
+        + "drop"]
+    p.stats()
+
+
+def test_cache_hit_rules(pair):
+    p = pair('''
+newServer({address="@B0@"})
+pc = newPacketCache(100)
+getPool(""):setCache(pc)
+addCacheHitResponseAction(QTypeRule(DNSQType.A), DelayResponseAction(1), {name="a-hits"})
+addCacheHitResponseAction(AllRule(), SetTagResponseAction("hit", "1"))
+addCacheHitResponseAction(QTypeRule(DNSQType.TXT), DropResponseAction())
+''')
+    for qid in (1, 2, 3):
+        p.query(build_query("www.example.test.", 1, qid=qid), "udp")
+    p.query(build_query("www.example.test.", 28, qid=4), "udp")
+    p.query(build_query("www.example.test.", 28, qid=5), "udp")
+    same(p, "topCacheHitRules()")
+    same(p, "topCacheHitRules(1)")
+    same(p, "topCacheHitRules(0, {showUUIDs=true})")
+    same(p, "return #getCacheHitResponseRules()")
+    same(p, "return #getCacheHitResponseRules(2)")
+    same(p, "return #getCacheHitResponseRules(0)")
+    same(p, "return #getTopRules(0)")
