@@ -217,6 +217,21 @@ const struct dlb_lref dlb_lua_reference[] = {
 	METH("QPSLimiter", "check", "()", "Takes a token: `true` while under the rate."),
 	OP("QPSLimiter", "__tostring", "tostring(q)", "`\"QPSLimiter(rate, burst)\"`."),
 
+	/* ---- lua/rules_lua.c ---- */
+	OBJ("TimedIPSetRule", "TimedIPSetRule", "t",
+	    "Client addresses, each until a time, for a rule: `addAction(t:slice(), ...)`. Made at "
+	    "the top of the config, one set is shared by every worker's Lua state (a `LuaAction` "
+	    "that adds in one worker feeds the rule in all); one made inside a rule is its "
+	    "state's own."),
+	CTOR("TimedIPSetRule", "TimedIPSetRule", "()", "An empty set."),
+	METH("TimedIPSetRule", "add", "(ca, seconds)",
+	     "The address of `ca` (a ComboAddress or an address string; the port does not "
+	     "count) matches for the next `seconds` s; re-adding keeps the later time."),
+	METH("TimedIPSetRule", "cleanup", "()", "Removes the expired addresses."),
+	METH("TimedIPSetRule", "clear", "()", "Removes every address."),
+	METH("TimedIPSetRule", "slice", "()",
+	     "The selector (a DNSRule; `Src: N ips`, N the addresses not expired)."),
+
 	/* ---- lua/globals_lua.c ---- */
 	OBJ("ClientState", "ClientState", "bind",
 	    "A listener, as `showBinds()` numbers them: each frontend twice, UDP (2i) then TCP "

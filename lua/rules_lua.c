@@ -60,6 +60,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "dnslb/dnslb.h"
 #include "dnslb/kvstore.h"
@@ -385,8 +386,9 @@ static int
 l_sel_tostring(lua_State *L)
 {
 	struct sel_box *b = luaL_checkudata(L, 1, MT_SEL);
+	char buf[64];
 
-	lua_pushstring(L, b->s != NULL && b->s->desc != NULL ? b->s->desc : "");
+	lua_pushstring(L, b->s != NULL ? dlb_sel_desc(b->s, buf, sizeof(buf)) : "");
 	return 1;
 }
 
@@ -504,12 +506,13 @@ static int
 l_rule_tostring(lua_State *L)
 {
 	struct rule_box *b = luaL_checkudata(L, 1, MT_RULE);
+	char buf[64];
 
 	if (b->r == NULL)
 		lua_pushliteral(L, "DNSDistRuleAction");
 	else
 		lua_pushfstring(L, "DNSDistRuleAction(%s, %s)",
-				b->r->sel->desc ? b->r->sel->desc : "",
+				dlb_sel_desc(b->r->sel, buf, sizeof(buf)),
 				b->r->act->desc ? b->r->act->desc : "");
 	return 1;
 }
@@ -1431,6 +1434,128 @@ l_kvs_lookup_rule(lua_State *L)
 	s->u.kvs.key = *key;
 	dlb_kvs_key_describe(key, d, sizeof(d));
 	set_desc(L, &s->desc, "lookup key-value store based on '%s'", d);
+	return 1;
+}
+
+/* ---- TimedIPSetRule ---------------------------------------------------------- */
+
+#define MT_TIPS		"TimedIPSetRule"
+
+struct tips_box {
+	struct dlb_timed_ipset *t;	/* one reference; NULL while being built */
+};
+
+/* registry key of this state's count of TimedIPSetRule() calls */
+static const char tips_count_key = 't';
+
+/*
+ * TimedIPSetRule(): a set shared by every state of the configuration (the
+ * config state's n-th is each worker state's n-th, as newQPSLimiter), so
+ * that a LuaAction adding an address in one worker feeds the rule in all;
+ * one made inside a rule belongs to that state.
+ */
+static int
+l_timed_ipset_rule(lua_State *L)
+{
+	struct dlb_lua_conf *lc = dlb_lua_conf_of(L);
+	enum dlb_lua_phase p = lc != NULL ? dlb_lua_conf_phase(lc) : DLB_LUA_PHASE_RULES;
+	struct tips_box *b = lua_newuserdatauv(L, sizeof(*b), 0);
+	lua_Integer k;
+
+	b->t = NULL;
+	luaL_setmetatable(L, MT_TIPS);
+	if (p == DLB_LUA_PHASE_RULES) {
+		b->t = dlb_timed_ipset_new();
+	} else {
+		lua_rawgetp(L, LUA_REGISTRYINDEX, &tips_count_key);
+		k = lua_tointeger(L, -1) + 1;
+		lua_pop(L, 1);
+		lua_pushinteger(L, k);
+		lua_rawsetp(L, LUA_REGISTRYINDEX, &tips_count_key);
+		b->t = dlb_timed_ipset_shared(dlb_lua_conf_origin(lc), (long)k,
+					      p != DLB_LUA_PHASE_WORKER);
+		/* none: a configuration that is not deterministic; this state's own */
+		if (b->t == NULL && p == DLB_LUA_PHASE_WORKER)
+			b->t = dlb_timed_ipset_new();
+	}
+	if (b->t == NULL)
+		return luaL_error(L, "TimedIPSetRule: out of memory");
+	return 1;
+}
+
+static struct dlb_timed_ipset *
+check_tips(lua_State *L)
+{
+	struct tips_box *b = luaL_checkudata(L, 1, MT_TIPS);
+
+	if (b->t == NULL)
+		luaL_error(L, "TimedIPSetRule: unusable object");
+	return b->t;
+}
+
+static int
+l_tips_gc(lua_State *L)
+{
+	struct tips_box *b = luaL_checkudata(L, 1, MT_TIPS);
+
+	dlb_timed_ipset_unref(b->t);
+	b->t = NULL;
+	return 0;
+}
+
+/* :add(ca, seconds): the address (not the port) matches for the next @seconds s. */
+static int
+l_tips_add(lua_State *L)
+{
+	struct dlb_timed_ipset *t = check_tips(L);
+	struct sockaddr_storage ss;
+	const struct sockaddr_storage *ca;
+	lua_Number secs;
+	socklen_t len;
+
+	if (lua_gettop(L) < 3)
+		return luaL_error(L, "TimedIPSetRule:add: takes an address and a number of seconds");
+	ca = dlb_lua_to_ca(L, 2);
+	if (ca == NULL && lua_type(L, 2) == LUA_TSTRING &&
+	    dlb_sockaddr_parse(lua_tostring(L, 2), 0, &ss, &len) == 0)
+		ca = &ss;
+	if (ca == NULL)
+		return luaL_error(L, "TimedIPSetRule:add: argument #1 must be a ComboAddress, not %s",
+				  luaL_typename(L, 2));
+	/* dnsdist's int parameter: a number or a numeric string, truncated */
+	if (!dlb_lua_to_number(L, 3, &secs) || secs < -1e15 || secs > 1e15)
+		return luaL_error(L, "TimedIPSetRule:add: argument #2 must be a number of seconds");
+	if (dlb_timed_ipset_add(t, (const struct sockaddr *)ca,
+				(int64_t)time(NULL) + (int64_t)secs) != 0)
+		return luaL_error(L, "TimedIPSetRule:add: the set is full (or out of memory)");
+	return 0;
+}
+
+static int
+l_tips_clear(lua_State *L)
+{
+	dlb_timed_ipset_clear(check_tips(L));
+	return 0;
+}
+
+static int
+l_tips_cleanup(lua_State *L)
+{
+	dlb_timed_ipset_cleanup(check_tips(L));
+	return 0;
+}
+
+/* :slice(): the DNSRule that matches the set's live addresses, for addAction. */
+static int
+l_tips_slice(lua_State *L)
+{
+	struct dlb_timed_ipset *t = check_tips(L);
+	struct dlb_sel *s = push_sel(L, DLB_SEL_TIMED_IPSET);
+
+	dlb_timed_ipset_ref(t);
+	s->u.tips = t;
+	/* the stored text is for readers without dlb_sel_desc; showRules counts live */
+	set_desc(L, &s->desc, "Src: %zu ips", dlb_timed_ipset_live(t));
 	return 1;
 }
 
@@ -2674,6 +2799,12 @@ static const struct {
 	{ "newRuleAction", "(selector, action[, {name=, uuid=}])",
 	  "A rule object (a DNSDistRuleAction) for setRules and its variants, not added to any "
 	  "chain." },
+	{ "TimedIPSetRule", "()",
+	  "A set of client addresses, each until a time: `t:add(ca, seconds)` (the address, "
+	  "not the port; re-adding keeps the later time), `t:cleanup()` (drop the expired), "
+	  "`t:clear()`, and `t:slice()`, the selector (`Src: N ips`, N the live addresses) "
+	  "for addAction. Made at the top of the config, one set is shared by every worker, "
+	  "so a LuaAction can add to it." },
 	{ "getCacheHitResponseRules", "([n=10])",
 	  "dnsdist 1.7's name of getTopCacheHitResponseRules." },
 	{ "topCacheHitRules", "([n=10[, {showUUIDs=, truncateRuleWidth=}]])",
@@ -2870,6 +3001,7 @@ push_rules_text(lua_State *L, struct dlb_rule *const *v, int n, bool uuids, lua_
 			  "Action");
 	for (int i = 0; i < n; i++) {
 		const struct dlb_rule *r = v[i];
+		char buf[64];
 
 		if (uuids)
 			sb_printf(&b, "%-3d %-30s %-38s %9llu %9llu ", i, r->name, r->uuid,
@@ -2878,7 +3010,7 @@ push_rules_text(lua_State *L, struct dlb_rule *const *v, int n, bool uuids, lua_
 		else
 			sb_printf(&b, "%-3d %-30s %9llu ", i, r->name,
 				  (unsigned long long)dlb_rule_hits(r));
-		sb_rule_desc(&b, r->sel->desc ? r->sel->desc : "", trunc);
+		sb_rule_desc(&b, dlb_sel_desc(r->sel, buf, sizeof(buf)), trunc);
 		sb_puts(&b, " ");
 		sb_puts(&b, r->act->desc ? r->act->desc : "");
 		sb_puts(&b, "\n");
@@ -3233,11 +3365,26 @@ register_metatables(lua_State *L)
 		{ "reload", l_act_reload },
 		{ NULL, NULL },
 	};
+	static const luaL_Reg tips_methods[] = {
+		{ "add", l_tips_add },
+		{ "clear", l_tips_clear },
+		{ "cleanup", l_tips_cleanup },
+		{ "slice", l_tips_slice },
+		{ NULL, NULL },
+	};
 
 	new_metatable(L, MT_SEL, sel_methods, l_sel_gc, l_sel_tostring);
 	new_metatable(L, MT_ACT, act_methods, l_act_gc, l_act_tostring);
 	new_metatable(L, MT_RACT, ract_methods, l_act_gc, l_act_tostring);
 	new_metatable(L, MT_RULE, NULL, l_rule_gc, l_rule_tostring);
+	/* no __tostring: 1.7.3's has none either */
+	luaL_newmetatable(L, MT_TIPS);
+	lua_newtable(L);
+	luaL_setfuncs(L, tips_methods, 0);
+	lua_setfield(L, -2, "__index");
+	lua_pushcfunction(L, l_tips_gc);
+	lua_setfield(L, -2, "__gc");
+	lua_pop(L, 1);
 }
 
 void
@@ -3267,6 +3414,8 @@ dlb_lua_rules_register(lua_State *L)
 	lua_pushinteger(L, DLB_CHAIN_CACHE_HIT);
 	lua_pushcclosure(L, l_chain_top, 1);
 	lua_setglobal(L, "topCacheHitRules");
+	lua_pushcfunction(L, l_timed_ipset_rule);
+	lua_setglobal(L, "TimedIPSetRule");
 	lua_pushcfunction(L, l_new_rule_action);
 	lua_setglobal(L, "newRuleAction");
 	lua_pushcfunction(L, l_get_action);

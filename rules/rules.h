@@ -43,6 +43,7 @@ struct dlb_suffix_set;
 struct dlb_name_set;
 struct dlb_qps_ip;
 struct dlb_kvstore;
+struct dlb_timed_ipset;
 
 /* ---- per-query tags (SetTagAction, dq:setTag) ---------------------------- */
 
@@ -235,6 +236,7 @@ enum dlb_sel_type {
 	DLB_SEL_POOL_OUTSTANDING,	/* u.pool + limit */
 	DLB_SEL_LUA,		/* u.lua */
 	DLB_SEL_KVS,		/* u.kvs: KeyValueStoreLookupRule */
+	DLB_SEL_TIMED_IPSET,	/* u.tips: TimedIPSetRule (one reference) */
 	DLB_SEL__COUNT
 };
 
@@ -275,6 +277,7 @@ struct dlb_sel {
 		struct { char *name; uint64_t limit; } pool;
 		struct { int fn; char src[96]; } lua;		/* see dlb_lua_worker */
 		struct { struct dlb_kvstore *store; struct dlb_kvs_key key; } kvs;	/* one ref */
+		struct dlb_timed_ipset *tips;
 	} u;
 };
 
@@ -290,6 +293,40 @@ void dlb_sel_unref(struct dlb_sel *s);
 int dlb_sel_set_regex(struct dlb_sel *s, const char *re, char *err, size_t errlen);
 /** Does @s match @dq? Thread: any worker. */
 bool dlb_sel_match(const struct dlb_sel *s, struct dlb_dq *dq);
+/**
+ * @s's description (showRules' "Rule" column): s->desc, or for a selector
+ * whose description changes (TimedIPSetRule's "Src: N ips") one written
+ * into @buf. Thread: any.
+ */
+const char *dlb_sel_desc(const struct dlb_sel *s, char *buf, size_t bufsz);
+
+/* ---- TimedIPSetRule's set (rules/timedipset.c) ------------------------------ */
+
+/** A new empty set with one reference, or NULL (ENOMEM). */
+struct dlb_timed_ipset *dlb_timed_ipset_new(void);
+void dlb_timed_ipset_ref(struct dlb_timed_ipset *t);
+/** Drop a reference; frees at zero. Thread: any. */
+void dlb_timed_ipset_unref(struct dlb_timed_ipset *t);
+/**
+ * The @nth set of the configuration state @origin (a new reference): the
+ * config state creates it (@create), the worker states replaying that
+ * configuration find the same one. NULL when there is none (or ENOMEM).
+ */
+struct dlb_timed_ipset *dlb_timed_ipset_shared(unsigned long origin, long nth, bool create);
+/**
+ * Add @sa's address (not its port) until time(NULL) @ttd; an address already
+ * there keeps the later time. @return 0, or -1 (not an IP address, or the
+ * set is full of live entries, or ENOMEM).
+ */
+int dlb_timed_ipset_add(struct dlb_timed_ipset *t, const struct sockaddr *sa, int64_t ttd);
+/** Is @sa's address in the set and not expired? Thread: any. */
+bool dlb_timed_ipset_match(struct dlb_timed_ipset *t, const struct sockaddr *sa);
+/** Remove the expired addresses. */
+void dlb_timed_ipset_cleanup(struct dlb_timed_ipset *t);
+/** Remove every address. */
+void dlb_timed_ipset_clear(struct dlb_timed_ipset *t);
+/** The addresses not expired. */
+size_t dlb_timed_ipset_live(struct dlb_timed_ipset *t);
 
 /* ---- actions -------------------------------------------------------------- */
 

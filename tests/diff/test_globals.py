@@ -150,3 +150,75 @@ addCacheHitResponseAction(QTypeRule(DNSQType.TXT), DropResponseAction())
     same(p, "return #getCacheHitResponseRules(2)")
     same(p, "return #getCacheHitResponseRules(0)")
     same(p, "return #getTopRules(0)")
+
+
+TIMED = '''
+newServer({address="@B0@"})
+tisr = TimedIPSetRule()
+other = TimedIPSetRule()
+other:add(newCA("192.0.2.1"), 3600)
+other:add(newCA("2001:db8::1"), 3600)
+other:add(newCA("192.0.2.2"), -5)
+addAction(tisr:slice(), RCodeAction(DNSRCode.REFUSED), {name="timed"})
+addAction(other:slice(), DropAction())
+function mark(dq)
+  if dq.qname:toString() == "mark.example.test." then
+    tisr:add(dq.remoteaddr, 3600)
+    return DNSAction.Nxdomain, ""
+  end
+  return DNSAction.None, ""
+end
+addAction(AllRule(), LuaAction(mark))
+'''
+
+
+def test_timed_ip_set_rule(pair):
+    """A LuaAction adds the client to the set (in dnslb, from a worker's own
+    Lua state: the set is shared); the rule then refuses it; the console
+    shows the live count, clears, adds and cleans up."""
+    p = pair(TIMED)
+    www = lambda qid: build_query("www.example.test.", qid=qid)  # noqa: E731
+    p.query(www(1), "udp")
+    assert same(p, "showRules()").split("\n")[1:3] == [
+        "0   timed                                  0 Src: 0 ips" + " " * 47 + "set rcode 5",
+        "1                                          0 Src: 2 ips" + " " * 47 + "drop"]
+    p.query(build_query("mark.example.test.", qid=2), "udp")
+    p.query(www(3), "udp")
+    p.query(www(4), "tcp")
+    same(p, "showRules()")
+    same(p, "topRules(1)")
+    same(p, "tisr:clear()")
+    p.query(www(5), "udp")
+    same(p, "showRules()")
+    same(p, "tisr:add(newCA('127.0.0.1:5300'), 3600)")
+    p.query(www(6), "tcp")
+    same(p, "tisr:add(newCA('127.0.0.1'), 10)")
+    p.query(www(7), "udp")
+    same(p, "other:add(newCA('192.0.2.1'), 1) other:add(newCA('192.0.2.3'), -1) other:cleanup()")
+    same(p, "showRules()")
+    same(p, "tisr:clear() tisr:add(newCA('127.0.0.1'), -1)")
+    p.query(www(8), "udp")
+    same(p, "return #getTopRules(1)")
+    same(p, "showRules({showUUIDs=true})")
+    p.stats()
+
+
+def test_timed_ip_set_rule_config(workdir):
+    same_check_config(workdir, '''
+t = TimedIPSetRule()
+t:add(newCA("192.0.2.1"), 10)
+t:add(newCA("192.0.2.1:53"), 5)
+t:add(newCA("2001:db8::1"), 10)
+t:add(newCA("192.0.2.2"), -5)
+t:add(newCA("192.0.2.3"), 1.5)
+t:add(newCA("192.0.2.4"), "7")
+local s = t:slice()
+print(s:toString())
+addAction(s, DropAction())
+t:cleanup()
+print(s:toString())
+t:clear()
+print(s:toString())
+showRules()
+print(topRules())
+''')

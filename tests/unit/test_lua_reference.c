@@ -255,6 +255,7 @@ static const char instances_code[] =
 	"  DynBlockRulesGroup = dynBlockRulesGroup(),\n"
 	"  KeyValueStore = newRedisKVStore({key = 'k'}),\n"
 	"  KeyValueLookupKey = KeyValueLookupKeyQName(), ClientState = getBind(0),\n"
+	"  TimedIPSetRule = TimedIPSetRule(),\n"
 	"}\n"
 	"function write_back(o, k) o[k] = o[k] end\n";
 
