@@ -4142,6 +4142,7 @@ dlb_lua_conf_adopt(struct dlb_lua_conf *lc, struct dlb_config *cfg, struct dlb_r
 {
 	if (dlb_lua_conf_rebind(lc, cfg, err, errlen) != 0)
 		return -1;
+	dlb_lua_globals_adopt(lc->L);
 	lc->phase = DLB_LUA_PHASE_RUNNING;
 	lc->rt = rt;
 	return 0;

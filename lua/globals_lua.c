@@ -1,7 +1,9 @@
 /*
  * globals_lua.c - dnsdist 1.7.3's small console globals: getBind(),
  * getBindCount() and their ClientState objects, show(), help(),
- * showSecurityStatus() and shutdown().
+ * showSecurityStatus(), shutdown() and the query counters
+ * (setQueryCount, setQueryCountFilter, getQueryCounters,
+ * clearQueryCounters; dnslb/qcount.h).
  *
  * Texts and numbering follow dnsdist 1.7.3 as observed with its console:
  * each frontend counts twice, UDP (2i) then TCP (2i+1), as showBinds()
@@ -25,8 +27,11 @@
 #include "dnslb/config.h"
 #include "dnslb/console.h"
 #include "dnslb/daemon.h"
+#include "dnslb/qcount.h"
 #include "lua/args.h"
 #include "lua/conf.h"
+#include "lua/worker.h"
+#include "rules/rules.h"
 
 #define MT_BIND		"ClientState"
 
@@ -220,6 +225,122 @@ l_shutdown(lua_State *L)
 	}
 }
 
+/* ---- query counting ------------------------------------------------------- */
+
+/* registry key: a reload's setQueryCountFilter function, published at adoption */
+static const char qcount_pending_key = 'c';
+
+/* Does this state's call set the process-wide settings? */
+static bool
+qcount_publishes(lua_State *L, enum dlb_lua_phase *phase)
+{
+	struct dlb_lua_conf *lc = dlb_lua_conf_of(L);
+
+	*phase = lc != NULL ? dlb_lua_conf_phase(lc) : DLB_LUA_PHASE_WORKER;
+	return *phase == DLB_LUA_PHASE_CONFIG || *phase == DLB_LUA_PHASE_RUNNING ||
+	       *phase == DLB_LUA_PHASE_RELOAD;
+}
+
+static int
+l_set_query_count(lua_State *L)
+{
+	bool on = dlb_lua_arg_bool(L, 1, "setQueryCount");
+	enum dlb_lua_phase p;
+
+	if (qcount_publishes(L, &p))
+		dlb_qcount_set(on);
+	return 0;
+}
+
+/*
+ * setQueryCountFilter(f): f(dq) returns (count, name). The function is
+ * numbered in every state (as a LuaRule's), so the workers run their own
+ * copy; it applies to the rules generation it was set for.
+ */
+static int
+l_set_query_count_filter(lua_State *L)
+{
+	char src[96];
+	enum dlb_lua_phase p;
+	int fn;
+
+	dlb_lua_arg_function(L, 1, "setQueryCountFilter");
+	fn = dlb_lua_register_fn(L, 1, src, sizeof(src));
+	if (!qcount_publishes(L, &p))
+		return 0;
+	if (p == DLB_LUA_PHASE_RELOAD) {
+		/* the workers get this state's functions once the reload is adopted */
+		lua_pushinteger(L, fn);
+		lua_rawsetp(L, LUA_REGISTRYINDEX, &qcount_pending_key);
+		return 0;
+	}
+	dlb_qcount_set_filter(dlb_rules_current()->gen, fn);
+	return 0;
+}
+
+void
+dlb_lua_globals_adopt(lua_State *L)
+{
+	lua_Integer fn;
+
+	lua_rawgetp(L, LUA_REGISTRYINDEX, &qcount_pending_key);
+	fn = lua_tointeger(L, -1);
+	lua_pop(L, 1);
+	/* the reload's rules and Lua states come next, one generation up */
+	dlb_qcount_set_filter(dlb_rules_current()->gen + 1, (int)fn);
+}
+
+/* getQueryCounters([max=10]): dnsdist's text; the names sorted by count. */
+static int
+l_get_query_counters(lua_State *L)
+{
+	lua_Integer max = dlb_lua_opt_arg_int(L, 1, "getQueryCounters", 0, UINT32_MAX, 10);
+	struct dlb_qcount_rec *v;
+	char *buf, *text;
+	size_t n, cap, len;
+
+	if (dlb_lua_silent(L))
+		return 0;
+	if (dlb_qcount_snapshot(&v, &n, &buf) != 0)
+		return luaL_error(L, "getQueryCounters: out of memory");
+	/* the text in C, so that no Lua error can leak the snapshot */
+	cap = 128;
+	for (size_t i = 0; i < n && i < (size_t)max; i++)
+		cap += v[i].len + 64;
+	text = malloc(cap);
+	if (text != NULL) {
+		len = (size_t)snprintf(text, cap,
+				       "query counting is currently: %s (%zu records in buffer)",
+				       dlb_qcount_enabled() ? "enabled" : "disabled", n);
+		for (size_t i = 0; i < n && i < (size_t)max; i++)
+			len += (size_t)snprintf(text + len, cap - len, "\n%-3zu %.*s: %llu request(s)",
+						i + 1, (int)v[i].len, v[i].name,
+						(unsigned long long)v[i].count);
+	}
+	free(v);
+	free(buf);
+	if (text == NULL)
+		return luaL_error(L, "getQueryCounters: out of memory");
+	lua_pushstring(L, text);
+	free(text);
+	dlb_lua_print(L, lua_tostring(L, -1));
+	return 0;
+}
+
+static int
+l_clear_query_counters(lua_State *L)
+{
+	char line[96];
+	enum dlb_lua_phase p;
+
+	if (!qcount_publishes(L, &p))
+		return 0;
+	snprintf(line, sizeof(line), "%zu records cleared from query counter buffer",
+		 dlb_qcount_clear());
+	dlb_lua_print(L, line);
+	return 0;
+}
+
 void
 dlb_lua_globals_register(lua_State *L)
 {
@@ -237,6 +358,10 @@ dlb_lua_globals_register(lua_State *L)
 		{ "showSecurityStatus", l_show_security_status },
 		{ "help", l_help },
 		{ "shutdown", l_shutdown },
+		{ "setQueryCount", l_set_query_count },
+		{ "setQueryCountFilter", l_set_query_count_filter },
+		{ "getQueryCounters", l_get_query_counters },
+		{ "clearQueryCounters", l_clear_query_counters },
 		{ NULL, NULL },
 	};
 

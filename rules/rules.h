@@ -762,6 +762,15 @@ enum dlb_verdict_r dlb_rules_run_response(const struct dlb_chain *c, struct dlb_
 int dlb_luaw_rule(struct dlb_lua_worker *lw, int fn, const char *src, struct dlb_dq *dq);
 
 /**
+ * setQueryCountFilter's function: f(dq) returns (count, name), a boolean and
+ * a string (or a number, converted). @return 1 (count @name: NUL-terminated
+ * in @out, its length in *@outlen; longer than @outsz-1: -1), 0 (do not
+ * count), or -1 on an error or other values (dnsdist then drops the query).
+ */
+int dlb_luaw_qcount_filter(struct dlb_lua_worker *lw, int fn, struct dlb_dq *dq, char *out,
+			   size_t outsz, size_t *outlen);
+
+/**
  * LuaAction / LuaResponseAction: the DNSAction (or DNSResponseAction) value
  * the function returned, its optional string in @arg (NUL-terminated,
  * truncated to @argsz-1, its length in *@arglen: SpoofPacket's may hold

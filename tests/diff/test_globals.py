@@ -222,3 +222,91 @@ print(s:toString())
 showRules()
 print(topRules())
 ''')
+
+
+def counters(side, cmd):
+    """getQueryCounters()'s text: the header line and the (name, count) lines."""
+    lines = side.console(cmd).split("\n")
+    assert lines[-1] == ""
+    recs = []
+    for i, line in enumerate(lines[1:-1]):
+        m = re.fullmatch(r"(\d+) +(.*): (\d+) request\(s\)", line)
+        assert m and int(m.group(1)) == i + 1 and line.startswith("%-3d " % (i + 1)), line
+        recs.append((m.group(2), int(m.group(3))))
+    return lines[0], recs
+
+
+def same_counters_text(p, cmd="getQueryCounters()"):
+    """The same header and records; dnslb's sorted by count (then name)."""
+    known("getQueryCounters() sorts by count")
+    ha, ra = counters(p.theirs, cmd)
+    hb, rb = counters(p.ours, cmd)
+    assert ha == hb
+    assert rb == sorted(rb, key=lambda r: (-r[1], r[0].encode()))
+    if len(ra) == int(re.search(r"\((\d+) records", ha).group(1)):
+        assert sorted(ra) == sorted(rb)     # every record shown: the same ones
+    else:
+        assert len(ra) == len(rb)
+    return hb, rb
+
+
+def test_query_counters(pair):
+    p = pair('newServer({address="@B0@"})\n')
+    assert same(p, "getQueryCounters()") == (
+        "query counting is currently: disabled (0 records in buffer)\n")
+    p.query(build_query("before.test.", qid=1), "udp")
+    same(p, "setQueryCount(true)")
+    for i, (name, qt, proto) in enumerate((
+            ("www.example.test.", 1, "udp"), ("WWW.Example.test.", 1, "udp"),
+            ("b.test.", 28, "udp"), ("a.test.", 1, "tcp"), ("b.test.", 1, "udp"),
+            ("b.test.", 16, "tcp"), ("x y.test.", 1, "udp"), ("dot\\.in.label.test.", 1, "udp"),
+            (".", 2, "udp"))):
+        p.query(build_query(name, qt, qid=10 + i), proto)
+    h, recs = same_counters_text(p)
+    assert h == "query counting is currently: enabled (7 records in buffer)"
+    assert recs == [("b.test", 3), (".", 1), ("WWW.Example.test", 1), ("a.test", 1),
+                    ("dot\\\\.in.label.test", 1), ("www.example.test", 1), ("x\\032y.test", 1)]
+    same_counters_text(p, "getQueryCounters(100)")
+    assert same(p, "getQueryCounters(0)") == (
+        "query counting is currently: enabled (7 records in buffer)\n")
+    assert same(p, "clearQueryCounters()") == "7 records cleared from query counter buffer\n"
+    same(p, "getQueryCounters()")
+    # a filter: (count, name); anything else (or an error) drops the query
+    same(p, "setQueryCountFilter(function(dq) return dq.qtype == DNSQType.AAAA, "
+            "'six:' .. dq.qname:toString() end)")
+    for i, (name, qt) in enumerate((("www.example.test.", 1), ("b.test.", 28),
+                                    ("c.test.", 28), ("c.test.", 28))):
+        p.query(build_query(name, qt, qid=30 + i), "udp")
+    assert same_counters_text(p)[1] == [("six:c.test.", 2), ("six:b.test.", 1)]
+    same(p, "setQueryCount(false)")
+    p.query(build_query("d.test.", 28, qid=40), "udp")
+    same_counters_text(p)
+    same(p, "setQueryCount(true)")
+    for i, f in enumerate(("function(dq) return true, 5 end",
+                           "function(dq) return false, 'n' end",
+                           "function(dq) return true end",
+                           "function(dq) return 1, 'x' end",
+                           "function(dq) return 'yes', 'y' end",
+                           "function(dq) error('no') end")):
+        same(p, "setQueryCountFilter(%s)" % f)
+        p.query(build_query("e.test.", 1, qid=50 + i), "udp")
+        p.query(build_query("e.test.", 1, qid=60 + i), "tcp")
+    assert same_counters_text(p)[1] == [("5", 2), ("six:c.test.", 2), ("six:b.test.", 1)]
+    p.stats()
+
+
+def test_query_counters_from_the_configuration(pair):
+    """setQueryCount/setQueryCountFilter in the configuration: the filter is
+    a function of the configuration (in dnslb, each worker's own copy)."""
+    p = pair('''
+newServer({address="@B0@"})
+setQueryCount(true)
+prefix = "q:"
+function qfilter(dq)
+  return dq:getTag("skip") ~= "yes", prefix .. dq.qname:toString() .. "/" .. dq.qtype
+end
+setQueryCountFilter(qfilter)
+''')
+    for i, (name, qt) in enumerate((("a.test.", 1), ("a.test.", 28), ("a.test.", 1))):
+        p.query(build_query(name, qt, qid=i + 1), "udp")
+    assert same_counters_text(p)[1] == [("q:a.test./1", 2), ("q:a.test./28", 1)]
