@@ -3,7 +3,7 @@
  * getBindCount() and their ClientState objects, show(), help(),
  * showSecurityStatus(), shutdown() and the query counters
  * (setQueryCount, setQueryCountFilter, getQueryCounters,
- * clearQueryCounters; dnslb/qcount.h).
+ * clearQueryCounters; dnslb/qcount.h) and statNodeRespRing().
  *
  * Texts and numbering follow dnsdist 1.7.3 as observed with its console:
  * each frontend counts twice, UDP (2i) then TCP (2i+1), as showBinds()
@@ -22,12 +22,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "dnslb/config.h"
 #include "dnslb/console.h"
 #include "dnslb/daemon.h"
 #include "dnslb/qcount.h"
+#include "dnslb/rings.h"
+#include "dnslb/wire.h"
 #include "lua/args.h"
 #include "lua/conf.h"
 #include "lua/worker.h"
@@ -341,6 +344,234 @@ l_clear_query_counters(lua_State *L)
 	return 0;
 }
 
+/* ---- statNodeRespRing ------------------------------------------------------ */
+
+/*
+ * dnsdist's StatNode over the response rings: a tree of names (a node per
+ * suffix, children in case-insensitive label order), each answer counted
+ * at its own name's node (a timeout as a drop), visited children first.
+ */
+struct sn_stat {
+	uint64_t queries, noerrors, nxdomains, servfails, drops, bytes;
+};
+
+struct sn_node {
+	uint32_t first_child, next;	/* indexes + 1; 0: none */
+	uint32_t nchildren;
+	uint16_t labels;
+	uint8_t llen;
+	uint8_t label[63];
+	struct sn_stat self;
+};
+
+struct sn_tree {
+	struct dlb_lua_box *box;	/* the nodes (node 0: the root) */
+	int64_t now_us, cutoff_us;	/* cutoff 0: every entry */
+	bool oom;
+};
+
+/* dnsdist's CIStringCompare: bytes, ASCII case folded. */
+static int
+label_cmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
+{
+	for (size_t i = 0; i < alen && i < blen; i++) {
+		int ca = a[i] >= 'A' && a[i] <= 'Z' ? a[i] + 32 : a[i];
+		int cb = b[i] >= 'A' && b[i] <= 'Z' ? b[i] + 32 : b[i];
+
+		if (ca != cb)
+			return ca - cb;
+	}
+	return alen < blen ? -1 : alen > blen;
+}
+
+/* The child of node @parent labelled @label (made when missing); 0 on ENOMEM. */
+static uint32_t
+sn_child(struct sn_tree *t, uint32_t parent, const uint8_t *label, size_t llen, uint16_t labels)
+{
+	struct sn_node *v = t->box->p;
+	uint32_t *link = &v[parent].first_child, k;
+
+	while (*link != 0) {
+		int c = label_cmp(v[*link - 1].label, v[*link - 1].llen, label, llen);
+
+		if (c == 0)
+			return *link - 1;
+		if (c > 0)
+			break;
+		link = &v[*link - 1].next;
+	}
+	if (t->box->n == t->box->cap) {
+		size_t cap = t->box->cap * 2;
+		/* @link points into the array: move it along */
+		ptrdiff_t off = (char *)link - (char *)v;
+		struct sn_node *nv = realloc(v, cap * sizeof(*nv));
+
+		if (nv == NULL)
+			return 0;
+		link = (uint32_t *)((char *)nv + off);
+		t->box->p = v = nv;
+		t->box->cap = cap;
+	}
+	k = (uint32_t)t->box->n++;
+	memset(&v[k], 0, sizeof(v[k]));
+	v[k].llen = (uint8_t)llen;
+	memcpy(v[k].label, label, llen);
+	v[k].labels = labels;
+	v[k].next = *link;
+	*link = k + 1;
+	v[parent].nchildren++;
+	return k;
+}
+
+static void
+sn_visit_rec(const struct dlb_ring_rec *r, void *ud)
+{
+	struct sn_tree *t = ud;
+	size_t offs[DLB_MAX_NAME / 2 + 1], nl = 0;
+	uint32_t node = 0;
+	struct sn_stat *st;
+	uint16_t labels = 0;
+
+	if (t->oom || r->when_us > t->now_us || (t->cutoff_us != 0 && r->when_us < t->cutoff_us))
+		return;
+	for (size_t off = 0; off < r->namelen && r->name[off] != 0 && nl < sizeof(offs) / sizeof(offs[0]);
+	     off += (size_t)r->name[off] + 1) {
+		if (off + 1 + r->name[off] > r->namelen)
+			return;
+		offs[nl++] = off;
+	}
+	if (nl == 0)
+		return;	/* the root: dnsdist's submit ignores it */
+	for (size_t k = nl; k-- > 0;) {
+		node = sn_child(t, node, r->name + offs[k] + 1, r->name[offs[k]], ++labels);
+		if (node == 0) {
+			t->oom = true;
+			return;
+		}
+	}
+	st = &((struct sn_node *)t->box->p)[node].self;
+	st->queries++;
+	if (r->usec == DLB_RING_TIMEOUT) {
+		st->drops++;
+		return;	/* a timeout: no answer, no bytes */
+	}
+	switch (DLB_RCODE(r->hflags)) {
+	case 0:
+		st->noerrors++;
+		break;
+	case 2:
+		st->servfails++;
+		break;
+	case 3:
+		st->nxdomains++;
+		break;
+	}
+	st->bytes += r->size;
+}
+
+static void
+push_sn_stat(lua_State *L, const struct sn_stat *s)
+{
+	lua_createtable(L, 0, 6);
+	lua_pushinteger(L, (lua_Integer)s->queries);
+	lua_setfield(L, -2, "queries");
+	lua_pushinteger(L, (lua_Integer)s->noerrors);
+	lua_setfield(L, -2, "noerrors");
+	lua_pushinteger(L, (lua_Integer)s->nxdomains);
+	lua_setfield(L, -2, "nxdomains");
+	lua_pushinteger(L, (lua_Integer)s->servfails);
+	lua_setfield(L, -2, "servfails");
+	lua_pushinteger(L, (lua_Integer)s->drops);
+	lua_setfield(L, -2, "drops");
+	lua_pushinteger(L, (lua_Integer)s->bytes);
+	lua_setfield(L, -2, "bytes");
+}
+
+static int
+l_sn_num_children(lua_State *L)
+{
+	luaL_checktype(L, 1, LUA_TTABLE);
+	lua_getfield(L, 1, "_numChildren");
+	return 1;
+}
+
+/*
+ * Visit node @k (its full name @full, @flen bytes) children first, calling
+ * the visitor at stack index 1; add the subtree's counts to @total.
+ */
+static void
+sn_visit(lua_State *L, struct sn_tree *t, uint32_t k, const char *full, size_t flen,
+	 struct sn_stat *total)
+{
+	struct sn_stat sub = ((struct sn_node *)t->box->p)[k].self;
+	char child[DLB_MAX_NAME + 2];
+
+	for (uint32_t c = ((struct sn_node *)t->box->p)[k].first_child; c != 0;
+	     c = ((struct sn_node *)t->box->p)[c - 1].next) {
+		const struct sn_node *n = &((struct sn_node *)t->box->p)[c - 1];
+		size_t clen = n->llen + 1 + flen;
+
+		/* dnsdist's fullname: the raw labels, each followed by a dot */
+		if (clen > sizeof(child))
+			continue;
+		memcpy(child, n->label, n->llen);
+		child[n->llen] = '.';
+		memcpy(child + n->llen + 1, full, flen);
+		sn_visit(L, t, c - 1, child, clen, &sub);
+	}
+	total->queries += sub.queries;
+	total->noerrors += sub.noerrors;
+	total->nxdomains += sub.nxdomains;
+	total->servfails += sub.servfails;
+	total->drops += sub.drops;
+	total->bytes += sub.bytes;
+	{
+		const struct sn_node *n = &((struct sn_node *)t->box->p)[k];
+
+		lua_pushvalue(L, 1);
+		lua_createtable(L, 0, 4);
+		lua_pushlstring(L, full, flen);
+		lua_setfield(L, -2, "fullname");
+		lua_pushinteger(L, n->labels);
+		lua_setfield(L, -2, "labelsCount");
+		lua_pushinteger(L, n->nchildren);
+		lua_setfield(L, -2, "_numChildren");
+		lua_pushcfunction(L, l_sn_num_children);
+		lua_setfield(L, -2, "numChildren");
+		push_sn_stat(L, &n->self);
+		push_sn_stat(L, &sub);
+	}
+	lua_call(L, 3, 0);
+}
+
+/* statNodeRespRing(visitor[, seconds]): the visitor gets (node, self, children). */
+static int
+l_stat_node_resp_ring(lua_State *L)
+{
+	lua_Integer secs = dlb_lua_opt_arg_int(L, 2, "statNodeRespRing", 0, UINT32_MAX, 0);
+	struct sn_tree t = { 0 };
+	struct sn_stat total = { 0 };
+	struct timeval tv;
+
+	dlb_lua_arg_function(L, 1, "statNodeRespRing");
+	lua_settop(L, 2);
+	gettimeofday(&tv, NULL);
+	t.now_us = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+	t.cutoff_us = secs > 0 ? t.now_us - (int64_t)secs * 1000000 : 0;
+	t.box = dlb_lua_box_new(L);	/* index 3: frees the tree if the visitor raises */
+	t.box->p = calloc(64, sizeof(struct sn_node));
+	if (t.box->p == NULL)
+		return luaL_error(L, "statNodeRespRing: out of memory");
+	t.box->cap = 64;
+	t.box->n = 1;	/* the root */
+	dlb_rings_visit_all(true, sn_visit_rec, &t);
+	if (t.oom)
+		return luaL_error(L, "statNodeRespRing: out of memory");
+	sn_visit(L, &t, 0, "", 0, &total);
+	dlb_lua_box_free(t.box);
+	return 0;
+}
+
 void
 dlb_lua_globals_register(lua_State *L)
 {
@@ -362,6 +593,7 @@ dlb_lua_globals_register(lua_State *L)
 		{ "setQueryCountFilter", l_set_query_count_filter },
 		{ "getQueryCounters", l_get_query_counters },
 		{ "clearQueryCounters", l_clear_query_counters },
+		{ "statNodeRespRing", l_stat_node_resp_ring },
 		{ NULL, NULL },
 	};
 

@@ -310,3 +310,34 @@ setQueryCountFilter(qfilter)
     for i, (name, qt) in enumerate((("a.test.", 1), ("a.test.", 28), ("a.test.", 1))):
         p.query(build_query(name, qt, qid=i + 1), "udp")
     assert same_counters_text(p)[1] == [("q:a.test./1", 2), ("q:a.test./28", 1)]
+
+
+STATNODE = ('t = {} statNodeRespRing(function(n, s, c) t[#t + 1] = n.fullname .. "|" .. '
+            'n.labelsCount .. "|" .. n:numChildren() .. "|" .. s.queries .. "," .. s.noerrors '
+            '.. "," .. s.nxdomains .. "," .. s.servfails .. "," .. s.drops .. "," .. s.bytes '
+            '.. "|" .. c.queries .. "," .. c.noerrors .. "," .. c.nxdomains .. "," .. '
+            'c.servfails .. "," .. c.drops .. "," .. c.bytes end%s) return table.concat(t, "\\n")')
+
+
+def test_stat_node_resp_ring(pair):
+    """The response rings as dnsdist's StatNode tree: children first, in
+    label order; a timeout counts as a drop; the root last, named ""."""
+    p = pair('newServer({address="@B0@"})\n')
+    for i, (name, qt) in enumerate((("www.example.test.", 1), ("nx.example.test.", 1),
+                                    ("servfail.b.example.test.", 1), ("www.example.test.", 28),
+                                    ("other.test.", 1), ("x y.test.", 16),
+                                    ("drop.example.test.", 1))):
+        p.query(build_query(name, qt, qid=i + 1), "udp")
+    time.sleep(2.5)     # the drop's timeout
+    out = same(p, STATNODE % "")
+    assert out.split("\n")[-3:] == [
+        "test.|1|3|0,0,0,0,0,0|7,4,1,1,1,274", "|0|1|0,0,0,0,0,0|7,4,1,1,1,274", ""]
+    assert "x y.test.|2|0|1,1,0,0,0,44|1,1,0,0,0,44" in out
+    same(p, STATNODE % ", 3600")
+    time.sleep(1.2)
+    assert same(p, STATNODE % ", 1") == "|0|0|0,0,0,0,0,0|0,0,0,0,0,0\n"
+    # a visitor's error stops the visit and is the command's
+    known("The rings: smaller differences")
+    err = p.ours.console("statNodeRespRing(function() error('stop') end)")
+    assert err.startswith("Error: [string \"return statNodeRespRing(function() error('sto...\"]:1: "
+                          "stop\nstack traceback:\n")
