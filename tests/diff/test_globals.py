@@ -341,3 +341,26 @@ def test_stat_node_resp_ring(pair):
     err = p.ours.console("statNodeRespRing(function() error('stop') end)")
     assert err.startswith("Error: [string \"return statNodeRespRing(function() error('sto...\"]:1: "
                           "stop\nstack traceback:\n")
+
+
+def test_bench_rule(pair):
+    """benchRule: the same text, the speed figures (machine-dependent)
+    written as Q and U; the matches of rules that do not depend on the
+    random queries are the same."""
+    p = pair('newServer({address="@B0@"})\n')
+    rx = r"Had (\d+) matches out of (\d+), \d+\.\d qps, in \d+\.\d usec\n"
+
+    def bench(cmd):
+        a, b = p.theirs.console(cmd), p.ours.console(cmd)
+        ma, mb = re.fullmatch(rx, a), re.fullmatch(rx, b)
+        assert ma and mb, (a, b)
+        return ma.groups(), mb.groups()
+
+    for cmd in ('benchRule(AllRule(), 1000)', 'benchRule(makeRule("example.com"), 2000, '
+                '"example.com")', 'benchRule(RegexRule("^[0-9]+\\\\.x\\\\.y$"), 10, "x.y")',
+                'benchRule(NotRule(AllRule()), 5)', 'benchRule(QNameRule("a.b"), 0)',
+                'benchRule(AllRule())', 'benchRule(TCPRule(false), 7)'):
+        a, b = bench(cmd)
+        assert a == b, cmd
+    a, b = bench('benchRule(QTypeRule("A"), 1000)')
+    assert a[1] == b[1] == "1000" and int(b[0]) < 50
