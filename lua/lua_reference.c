@@ -232,6 +232,14 @@ const struct dlb_lref dlb_lua_reference[] = {
 	METH("TimedIPSetRule", "slice", "()",
 	     "The selector (a DNSRule; `Src: N ips`, N the addresses not expired)."),
 
+	OBJ("SVCRecordParameters", "SVCRecordParameters", "svc",
+	    "One SVCB/HTTPS record for `SpoofSVCAction` (no methods): its rdata, built when it is "
+	    "made, and its address hints."),
+	CTOR("SVCRecordParameters", "newSVCRecordParameters",
+	     "(priority, target[, {mandatory=, alpn=, noDefaultAlpn=, port=, ipv4hint=, ipv6hint=, "
+	     "ech=, keyN=}])",
+	     "See the [rules reference](rules-reference.md)."),
+
 	/* ---- lua/globals_lua.c ---- */
 	OBJ("ClientState", "ClientState", "bind",
 	    "A listener, as `showBinds()` numbers them: each frontend twice, UDP (2i) then TCP "

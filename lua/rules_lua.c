@@ -54,6 +54,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1864,6 +1865,442 @@ l_spoof_raw_action(lua_State *L)
 	return 1;
 }
 
+/* ---- SVC records (newSVCRecordParameters, SpoofSVCAction) ---------------------- */
+
+#define MT_SVC		"SVCRecordParameters"
+#define SVC_MAX_HINTS	64
+
+/* One SVCB/HTTPS record: its rdata, and the hints SpoofSVCAction adds records for. */
+struct svc_box {
+	uint8_t rdata[4096];
+	uint16_t rdlen;
+	uint8_t target[DLB_MAX_NAME];
+	uint16_t target_len;
+	int nv4, nv6;
+	uint8_t v4[SVC_MAX_HINTS][4], v6[SVC_MAX_HINTS][16];
+};
+
+/* SvcParam::keyFromString: a key's number, or -1. */
+static long
+svc_key(const char *k)
+{
+	static const char *const names[] = { "mandatory", "alpn", "no-default-alpn", "port",
+					     "ipv4hint", "ech", "ipv6hint" };
+	char *end;
+	unsigned long v;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(k, names[i]) == 0)
+			return (long)i;
+	if (strncmp(k, "key", 3) != 0 || k[3] < '0' || k[3] > '9')
+		return -1;
+	errno = 0;
+	v = strtoul(k + 3, &end, 10);
+	return *end != '\0' || errno != 0 || v > 65535 ? -1 : (long)v;
+}
+
+struct svc_param {
+	uint16_t key;
+	const char *val;	/* borrowed from the Lua table */
+	size_t len;
+};
+
+static void
+svc_put(lua_State *L, struct svc_box *b, const void *p, size_t n)
+{
+	if (b->rdlen + n > sizeof(b->rdata))
+		luaL_error(L, "newSVCRecordParameters: the record is too large");
+	memcpy(b->rdata + b->rdlen, p, n);
+	b->rdlen = (uint16_t)(b->rdlen + n);
+}
+
+static void
+svc_put16(lua_State *L, struct svc_box *b, unsigned v)
+{
+	uint8_t x[2] = { (uint8_t)(v >> 8), (uint8_t)v };
+
+	svc_put(L, b, x, 2);
+}
+
+/* Check that the value at @idx is a table of strings (for key @what). @return how many. */
+static lua_Integer
+svc_strings(lua_State *L, int idx, const char *what)
+{
+	lua_Integer n;
+
+	if (lua_type(L, idx) != LUA_TTABLE)
+		luaL_error(L, "newSVCRecordParameters: %s must be a table of strings", what);
+	n = (lua_Integer)lua_rawlen(L, idx);
+	for (lua_Integer i = 1; i <= n; i++) {
+		if (lua_rawgeti(L, idx, i) != LUA_TSTRING)
+			luaL_error(L, "newSVCRecordParameters: %s must be a table of strings", what);
+		lua_pop(L, 1);
+	}
+	return n;
+}
+
+static int
+cmp_svc_param(const void *a, const void *b)
+{
+	const struct svc_param *x = a, *y = b;
+
+	return (int)x->key - (int)y->key;
+}
+
+static void
+svc_mandatory(lua_State *L, int t, struct svc_box *b)
+{
+	const char *fn = "newSVCRecordParameters";
+	uint16_t mandatory[16];
+	int nmand = 0;
+
+	if (lua_getfield(L, t, "mandatory") != LUA_TNIL) {
+		lua_Integer k = svc_strings(L, -1, "mandatory");
+
+		for (lua_Integer i = 1; i <= k; i++) {
+			long key;
+			bool dup = false;
+
+			lua_rawgeti(L, -1, i);
+			key = svc_key(lua_tostring(L, -1));
+			if (key < 0)
+				luaL_error(L, "%s: unknown SvcParam key '%s'", fn, lua_tostring(L, -1));
+			lua_pop(L, 1);
+			for (int j = 0; j < nmand; j++)
+				dup |= mandatory[j] == key;
+			if (dup)
+				continue;	/* dnsdist keeps them in a set */
+			if (nmand == (int)(sizeof(mandatory) / sizeof(mandatory[0])))
+				luaL_error(L, "%s: too many mandatory keys", fn);
+			mandatory[nmand++] = (uint16_t)key;
+		}
+	}
+	lua_pop(L, 1);
+	if (nmand == 0)
+		return;
+	/* a set: ascending */
+	for (int i = 1; i < nmand; i++)
+		for (int j = i; j > 0 && mandatory[j - 1] > mandatory[j]; j--) {
+			uint16_t x = mandatory[j];
+
+			mandatory[j] = mandatory[j - 1];
+			mandatory[j - 1] = x;
+		}
+	svc_put16(L, b, 0);
+	svc_put16(L, b, (unsigned)(2 * nmand));
+	for (int i = 0; i < nmand; i++)
+		svc_put16(L, b, mandatory[i]);
+}
+
+static void
+svc_alpn(lua_State *L, int t, struct svc_box *b)
+{
+	const char *fn = "newSVCRecordParameters";
+
+	if (lua_getfield(L, t, "alpn") != LUA_TNIL) {
+		lua_Integer k = svc_strings(L, -1, "alpn");
+		size_t total = 0;
+
+		for (lua_Integer i = 1; i <= k; i++) {
+			size_t len;
+
+			lua_rawgeti(L, -1, i);
+			lua_tolstring(L, -1, &len);
+			lua_pop(L, 1);
+			if (len > 255)
+				luaL_error(L, "%s: an alpn value is longer than 255 bytes", fn);
+			total += 1 + len;
+		}
+		if (k > 0) {
+			if (total > 65535)
+				luaL_error(L, "%s: the record is too large", fn);
+			svc_put16(L, b, 1);
+			svc_put16(L, b, (unsigned)total);
+			for (lua_Integer i = 1; i <= k; i++) {
+				size_t len;
+				const char *v;
+				uint8_t l;
+
+				lua_rawgeti(L, -1, i);
+				v = lua_tolstring(L, -1, &len);
+				l = (uint8_t)len;
+				svc_put(L, b, &l, 1);
+				svc_put(L, b, v, len);
+				lua_pop(L, 1);
+			}
+		}
+	}
+	lua_pop(L, 1);
+}
+
+/* ipv4hint (@fam 4) or ipv6hint (6): the rdata's addresses, kept for the extra records. */
+static void
+svc_hints(lua_State *L, int t, struct svc_box *b, int fam)
+{
+	const char *fn = "newSVCRecordParameters";
+	const char *key = fam == 4 ? "ipv4hint" : "ipv6hint";
+	size_t alen = fam == 4 ? 4 : 16;
+	lua_Integer k;
+
+	if (lua_getfield(L, t, key) == LUA_TNIL) {
+		lua_pop(L, 1);
+		return;
+	}
+	k = svc_strings(L, -1, key);
+	if (k > SVC_MAX_HINTS)
+		luaL_error(L, "%s: at most %d addresses in %s", fn, SVC_MAX_HINTS, key);
+	if (k > 0) {
+		svc_put16(L, b, (unsigned)fam);
+		svc_put16(L, b, (unsigned)(alen * (size_t)k));
+	}
+	for (lua_Integer i = 1; i <= k; i++) {
+		struct sockaddr_storage ss;
+		socklen_t sl;
+		const void *a;
+
+		lua_rawgeti(L, -1, i);
+		if (dlb_sockaddr_parse(lua_tostring(L, -1), 0, &ss, &sl) != 0 ||
+		    ss.ss_family != (fam == 4 ? AF_INET : AF_INET6))
+			luaL_error(L, "%s: '%s' is not an IPv%c address", fn, lua_tostring(L, -1),
+				   fam == 4 ? '4' : '6');
+		lua_pop(L, 1);
+		a = fam == 4 ? (const void *)&((struct sockaddr_in *)&ss)->sin_addr :
+			       (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr;
+		svc_put(L, b, a, alen);
+		if (fam == 4)
+			memcpy(b->v4[b->nv4++], a, 4);
+		else
+			memcpy(b->v6[b->nv6++], a, 16);
+	}
+	lua_pop(L, 1);
+}
+
+static bool
+svc_named_key(const char *k)
+{
+	static const char *const named[] = { "mandatory", "alpn", "noDefaultAlpn", "port",
+					     "ipv4hint", "ipv6hint", "ech", NULL };
+
+	return dlb_lua_name_in(k, named);
+}
+
+/*
+ * newSVCRecordParameters(priority, target[, {mandatory=, alpn=, noDefaultAlpn=, port=,
+ * ipv4hint=, ipv6hint=, ech=, keyN=}]): the SVCB rdata as dnsdist 1.7 builds
+ * it: priority, target (uncompressed), then the parameters by key number.
+ */
+static int
+l_new_svc_record_parameters(lua_State *L)
+{
+	const char *fn = "newSVCRecordParameters";
+	lua_Integer prio = dlb_lua_arg_int(L, 1, fn, 0, 65535);
+	const char *target = dlb_lua_arg_string(L, 2, fn);
+	struct svc_param extra[64];
+	int nextra = 0, t = dlb_lua_opt_table(L, 3, fn);
+	struct svc_box *b;
+	int n;
+
+	b = lua_newuserdatauv(L, sizeof(*b), 0);
+	b->rdlen = 0;
+	b->nv4 = b->nv6 = 0;
+	luaL_setmetatable(L, MT_SVC);
+	n = dlb_wire_name_from_text(target, b->target, sizeof(b->target));
+	if (n <= 0)
+		return luaL_error(L, "%s: invalid target '%s'", fn, target);
+	b->target_len = (uint16_t)n;
+	svc_put16(L, b, (unsigned)prio);
+	svc_put(L, b, b->target, b->target_len);
+	if (t == 0)
+		return 1;
+	svc_mandatory(L, t, b);
+	svc_alpn(L, t, b);
+	if (lua_getfield(L, t, "noDefaultAlpn") != LUA_TNIL) {
+		bool v;
+
+		if (!dlb_lua_to_bool(L, -1, &v))
+			return luaL_error(L, "%s: noDefaultAlpn must be a boolean", fn);
+		if (v) {
+			svc_put16(L, b, 2);
+			svc_put16(L, b, 0);
+		}
+	}
+	lua_pop(L, 1);
+	if (lua_getfield(L, t, "port") != LUA_TNIL) {
+		lua_Integer port = dlb_lua_check_int_at(L, -1, fn, "port", 0, 65535);
+
+		svc_put16(L, b, 3);
+		svc_put16(L, b, 2);
+		svc_put16(L, b, (unsigned)port);
+	}
+	lua_pop(L, 1);
+	svc_hints(L, t, b, 4);
+	if (lua_getfield(L, t, "ech") != LUA_TNIL) {
+		size_t len;
+		const char *v;
+
+		if (lua_type(L, -1) != LUA_TSTRING)
+			return luaL_error(L, "%s: ech must be a string", fn);
+		v = lua_tolstring(L, -1, &len);
+		if (len > 0) {
+			if (len > 65535)
+				return luaL_error(L, "%s: the record is too large", fn);
+			svc_put16(L, b, 5);
+			svc_put16(L, b, (unsigned)len);
+			svc_put(L, b, v, len);
+		}
+	}
+	lua_pop(L, 1);
+	svc_hints(L, t, b, 6);
+	/* any other key: keyN = "value", by key number */
+	lua_pushnil(L);
+	while (lua_next(L, t) != 0) {
+		const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+		long key;
+
+		if (k == NULL || svc_named_key(k)) {
+			lua_pop(L, 1);
+			continue;
+		}
+		key = svc_key(k);
+		if (key < 0)
+			return luaL_error(L, "%s: unknown SvcParam key '%s'", fn, k);
+		if (lua_type(L, -1) != LUA_TSTRING)
+			return luaL_error(L, "%s: the value of %s must be a string", fn, k);
+		if (nextra == (int)(sizeof(extra) / sizeof(extra[0])))
+			return luaL_error(L, "%s: too many parameters", fn);
+		extra[nextra].key = (uint16_t)key;
+		/* the string stays alive: the table holds it */
+		extra[nextra].val = lua_tolstring(L, -1, &extra[nextra].len);
+		nextra++;
+		lua_pop(L, 1);
+	}
+	qsort(extra, (size_t)nextra, sizeof(extra[0]), cmp_svc_param);
+	for (int i = 0; i < nextra; i++) {
+		if (extra[i].len > 65535)
+			return luaL_error(L, "%s: the record is too large", fn);
+		svc_put16(L, b, extra[i].key);
+		svc_put16(L, b, (unsigned)extra[i].len);
+		svc_put(L, b, extra[i].val, extra[i].len);
+	}
+	return 1;
+}
+
+/* dnsdist's std::set order of (name, address): DNSName's <, then ComboAddress's <. */
+static int
+cmp_svc_add(const void *pa, const void *pb)
+{
+	const struct dlb_svc_additional *a = pa, *b = pb;
+	size_t i = a->name_len, j = b->name_len;
+
+	/* the wire names compared from their last byte, ASCII case folded */
+	while (i > 0 && j > 0) {
+		uint8_t x = a->name[--i], y = b->name[--j];
+
+		x = x >= 'A' && x <= 'Z' ? (uint8_t)(x + 32) : x;
+		y = y >= 'A' && y <= 'Z' ? (uint8_t)(y + 32) : y;
+		if (x != y)
+			return x < y ? -1 : 1;
+	}
+	if (i != j)
+		return i < j ? -1 : 1;
+	if (a->type == 1) {
+		/* s_addr compared as a host-order (little-endian) number */
+		for (int k = 3; k >= 0; k--)
+			if (a->addr[k] != b->addr[k])
+				return a->addr[k] < b->addr[k] ? -1 : 1;
+		return 0;
+	}
+	return memcmp(a->addr, b->addr, 16);
+}
+
+/* SpoofSVCAction({params}[, {aa=, ad=, ra=, ttl=}]) */
+static int
+l_spoof_svc_action(lua_State *L)
+{
+	const char *fn = "SpoofSVCAction";
+	struct dlb_answer_opts o;
+	struct dlb_act *a;
+	lua_Integer n;
+	int nadd = 0, k = 0;
+
+	if (lua_type(L, 1) != LUA_TTABLE)
+		return luaL_error(L, "%s: argument #1 must be a table of newSVCRecordParameters()",
+				  fn);
+	n = (lua_Integer)lua_rawlen(L, 1);
+	if (n > 1024)
+		return luaL_error(L, "%s: too many records", fn);
+	for (lua_Integer i = 1; i <= n; i++) {
+		const struct svc_box *b;
+
+		lua_rawgeti(L, 1, i);
+		b = luaL_testudata(L, -1, MT_SVC);
+		if (b == NULL)
+			return luaL_error(L, "%s: element #%I must be a newSVCRecordParameters(), "
+					  "not %s", fn, i, luaL_typename(L, -1));
+		nadd += b->nv4 + b->nv6;
+		lua_pop(L, 1);
+	}
+	answer_opts(L, 2, fn, true, &o);
+	a = push_act(L, DLB_ACT_SPOOF_SVC, false);
+	a->u.spoof.o = o;
+	if (n > 0) {
+		a->u.spoof.raw = calloc((size_t)n, sizeof(a->u.spoof.raw[0]));
+		a->u.spoof.raw_len = calloc((size_t)n, sizeof(a->u.spoof.raw_len[0]));
+		if (a->u.spoof.raw == NULL || a->u.spoof.raw_len == NULL)
+			return luaL_error(L, "out of memory");
+	}
+	if (nadd > 0) {
+		a->u.spoof.add = calloc((size_t)nadd, sizeof(a->u.spoof.add[0]));
+		if (a->u.spoof.add == NULL)
+			return luaL_error(L, "out of memory");
+	}
+	/* the A records (sorted, without duplicates), then the AAAA ones: dnsdist's two sets */
+	for (int fam = 0; fam < 2; fam++) {
+		int first = k;
+
+		for (lua_Integer i = 1; i <= n; i++) {
+			const struct svc_box *b;
+
+			lua_rawgeti(L, 1, i);
+			b = lua_touserdata(L, -1);
+			lua_pop(L, 1);
+			for (int h = 0; h < (fam == 0 ? b->nv4 : b->nv6); h++) {
+				struct dlb_svc_additional *e = &a->u.spoof.add[k];
+				bool dup = false;
+
+				memcpy(e->name, b->target, b->target_len);
+				e->name_len = b->target_len;
+				e->type = fam == 0 ? 1 : 28;
+				memcpy(e->addr, fam == 0 ? b->v4[h] : b->v6[h], fam == 0 ? 4 : 16);
+				for (int j = first; j < k && !dup; j++)
+					dup = cmp_svc_add(&a->u.spoof.add[j], e) == 0;
+				if (!dup)
+					k++;
+			}
+		}
+		qsort(a->u.spoof.add + first, (size_t)(k - first), sizeof(a->u.spoof.add[0]),
+		      cmp_svc_add);
+	}
+	a->u.spoof.nadd = k;
+	for (lua_Integer i = 1; i <= n; i++) {
+		const struct svc_box *b;
+		uint8_t *copy;
+
+		lua_rawgeti(L, 1, i);
+		b = lua_touserdata(L, -1);
+		copy = malloc(b->rdlen);
+		if (copy == NULL)
+			return luaL_error(L, "out of memory");
+		memcpy(copy, b->rdata, b->rdlen);
+		a->u.spoof.raw[a->u.spoof.nraw] = copy;
+		a->u.spoof.raw_len[a->u.spoof.nraw] = b->rdlen;
+		a->u.spoof.nraw++;
+		lua_pop(L, 1);
+	}
+	set_desc(L, &a->desc, "spoof SVC record ");
+	return 1;
+}
+
 static uint32_t
 arg_u32(lua_State *L, int arg, const char *fn)
 {
@@ -2677,6 +3114,10 @@ static const struct cat_entry catalog[] = {
 	{ "SpoofRawAction", CAT_ACTION, l_spoof_raw_action,
 	  "(rdata|{rdatas}[, {aa=, ad=, ra=, ttl=60}])",
 	  "Answer with records of the query's type holding these raw rdata.", NULL },
+	{ "SpoofSVCAction", CAT_ACTION, l_spoof_svc_action,
+	  "({newSVCRecordParameters(...), ...}[, {aa=, ad=, ra=, ttl=60}])",
+	  "Answer with these SVCB records, with the query's type, in order, and A/AAAA records "
+	  "for their targets' ipv4hint/ipv6hint addresses in the additional section.", NULL },
 	{ "NegativeAndSOAAction", CAT_ACTION, l_negative_and_soa_action,
 	  "(nxd, zone, ttl, mname, rname, serial, refresh, retry, expire, minimum"
 	  "[, {aa=, ad=, ra=, soaInAuthoritySection=false}])",
@@ -2901,6 +3342,11 @@ static const struct {
 	  "`t:clear()`, and `t:slice()`, the selector (`Src: N ips`, N the live addresses) "
 	  "for addAction. Made at the top of the config, one set is shared by every worker, "
 	  "so a LuaAction can add to it." },
+	{ "newSVCRecordParameters",
+	  "(priority, target[, {mandatory={keys}, alpn={ids}, noDefaultAlpn=, port=, "
+	  "ipv4hint={addrs}, ipv6hint={addrs}, ech=, keyN=value}])",
+	  "One SVCB/HTTPS record for SpoofSVCAction: its rdata as dnsdist 1.7 writes it (the "
+	  "parameters by key number; keyN gives key N a raw value)." },
 	{ "benchRule", "(selector[, times=100000[, suffix=\"powerdns.com\"]])",
 	  "Match the selector against 1000 made-up queries (random numbers under suffix, random "
 	  "types and IPv4 clients) times times; prints `Had N matches out of times, Q qps, in U "
@@ -3477,6 +3923,11 @@ register_metatables(lua_State *L)
 	new_metatable(L, MT_ACT, act_methods, l_act_gc, l_act_tostring);
 	new_metatable(L, MT_RACT, ract_methods, l_act_gc, l_act_tostring);
 	new_metatable(L, MT_RULE, NULL, l_rule_gc, l_rule_tostring);
+	/* no methods (1.7.3's has none either) */
+	luaL_newmetatable(L, MT_SVC);
+	lua_newtable(L);
+	lua_setfield(L, -2, "__index");
+	lua_pop(L, 1);
 	/* no __tostring: 1.7.3's has none either */
 	luaL_newmetatable(L, MT_TIPS);
 	lua_newtable(L);
@@ -3518,6 +3969,8 @@ dlb_lua_rules_register(lua_State *L)
 	lua_setglobal(L, "TimedIPSetRule");
 	lua_pushcfunction(L, l_bench_rule);
 	lua_setglobal(L, "benchRule");
+	lua_pushcfunction(L, l_new_svc_record_parameters);
+	lua_setglobal(L, "newSVCRecordParameters");
 	lua_pushcfunction(L, l_new_rule_action);
 	lua_setglobal(L, "newRuleAction");
 	lua_pushcfunction(L, l_get_action);

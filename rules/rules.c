@@ -678,6 +678,8 @@ dlb_act_unref(struct dlb_act *a)
 	case DLB_ACT_SPOOF:
 	case DLB_ACT_SPOOF_CNAME:
 	case DLB_ACT_SPOOF_RAW:
+	case DLB_ACT_SPOOF_SVC:
+		free(a->u.spoof.add);
 		free(a->u.spoof.addrs);
 		for (int i = 0; i < a->u.spoof.nraw; i++)
 			free(a->u.spoof.raw[i]);
@@ -1030,6 +1032,13 @@ run_query_action(const struct dlb_act *a, struct dlb_dq *dq, struct dlb_stats *s
 		return answered(dq, dlb_answer_spoof_raw(dq->pkt, dq->len, dq->cap, dq->m,
 							 a->u.spoof.raw, a->u.spoof.raw_len,
 							 a->u.spoof.nraw, &a->u.spoof.o,
+							 selfans(dq)),
+				0, out);
+	case DLB_ACT_SPOOF_SVC:
+		return answered(dq, dlb_answer_spoof_svc(dq->pkt, dq->len, dq->cap, dq->m,
+							 a->u.spoof.raw, a->u.spoof.raw_len,
+							 a->u.spoof.nraw, a->u.spoof.add,
+							 a->u.spoof.nadd, &a->u.spoof.o,
 							 selfans(dq)),
 				0, out);
 	case DLB_ACT_NEGATIVE_SOA:

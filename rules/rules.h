@@ -343,6 +343,7 @@ enum dlb_act_type {
 	DLB_ACT_SPOOF,		/* u.spoof: addresses */
 	DLB_ACT_SPOOF_CNAME,	/* u.spoof: one name */
 	DLB_ACT_SPOOF_RAW,	/* u.spoof: raw rdatas */
+	DLB_ACT_SPOOF_SVC,	/* u.spoof: SVCB rdatas (raw) and their hints (add) */
 	DLB_ACT_NEGATIVE_SOA,	/* u.soa */
 	DLB_ACT_QPS,		/* u.bucket: over the rate: drop; under: continue */
 	DLB_ACT_QPS_POOL,	/* u.qpspool: under the rate: to the pool (stop); over: continue */
@@ -407,6 +408,9 @@ struct dlb_act {
 			uint8_t **raw;
 			uint16_t *raw_len;
 			int nraw;
+			/* SPOOF_SVC: the address hints' records, in dnsdist's order */
+			struct dlb_svc_additional *add;
+			int nadd;
 		} spoof;
 		struct {
 			bool nxd;
@@ -606,6 +610,24 @@ int dlb_answer_spoof_cname(uint8_t *pkt, size_t len, size_t cap, const struct dl
  */
 int dlb_answer_spoof_raw(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m,
 			 uint8_t *const *rdata, const uint16_t *rdlen, int n,
+			 const struct dlb_answer_opts *o, const struct dlb_selfanswer_opts *so);
+/* An A or AAAA record SpoofSVCAction adds for an ipv4hint/ipv6hint. */
+struct dlb_svc_additional {
+	uint8_t name[DLB_MAX_NAME];	/* the owner, wire; the root: the qname */
+	uint16_t name_len;
+	uint16_t type;			/* 1 (A) or 28 (AAAA) */
+	uint8_t addr[16];
+};
+
+/**
+ * SpoofSVCAction: one record per rdata, in order, of the query's type and
+ * class IN, then the @nadd address records in the additional section
+ * (owner names compressed against the question's and each other's, as
+ * dnsdist's packet writer does), then an OPT RR when the query had one.
+ */
+int dlb_answer_spoof_svc(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m,
+			 uint8_t *const *rdata, const uint16_t *rdlen, int n,
+			 const struct dlb_svc_additional *add, int nadd,
 			 const struct dlb_answer_opts *o, const struct dlb_selfanswer_opts *so);
 /**
  * NegativeAndSOAAction: NXDOMAIN (@nxd) or NODATA with the SOA of @a->u.soa

@@ -364,3 +364,37 @@ def test_bench_rule(pair):
         assert a == b, cmd
     a, b = bench('benchRule(QTypeRule("A"), 1000)')
     assert a[1] == b[1] == "1000" and int(b[0]) < 50
+
+
+SVC = '''
+newServer({address="@B0@"})
+local svc = {
+  newSVCRecordParameters(1, "dot.powerdns.com.", { mandatory={"port"}, alpn={ "dot" },
+    noDefaultAlpn=true, port=853, ipv4hint={ "192.0.2.1" }, ipv6hint={ "2001:db8::1" } }),
+  newSVCRecordParameters(2, "doh.powerdns.com.", { mandatory={"port", "alpn", "key7"},
+    alpn={ "h2", "h3" }, port=443, ipv4hint={ "192.0.2.2", "10.0.0.1", "192.0.2.2" },
+    ipv6hint={ "2001:db8::2" }, key7 = "/dns-query{?dns}", key65000 = "x", ech = "ech!" })
+}
+addAction(AndRule{QTypeRule(64), QNameRule('_dns.resolver.arpa.')}, SpoofSVCAction(svc))
+addAction(QNameRule('alias.test.'), SpoofSVCAction({newSVCRecordParameters(0, "target.test.")},
+  {ttl=30, aa=true}))
+addAction(QNameRule('self.test.'), SpoofSVCAction({newSVCRecordParameters(1, ".",
+  {ipv4hint={"192.0.2.9", "192.0.2.8"}, ipv6hint={"2001:db8::9"}}),
+  newSVCRecordParameters(2, "www.self.test.", {ipv4hint={"192.0.2.7"}})}, {ra=false}))
+addAction(QNameRule('none.test.'), SpoofSVCAction({}))
+'''
+
+
+def test_spoof_svc_action(pair, workdir):
+    p = pair(SVC)
+    for i, (name, qt, opt) in enumerate((
+            ("_dns.resolver.arpa.", 64, None), ("_dns.resolver.arpa.", 64, True),
+            ("_dns.resolver.arpa.", 1, None), ("alias.test.", 65, None),
+            ("alias.test.", 1, True), ("self.test.", 64, None), ("SELF.test.", 65, True),
+            ("none.test.", 64, None))):
+        p.query(build_query(name, qt, qid=i + 1, opt=opt), "udp")
+        p.query(build_query(name, qt, qid=i + 1, opt=opt), "tcp")
+        p.query(build_query(name, qt, qid=i + 1, opt=opt, flags=0x0010), "udp")
+        p.query(build_query(name, qt, qid=i + 1, opt={"do": True}, flags=0x0130), "udp")
+    same(p, "showRules()")
+    p.stats()

@@ -256,6 +256,7 @@ static const char instances_code[] =
 	"  KeyValueStore = newRedisKVStore({key = 'k'}),\n"
 	"  KeyValueLookupKey = KeyValueLookupKeyQName(), ClientState = getBind(0),\n"
 	"  TimedIPSetRule = TimedIPSetRule(),\n"
+	"  SVCRecordParameters = newSVCRecordParameters(1, 'a.example.'),\n"
 	"}\n"
 	"function write_back(o, k) o[k] = o[k] end\n";
 
