@@ -841,7 +841,7 @@ test_libraries(void **state)
 	       "assert(utf8.char(72) == 'H' and table.concat({'a', 'b'}) == 'ab')\n"
 	       "out = {} print = function(s) out[#out + 1] = s end\n"
 	       "showVersion()\n"
-	       "assert(out[1]:match('^dnslb '))\n"
+	       "assert(out[1]:match('^dnsdist 1%.7%.3 %(dnslb '))\n"
 	       "infolog('info from test')\nwarnlog('warning from test')\n"
 	       "errlog('error from test')");
 	run_fail(f, "infolog()", "bad argument #1 to 'infolog'");
