@@ -54,7 +54,6 @@ REASONS = [
     (r"^KeyValueStoreRangeLookup", "range lookups need a store with ordered keys (dnsdist: LMDB); "
      "dnslb's Redis-backed stores are hash lookups: not yet"),
     (r"^RE2Rule$", "needs Google's RE2 (a C++ library dnslb does not link); RegexRule is there"),
-    (r"^makeIPCipherKey$", "ipcipher (with ComboAddress:ipencrypt/ipdecrypt): not yet"),
     (r"^registerWebHandler$", "Lua handlers in the web server: not yet"),
     (r"^requestTCPStatesDump$", "dnsdist's TCP worker threads dump their connections to the log; "
      "dnslb's workers have no such dump yet"),

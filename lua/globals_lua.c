@@ -28,6 +28,7 @@
 #include "dnslb/config.h"
 #include "dnslb/console.h"
 #include "dnslb/daemon.h"
+#include "dnslb/ipcipher.h"
 #include "dnslb/qcount.h"
 #include "dnslb/rings.h"
 #include "dnslb/wire.h"
@@ -572,6 +573,19 @@ l_stat_node_resp_ring(lua_State *L)
 	return 0;
 }
 
+/* makeIPCipherKey(password): the 16-byte key for ComboAddress:ipencrypt/ipdecrypt. */
+static int
+l_make_ipcipher_key(lua_State *L)
+{
+	size_t len;
+	const char *pw = luaL_checklstring(L, 1, &len);
+	uint8_t key[DLB_IPCIPHER_KEY];
+
+	dlb_ipcipher_key(pw, len, key);
+	lua_pushlstring(L, (const char *)key, sizeof(key));
+	return 1;
+}
+
 void
 dlb_lua_globals_register(lua_State *L)
 {
@@ -594,6 +608,7 @@ dlb_lua_globals_register(lua_State *L)
 		{ "getQueryCounters", l_get_query_counters },
 		{ "clearQueryCounters", l_clear_query_counters },
 		{ "statNodeRespRing", l_stat_node_resp_ring },
+		{ "makeIPCipherKey", l_make_ipcipher_key },
 		{ NULL, NULL },
 	};
 

@@ -155,6 +155,10 @@ const struct dlb_lref dlb_lua_reference[] = {
 	METH("ComboAddress", "truncate", "(bits)", "Keeps the first `bits` of the address, in place."),
 	METH("ComboAddress", "isMappedIPv4", "()", "An IPv4-mapped IPv6 address (`::ffff:192.0.2.1`)."),
 	METH("ComboAddress", "mapToIPv4", "()", "`::ffff:192.0.2.1` as `192.0.2.1`."),
+	METH("ComboAddress", "ipencrypt", "(key)",
+	     "The address pseudonymised with ipcipher (`makeIPCipherKey`; IPv4: ipcrypt, IPv6: "
+	     "AES-128), the port kept; a key that is not 16 bytes raises."),
+	METH("ComboAddress", "ipdecrypt", "(key)", "The reverse of `ipencrypt`."),
 	OP("ComboAddress", "__eq", "a == b", "Same address and port."),
 	OP("ComboAddress", "__tostring", "tostring(ca)", "Same as `toString()`."),
 

@@ -398,3 +398,26 @@ def test_spoof_svc_action(pair, workdir):
         p.query(build_query(name, qt, qid=i + 1, opt={"do": True}, flags=0x0130), "udp")
     same(p, "showRules()")
     p.stats()
+
+
+def test_ipcipher(workdir):
+    """makeIPCipherKey and ComboAddress:ipencrypt/ipdecrypt: the same keys
+    and the same pseudonyms, both ways."""
+    conf = '''
+local function hex(s) return (s:gsub(".", function(c) return string.format("%02x", c:byte()) end)) end
+local k = makeIPCipherKey("some passphrase")
+print(hex(k), #k, hex(makeIPCipherKey("")), hex(makeIPCipherKey(string.rep("long", 40))))
+for _, a in ipairs({"1.2.3.4", "192.0.2.1:53", "2001:db8::1", "[::1]:853", "0.0.0.0",
+                    "255.255.255.255", "::ffff:1.2.3.4", "::"}) do
+  local e = newCA(a):ipencrypt(k)
+  print(a, e:toStringWithPort(), e:ipdecrypt(k):toStringWithPort(),
+        newCA(a):ipdecrypt(k):toStringWithPort())
+end
+print(pcall(function() return newCA("1.2.3.4"):ipencrypt("short"):toString() end))
+'''
+    r = check_config(workdir, conf)
+    known("Errors in the configuration name the file and line")
+    rc, out, err = r["dnsdist"]
+    out = re.sub(r'\[string "chunk"\]:(\d+): Caught exception: ', r"dnsdist.conf:\1: ", out)
+    assert r["dnslb"] == (rc, out, err)
+    assert "false\tdnsdist.conf:11: Need 128 bits of key for ipcrypt\n" in out
