@@ -197,7 +197,8 @@ snap_add(struct snap *sn, const char *name, size_t len, uint64_t count)
 		sn->v = v;
 		sn->cap = cap;
 	}
-	if (sn->used + len > sn->bufcap) {
+	/* allocated even for an empty name: the sorts compare from it */
+	if (sn->buf == NULL || sn->used + len > sn->bufcap) {
 		size_t cap = sn->bufcap ? sn->bufcap : 4096;
 		char *b;
 
@@ -209,7 +210,8 @@ snap_add(struct snap *sn, const char *name, size_t len, uint64_t count)
 		sn->buf = b;
 		sn->bufcap = cap;
 	}
-	memcpy(sn->buf + sn->used, name, len);
+	if (len > 0)
+		memcpy(sn->buf + sn->used, name, len);
 	/* an offset until the buffer stops moving */
 	sn->v[sn->n].name = (const char *)(uintptr_t)sn->used;
 	sn->v[sn->n].len = len;

@@ -2278,8 +2278,9 @@ l_spoof_svc_action(lua_State *L)
 					k++;
 			}
 		}
-		qsort(a->u.spoof.add + first, (size_t)(k - first), sizeof(a->u.spoof.add[0]),
-		      cmp_svc_add);
+		if (k - first > 1)
+			qsort(a->u.spoof.add + first, (size_t)(k - first),
+			      sizeof(a->u.spoof.add[0]), cmp_svc_add);
 	}
 	a->u.spoof.nadd = k;
 	for (lua_Integer i = 1; i <= n; i++) {
