@@ -290,7 +290,14 @@ static struct {
 	struct conn *conns;
 	struct dlb_console_stats stats;
 	dlb_console_eval_fn *eval;
+	bool drop_reply;		/* dlb_console_drop_reply() during eval */
 } srv;
+
+void
+dlb_console_drop_reply(void)
+{
+	srv.drop_reply = true;
+}
 
 void
 dlb_console_set_eval(dlb_console_eval_fn *fn)
@@ -423,8 +430,16 @@ conn_message(struct conn *c)
 	if (plen > 0 && srv.eval != NULL) {
 		srv.stats.commands++;
 		c->busy = true;
+		srv.drop_reply = false;
 		reply = srv.eval((const char *)plain, plen, maxout, &rlen);
 		c->busy = false;
+		if (srv.drop_reply && !c->dead) {
+			srv.drop_reply = false;
+			free(plain);
+			free(reply);
+			conn_close(c, false);
+			return -1;
+		}
 		if (c->dead) {
 			free(plain);
 			free(reply);

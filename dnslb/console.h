@@ -136,6 +136,12 @@ typedef char *dlb_console_eval_fn(const char *line, size_t len, size_t maxout, s
 void dlb_console_set_eval(dlb_console_eval_fn *fn);
 
 /**
+ * The command being evaluated gets no reply: its connection is closed
+ * instead (shutdown(), as dnsdist, whose process is gone). Thread: main.
+ */
+void dlb_console_drop_reply(void);
+
+/**
  * The console service (daemon.h): start() listens on every controlSocket()
  * address (nothing when there is none); stop() closes the listeners and
  * every connection.

@@ -13,6 +13,7 @@
 #include "dnslb/policy.h"
 #include "dnslb/probe.h"
 #include "dnslb/proxyproto.h"
+#include "dnslb/qcount.h"
 #include "dnslb/rings.h"
 #include "dnslb/tcp.h"
 #include "dnslb/worker.h"
@@ -376,6 +377,42 @@ ecs_option(const struct dlb_config *cfg, struct dlb_query *q)
 }
 
 /*
+ * Query counting (setQueryCount): the name as dnsdist's toLogString() writes
+ * it (no final dot), or what setQueryCountFilter's function returns for it.
+ * @return -1 when the filter failed: the query is dropped, as dnsdist's
+ * exception drops it. Only called while counting is on.
+ */
+static __attribute__((noinline, cold)) int
+query_count(struct dlb_worker *w, struct dlb_query *q)
+{
+	char name[DLB_QCOUNT_NAME_MAX + 1];
+	size_t len;
+	int fn = dlb_qcount_filter(q->rs->gen), n;
+
+	if (fn > 0) {
+		dq_init(w, q, &q->dq);
+		n = dlb_luaw_qcount_filter(q->dq.lua, fn, &q->dq, name, sizeof(name), &len);
+		q->len = q->dq.len;
+		if (n < 0) {
+			w->stats.lua_errors++;
+			return -1;
+		}
+		if (n == 0)
+			return 0;
+	} else {
+		n = dlb_wire_name_to_text(q->pkt + q->m.qname_off, q->m.qname_len, name,
+					  sizeof(name));
+		if (n <= 0)
+			return 0;
+		len = (size_t)n;
+		if (len > 1 && name[len - 1] == '.')
+			name[--len] = '\0';
+	}
+	dlb_qcount_add(w->id, name, len);
+	return 0;
+}
+
+/*
  * The first part of dlb_query_process: parse, dynamic blocks, query rules
  * and the cache key (without the subnet a useClientSubnet backend adds:
  * process_tail adds it once the server is chosen). DLB_V_FORWARD: go on
@@ -427,6 +464,8 @@ process_head(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 	if (q->udp_max > cfg->max_udp_answer)
 		q->udp_max = cfg->max_udp_answer;
 	q->rs = dlb_rules_current();
+	if (__builtin_expect(dlb_qcount_enabled(), 0) && query_count(w, q) != 0)
+		return q->tcp ? DLB_V_CLOSE : DLB_V_DROP;
 	{
 		enum dlb_verdict v = dynblock(w, q, &skip_rules);
 

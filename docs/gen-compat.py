@@ -51,6 +51,12 @@ REASONS = [
     (r"CDB|LMDB", "CDB/LMDB key-value stores: use newRedisKVStore (docs/fleet.md)"),
     (r"ProxyProtocol", "PROXY protocol from clients: not yet (dnslb sends it to backends)"),
     (r"MacAddr", "MAC addresses of clients: not yet"),
+    (r"^KeyValueStoreRangeLookup", "range lookups need a store with ordered keys (dnsdist: LMDB); "
+     "dnslb's Redis-backed stores are hash lookups: not yet"),
+    (r"^RE2Rule$", "needs Google's RE2 (a C++ library dnslb does not link); RegexRule is there"),
+    (r"^registerWebHandler$", "Lua handlers in the web server: not yet"),
+    (r"^requestTCPStatesDump$", "dnsdist's TCP worker threads dump their connections to the log; "
+     "dnslb's workers have no such dump yet"),
     (r"^(getfenv|setfenv|module|newproxy|gcinfo)$", "Lua 5.1 built-in, gone in Lua 5.4"),
     (r"^[0-9a-f]{32}$", "dnsdist's internal helper, not for configurations"),
 ]

@@ -64,6 +64,7 @@
 #include "lua/explain.h"
 #include "lua/kvstore_lua.h"
 #include "lua/fleet_lua.h"
+#include "lua/globals_lua.h"
 #include "lua/objects.h"
 #include "lua/redis_lua.h"
 #include "lua/rings_lua.h"
@@ -3796,6 +3797,7 @@ conf_setup(lua_State *L)
 	dlb_lua_kvstore_register(L);
 	dlb_lua_fleet_register(L);
 	dlb_lua_stats_register(L);
+	dlb_lua_globals_register(L);
 	dlb_lua_web_register(L);
 	register_legacy_calls(L);	/* last: it leaves what the others define */
 	if (dlb_lua_phase_throwaway(conf_get(L)->phase))
@@ -4169,6 +4171,7 @@ dlb_lua_conf_adopt(struct dlb_lua_conf *lc, struct dlb_config *cfg, struct dlb_r
 {
 	if (dlb_lua_conf_rebind(lc, cfg, err, errlen) != 0)
 		return -1;
+	dlb_lua_globals_adopt(lc->L);
 	lc->phase = DLB_LUA_PHASE_RUNNING;
 	lc->rt = rt;
 	return 0;

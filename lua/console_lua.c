@@ -913,6 +913,14 @@ format_result(lua_State *L, int idx, struct reply *r)
 				reply_add(r, "\n", 1);
 			return true;
 		}
+		/* a ClientState (getBind) prints as its address, as in dnsdist */
+		if (luaL_testudata(L, idx, "ClientState") != NULL &&
+		    luaL_callmeta(L, idx, "__tostring") && lua_type(L, -1) == LUA_TSTRING) {
+			if (reply_str(r, lua_tostring(L, -1)) == 0)
+				reply_add(r, "\n", 1);
+			lua_pop(L, 1);
+			return true;
+		}
 		break;
 	case LUA_TTABLE:
 		if (format_table(L, idx, r) <= 0)

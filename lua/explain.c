@@ -301,7 +301,8 @@ l_explain_query(lua_State *L)
 	out(L, "Rules: %d", c->n);
 	for (int i = 0; i < c->n && v != DLB_R_DROP && v != DLB_R_ANSWER && v != DLB_R_SERVFAIL; i++) {
 		const struct dlb_rule *r = c->v[i];
-		const char *sd = r->sel->desc ? r->sel->desc : "?";
+		char buf[64];
+		const char *sd = dlb_sel_desc(r->sel, buf, sizeof(buf));
 		const char *ad = r->act->desc ? r->act->desc : "?";
 
 		v = DLB_R_CONTINUE;

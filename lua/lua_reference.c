@@ -155,6 +155,10 @@ const struct dlb_lref dlb_lua_reference[] = {
 	METH("ComboAddress", "truncate", "(bits)", "Keeps the first `bits` of the address, in place."),
 	METH("ComboAddress", "isMappedIPv4", "()", "An IPv4-mapped IPv6 address (`::ffff:192.0.2.1`)."),
 	METH("ComboAddress", "mapToIPv4", "()", "`::ffff:192.0.2.1` as `192.0.2.1`."),
+	METH("ComboAddress", "ipencrypt", "(key)",
+	     "The address pseudonymised with ipcipher (`makeIPCipherKey`; IPv4: ipcrypt, IPv6: "
+	     "AES-128), the port kept; a key that is not 16 bytes raises."),
+	METH("ComboAddress", "ipdecrypt", "(key)", "The reverse of `ipencrypt`."),
 	OP("ComboAddress", "__eq", "a == b", "Same address and port."),
 	OP("ComboAddress", "__tostring", "tostring(ca)", "Same as `toString()`."),
 
@@ -216,6 +220,43 @@ const struct dlb_lref dlb_lua_reference[] = {
 	     "`rate` tokens per second, bursts of `burst`; negative values raise."),
 	METH("QPSLimiter", "check", "()", "Takes a token: `true` while under the rate."),
 	OP("QPSLimiter", "__tostring", "tostring(q)", "`\"QPSLimiter(rate, burst)\"`."),
+
+	/* ---- lua/rules_lua.c ---- */
+	OBJ("TimedIPSetRule", "TimedIPSetRule", "t",
+	    "Client addresses, each until a time, for a rule: `addAction(t:slice(), ...)`. Made at "
+	    "the top of the config, one set is shared by every worker's Lua state (a `LuaAction` "
+	    "that adds in one worker feeds the rule in all); one made inside a rule is its "
+	    "state's own."),
+	CTOR("TimedIPSetRule", "TimedIPSetRule", "()", "An empty set."),
+	METH("TimedIPSetRule", "add", "(ca, seconds)",
+	     "The address of `ca` (a ComboAddress or an address string; the port does not "
+	     "count) matches for the next `seconds` s; re-adding keeps the later time."),
+	METH("TimedIPSetRule", "cleanup", "()", "Removes the expired addresses."),
+	METH("TimedIPSetRule", "clear", "()", "Removes every address."),
+	METH("TimedIPSetRule", "slice", "()",
+	     "The selector (a DNSRule; `Src: N ips`, N the addresses not expired)."),
+
+	OBJ("SVCRecordParameters", "SVCRecordParameters", "svc",
+	    "One SVCB/HTTPS record for `SpoofSVCAction` (no methods): its rdata, built when it is "
+	    "made, and its address hints."),
+	CTOR("SVCRecordParameters", "newSVCRecordParameters",
+	     "(priority, target[, {mandatory=, alpn=, noDefaultAlpn=, port=, ipv4hint=, ipv6hint=, "
+	     "ech=, keyN=}])",
+	     "See the [rules reference](rules-reference.md)."),
+
+	/* ---- lua/globals_lua.c ---- */
+	OBJ("ClientState", "ClientState", "bind",
+	    "A listener, as `showBinds()` numbers them: each frontend twice, UDP (2i) then TCP "
+	    "(2i+1). The console prints it as its address."),
+	CTOR("ClientState", "getBind", "(n)",
+	     "Listener number `n` (from 0), or nil; `getBindCount()` gives how many there are."),
+	METH("ClientState", "toString", "()", "The address, `\"127.0.0.1:53\"`."),
+	METH("ClientState", "getEffectiveTLSProvider", "()",
+	     "`\"\"`: dnslb has no DNS over TLS listeners."),
+	METH("ClientState", "attachFilter", "(bpf)",
+	     "Raises: eBPF filtering is not supported by dnslb."),
+	METH("ClientState", "detachFilter", "()", "Does nothing: no filter can be attached."),
+	OP("ClientState", "__tostring", "tostring(bind)", "Same as `toString()`."),
 
 	/* ---- lua/kvstore_lua.c ---- */
 	OBJ("KeyValueStore", "KeyValueStore", "kvs",

@@ -33,6 +33,7 @@
 #include <time.h>
 
 #include "dnslb/config.h"
+#include "dnslb/ipcipher.h"
 #include "dnslb/wire.h"
 #include "lua/conf.h"
 #include "rules/rules.h"
@@ -582,6 +583,38 @@ l_ca_eq(lua_State *L)
 	return 1;
 }
 
+/* :ipencrypt(key) / :ipdecrypt(key): ipcipher (dnslb/ipcipher.h); the port is kept. */
+static int
+ca_ipcipher(lua_State *L, bool decrypt)
+{
+	struct sockaddr_storage ss = *check_ca(L, 1);
+	size_t klen;
+	const char *key = luaL_checklstring(L, 2, &klen);
+
+	if (klen != DLB_IPCIPHER_KEY)
+		return luaL_error(L, "Need 128 bits of key for ipcrypt");
+	if (ss.ss_family == AF_INET)
+		dlb_ipcipher((const uint8_t *)key, (uint8_t *)&((struct sockaddr_in *)&ss)->sin_addr,
+			     4, decrypt);
+	else
+		dlb_ipcipher((const uint8_t *)key,
+			     ((struct sockaddr_in6 *)&ss)->sin6_addr.s6_addr, 16, decrypt);
+	dlb_lua_push_ca(L, (const struct sockaddr *)&ss);
+	return 1;
+}
+
+static int
+l_ca_ipencrypt(lua_State *L)
+{
+	return ca_ipcipher(L, false);
+}
+
+static int
+l_ca_ipdecrypt(lua_State *L)
+{
+	return ca_ipcipher(L, true);
+}
+
 static const luaL_Reg ca_methods[] = {
 	{ "toString", l_ca_to_string },
 	{ "tostring", l_ca_to_string },
@@ -593,6 +626,8 @@ static const luaL_Reg ca_methods[] = {
 	{ "truncate", l_ca_truncate },
 	{ "isMappedIPv4", l_ca_is_mapped_ipv4 },
 	{ "mapToIPv4", l_ca_map_to_ipv4 },
+	{ "ipencrypt", l_ca_ipencrypt },
+	{ "ipdecrypt", l_ca_ipdecrypt },
 	{ NULL, NULL },
 };
 

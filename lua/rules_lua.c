@@ -54,17 +54,22 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
+#include "dnslb/config.h"
+#include "dnslb/daemon.h"
 #include "dnslb/dnslb.h"
 #include "dnslb/kvstore.h"
 #include "dnslb/log.h"
 #include "dnslb/netmask.h"
+#include "dnslb/util.h"
 #include "dnslb/wire.h"
 #include "lua/args.h"
 #include "lua/conf.h"
@@ -385,8 +390,9 @@ static int
 l_sel_tostring(lua_State *L)
 {
 	struct sel_box *b = luaL_checkudata(L, 1, MT_SEL);
+	char buf[64];
 
-	lua_pushstring(L, b->s != NULL && b->s->desc != NULL ? b->s->desc : "");
+	lua_pushstring(L, b->s != NULL ? dlb_sel_desc(b->s, buf, sizeof(buf)) : "");
 	return 1;
 }
 
@@ -504,12 +510,13 @@ static int
 l_rule_tostring(lua_State *L)
 {
 	struct rule_box *b = luaL_checkudata(L, 1, MT_RULE);
+	char buf[64];
 
 	if (b->r == NULL)
 		lua_pushliteral(L, "DNSDistRuleAction");
 	else
 		lua_pushfstring(L, "DNSDistRuleAction(%s, %s)",
-				b->r->sel->desc ? b->r->sel->desc : "",
+				dlb_sel_desc(b->r->sel, buf, sizeof(buf)),
 				b->r->act->desc ? b->r->act->desc : "");
 	return 1;
 }
@@ -1434,6 +1441,128 @@ l_kvs_lookup_rule(lua_State *L)
 	return 1;
 }
 
+/* ---- TimedIPSetRule ---------------------------------------------------------- */
+
+#define MT_TIPS		"TimedIPSetRule"
+
+struct tips_box {
+	struct dlb_timed_ipset *t;	/* one reference; NULL while being built */
+};
+
+/* registry key of this state's count of TimedIPSetRule() calls */
+static const char tips_count_key = 't';
+
+/*
+ * TimedIPSetRule(): a set shared by every state of the configuration (the
+ * config state's n-th is each worker state's n-th, as newQPSLimiter), so
+ * that a LuaAction adding an address in one worker feeds the rule in all;
+ * one made inside a rule belongs to that state.
+ */
+static int
+l_timed_ipset_rule(lua_State *L)
+{
+	struct dlb_lua_conf *lc = dlb_lua_conf_of(L);
+	enum dlb_lua_phase p = lc != NULL ? dlb_lua_conf_phase(lc) : DLB_LUA_PHASE_RULES;
+	struct tips_box *b = lua_newuserdatauv(L, sizeof(*b), 0);
+	lua_Integer k;
+
+	b->t = NULL;
+	luaL_setmetatable(L, MT_TIPS);
+	if (p == DLB_LUA_PHASE_RULES) {
+		b->t = dlb_timed_ipset_new();
+	} else {
+		lua_rawgetp(L, LUA_REGISTRYINDEX, &tips_count_key);
+		k = lua_tointeger(L, -1) + 1;
+		lua_pop(L, 1);
+		lua_pushinteger(L, k);
+		lua_rawsetp(L, LUA_REGISTRYINDEX, &tips_count_key);
+		b->t = dlb_timed_ipset_shared(dlb_lua_conf_origin(lc), (long)k,
+					      p != DLB_LUA_PHASE_WORKER);
+		/* none: a configuration that is not deterministic; this state's own */
+		if (b->t == NULL && p == DLB_LUA_PHASE_WORKER)
+			b->t = dlb_timed_ipset_new();
+	}
+	if (b->t == NULL)
+		return luaL_error(L, "TimedIPSetRule: out of memory");
+	return 1;
+}
+
+static struct dlb_timed_ipset *
+check_tips(lua_State *L)
+{
+	struct tips_box *b = luaL_checkudata(L, 1, MT_TIPS);
+
+	if (b->t == NULL)
+		luaL_error(L, "TimedIPSetRule: unusable object");
+	return b->t;
+}
+
+static int
+l_tips_gc(lua_State *L)
+{
+	struct tips_box *b = luaL_checkudata(L, 1, MT_TIPS);
+
+	dlb_timed_ipset_unref(b->t);
+	b->t = NULL;
+	return 0;
+}
+
+/* :add(ca, seconds): the address (not the port) matches for the next @seconds s. */
+static int
+l_tips_add(lua_State *L)
+{
+	struct dlb_timed_ipset *t = check_tips(L);
+	struct sockaddr_storage ss;
+	const struct sockaddr_storage *ca;
+	lua_Number secs;
+	socklen_t len;
+
+	if (lua_gettop(L) < 3)
+		return luaL_error(L, "TimedIPSetRule:add: takes an address and a number of seconds");
+	ca = dlb_lua_to_ca(L, 2);
+	if (ca == NULL && lua_type(L, 2) == LUA_TSTRING &&
+	    dlb_sockaddr_parse(lua_tostring(L, 2), 0, &ss, &len) == 0)
+		ca = &ss;
+	if (ca == NULL)
+		return luaL_error(L, "TimedIPSetRule:add: argument #1 must be a ComboAddress, not %s",
+				  luaL_typename(L, 2));
+	/* dnsdist's int parameter: a number or a numeric string, truncated */
+	if (!dlb_lua_to_number(L, 3, &secs) || secs < -1e15 || secs > 1e15)
+		return luaL_error(L, "TimedIPSetRule:add: argument #2 must be a number of seconds");
+	if (dlb_timed_ipset_add(t, (const struct sockaddr *)ca,
+				(int64_t)time(NULL) + (int64_t)secs) != 0)
+		return luaL_error(L, "TimedIPSetRule:add: the set is full (or out of memory)");
+	return 0;
+}
+
+static int
+l_tips_clear(lua_State *L)
+{
+	dlb_timed_ipset_clear(check_tips(L));
+	return 0;
+}
+
+static int
+l_tips_cleanup(lua_State *L)
+{
+	dlb_timed_ipset_cleanup(check_tips(L));
+	return 0;
+}
+
+/* :slice(): the DNSRule that matches the set's live addresses, for addAction. */
+static int
+l_tips_slice(lua_State *L)
+{
+	struct dlb_timed_ipset *t = check_tips(L);
+	struct dlb_sel *s = push_sel(L, DLB_SEL_TIMED_IPSET);
+
+	dlb_timed_ipset_ref(t);
+	s->u.tips = t;
+	/* the stored text is for readers without dlb_sel_desc; showRules counts live */
+	set_desc(L, &s->desc, "Src: %zu ips", dlb_timed_ipset_live(t));
+	return 1;
+}
+
 /*
  * makeRule semantics (dnsdist's luadnsrule_t): the selector at @idx is a
  * DNSRule (returned as is), a string (a netmask or an address makes a
@@ -1733,6 +1862,443 @@ l_spoof_raw_action(lua_State *L)
 		a->u.spoof.nraw++;
 	}
 	set_desc(L, &a->desc, "spoof in %s", n > 0 ? "raw bytes " : "");
+	return 1;
+}
+
+/* ---- SVC records (newSVCRecordParameters, SpoofSVCAction) ---------------------- */
+
+#define MT_SVC		"SVCRecordParameters"
+#define SVC_MAX_HINTS	64
+
+/* One SVCB/HTTPS record: its rdata, and the hints SpoofSVCAction adds records for. */
+struct svc_box {
+	uint8_t rdata[4096];
+	uint16_t rdlen;
+	uint8_t target[DLB_MAX_NAME];
+	uint16_t target_len;
+	int nv4, nv6;
+	uint8_t v4[SVC_MAX_HINTS][4], v6[SVC_MAX_HINTS][16];
+};
+
+/* SvcParam::keyFromString: a key's number, or -1. */
+static long
+svc_key(const char *k)
+{
+	static const char *const names[] = { "mandatory", "alpn", "no-default-alpn", "port",
+					     "ipv4hint", "ech", "ipv6hint" };
+	char *end;
+	unsigned long v;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(k, names[i]) == 0)
+			return (long)i;
+	if (strncmp(k, "key", 3) != 0 || k[3] < '0' || k[3] > '9')
+		return -1;
+	errno = 0;
+	v = strtoul(k + 3, &end, 10);
+	return *end != '\0' || errno != 0 || v > 65535 ? -1 : (long)v;
+}
+
+struct svc_param {
+	uint16_t key;
+	const char *val;	/* borrowed from the Lua table */
+	size_t len;
+};
+
+static void
+svc_put(lua_State *L, struct svc_box *b, const void *p, size_t n)
+{
+	if (b->rdlen + n > sizeof(b->rdata))
+		luaL_error(L, "newSVCRecordParameters: the record is too large");
+	memcpy(b->rdata + b->rdlen, p, n);
+	b->rdlen = (uint16_t)(b->rdlen + n);
+}
+
+static void
+svc_put16(lua_State *L, struct svc_box *b, unsigned v)
+{
+	uint8_t x[2] = { (uint8_t)(v >> 8), (uint8_t)v };
+
+	svc_put(L, b, x, 2);
+}
+
+/* Check that the value at @idx is a table of strings (for key @what). @return how many. */
+static lua_Integer
+svc_strings(lua_State *L, int idx, const char *what)
+{
+	lua_Integer n;
+
+	if (lua_type(L, idx) != LUA_TTABLE)
+		luaL_error(L, "newSVCRecordParameters: %s must be a table of strings", what);
+	n = (lua_Integer)lua_rawlen(L, idx);
+	for (lua_Integer i = 1; i <= n; i++) {
+		if (lua_rawgeti(L, idx, i) != LUA_TSTRING)
+			luaL_error(L, "newSVCRecordParameters: %s must be a table of strings", what);
+		lua_pop(L, 1);
+	}
+	return n;
+}
+
+static int
+cmp_svc_param(const void *a, const void *b)
+{
+	const struct svc_param *x = a, *y = b;
+
+	return (int)x->key - (int)y->key;
+}
+
+static void
+svc_mandatory(lua_State *L, int t, struct svc_box *b)
+{
+	const char *fn = "newSVCRecordParameters";
+	uint16_t mandatory[16];
+	int nmand = 0;
+
+	if (lua_getfield(L, t, "mandatory") != LUA_TNIL) {
+		lua_Integer k = svc_strings(L, -1, "mandatory");
+
+		for (lua_Integer i = 1; i <= k; i++) {
+			long key;
+			bool dup = false;
+
+			lua_rawgeti(L, -1, i);
+			key = svc_key(lua_tostring(L, -1));
+			if (key < 0)
+				luaL_error(L, "%s: unknown SvcParam key '%s'", fn, lua_tostring(L, -1));
+			lua_pop(L, 1);
+			for (int j = 0; j < nmand; j++)
+				dup |= mandatory[j] == key;
+			if (dup)
+				continue;	/* dnsdist keeps them in a set */
+			if (nmand == (int)(sizeof(mandatory) / sizeof(mandatory[0])))
+				luaL_error(L, "%s: too many mandatory keys", fn);
+			mandatory[nmand++] = (uint16_t)key;
+		}
+	}
+	lua_pop(L, 1);
+	if (nmand == 0)
+		return;
+	/* a set: ascending */
+	for (int i = 1; i < nmand; i++)
+		for (int j = i; j > 0 && mandatory[j - 1] > mandatory[j]; j--) {
+			uint16_t x = mandatory[j];
+
+			mandatory[j] = mandatory[j - 1];
+			mandatory[j - 1] = x;
+		}
+	svc_put16(L, b, 0);
+	svc_put16(L, b, (unsigned)(2 * nmand));
+	for (int i = 0; i < nmand; i++)
+		svc_put16(L, b, mandatory[i]);
+}
+
+static void
+svc_alpn(lua_State *L, int t, struct svc_box *b)
+{
+	const char *fn = "newSVCRecordParameters";
+
+	if (lua_getfield(L, t, "alpn") != LUA_TNIL) {
+		lua_Integer k = svc_strings(L, -1, "alpn");
+		size_t total = 0;
+
+		for (lua_Integer i = 1; i <= k; i++) {
+			size_t len;
+
+			lua_rawgeti(L, -1, i);
+			lua_tolstring(L, -1, &len);
+			lua_pop(L, 1);
+			if (len > 255)
+				luaL_error(L, "%s: an alpn value is longer than 255 bytes", fn);
+			total += 1 + len;
+		}
+		if (k > 0) {
+			if (total > 65535)
+				luaL_error(L, "%s: the record is too large", fn);
+			svc_put16(L, b, 1);
+			svc_put16(L, b, (unsigned)total);
+			for (lua_Integer i = 1; i <= k; i++) {
+				size_t len;
+				const char *v;
+				uint8_t l;
+
+				lua_rawgeti(L, -1, i);
+				v = lua_tolstring(L, -1, &len);
+				l = (uint8_t)len;
+				svc_put(L, b, &l, 1);
+				svc_put(L, b, v, len);
+				lua_pop(L, 1);
+			}
+		}
+	}
+	lua_pop(L, 1);
+}
+
+/* ipv4hint (@fam 4) or ipv6hint (6): the rdata's addresses, kept for the extra records. */
+static void
+svc_hints(lua_State *L, int t, struct svc_box *b, int fam)
+{
+	const char *fn = "newSVCRecordParameters";
+	const char *key = fam == 4 ? "ipv4hint" : "ipv6hint";
+	size_t alen = fam == 4 ? 4 : 16;
+	lua_Integer k;
+
+	if (lua_getfield(L, t, key) == LUA_TNIL) {
+		lua_pop(L, 1);
+		return;
+	}
+	k = svc_strings(L, -1, key);
+	if (k > SVC_MAX_HINTS)
+		luaL_error(L, "%s: at most %d addresses in %s", fn, SVC_MAX_HINTS, key);
+	if (k > 0) {
+		svc_put16(L, b, (unsigned)fam);
+		svc_put16(L, b, (unsigned)(alen * (size_t)k));
+	}
+	for (lua_Integer i = 1; i <= k; i++) {
+		struct sockaddr_storage ss;
+		socklen_t sl;
+		const void *a;
+
+		lua_rawgeti(L, -1, i);
+		if (dlb_sockaddr_parse(lua_tostring(L, -1), 0, &ss, &sl) != 0 ||
+		    ss.ss_family != (fam == 4 ? AF_INET : AF_INET6))
+			luaL_error(L, "%s: '%s' is not an IPv%c address", fn, lua_tostring(L, -1),
+				   fam == 4 ? '4' : '6');
+		lua_pop(L, 1);
+		a = fam == 4 ? (const void *)&((struct sockaddr_in *)&ss)->sin_addr :
+			       (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr;
+		svc_put(L, b, a, alen);
+		if (fam == 4)
+			memcpy(b->v4[b->nv4++], a, 4);
+		else
+			memcpy(b->v6[b->nv6++], a, 16);
+	}
+	lua_pop(L, 1);
+}
+
+static bool
+svc_named_key(const char *k)
+{
+	static const char *const named[] = { "mandatory", "alpn", "noDefaultAlpn", "port",
+					     "ipv4hint", "ipv6hint", "ech", NULL };
+
+	return dlb_lua_name_in(k, named);
+}
+
+/*
+ * newSVCRecordParameters(priority, target[, {mandatory=, alpn=, noDefaultAlpn=, port=,
+ * ipv4hint=, ipv6hint=, ech=, keyN=}]): the SVCB rdata as dnsdist 1.7 builds
+ * it: priority, target (uncompressed), then the parameters by key number.
+ */
+static int
+l_new_svc_record_parameters(lua_State *L)
+{
+	const char *fn = "newSVCRecordParameters";
+	lua_Integer prio = dlb_lua_arg_int(L, 1, fn, 0, 65535);
+	const char *target = dlb_lua_arg_string(L, 2, fn);
+	struct svc_param extra[64];
+	int nextra = 0, t = dlb_lua_opt_table(L, 3, fn);
+	struct svc_box *b;
+	int n;
+
+	b = lua_newuserdatauv(L, sizeof(*b), 0);
+	b->rdlen = 0;
+	b->nv4 = b->nv6 = 0;
+	luaL_setmetatable(L, MT_SVC);
+	n = dlb_wire_name_from_text(target, b->target, sizeof(b->target));
+	if (n <= 0)
+		return luaL_error(L, "%s: invalid target '%s'", fn, target);
+	b->target_len = (uint16_t)n;
+	svc_put16(L, b, (unsigned)prio);
+	svc_put(L, b, b->target, b->target_len);
+	if (t == 0)
+		return 1;
+	svc_mandatory(L, t, b);
+	svc_alpn(L, t, b);
+	if (lua_getfield(L, t, "noDefaultAlpn") != LUA_TNIL) {
+		bool v;
+
+		if (!dlb_lua_to_bool(L, -1, &v))
+			return luaL_error(L, "%s: noDefaultAlpn must be a boolean", fn);
+		if (v) {
+			svc_put16(L, b, 2);
+			svc_put16(L, b, 0);
+		}
+	}
+	lua_pop(L, 1);
+	if (lua_getfield(L, t, "port") != LUA_TNIL) {
+		lua_Integer port = dlb_lua_check_int_at(L, -1, fn, "port", 0, 65535);
+
+		svc_put16(L, b, 3);
+		svc_put16(L, b, 2);
+		svc_put16(L, b, (unsigned)port);
+	}
+	lua_pop(L, 1);
+	svc_hints(L, t, b, 4);
+	if (lua_getfield(L, t, "ech") != LUA_TNIL) {
+		size_t len;
+		const char *v;
+
+		if (lua_type(L, -1) != LUA_TSTRING)
+			return luaL_error(L, "%s: ech must be a string", fn);
+		v = lua_tolstring(L, -1, &len);
+		if (len > 0) {
+			if (len > 65535)
+				return luaL_error(L, "%s: the record is too large", fn);
+			svc_put16(L, b, 5);
+			svc_put16(L, b, (unsigned)len);
+			svc_put(L, b, v, len);
+		}
+	}
+	lua_pop(L, 1);
+	svc_hints(L, t, b, 6);
+	/* any other key: keyN = "value", by key number */
+	lua_pushnil(L);
+	while (lua_next(L, t) != 0) {
+		const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+		long key;
+
+		if (k == NULL || svc_named_key(k)) {
+			lua_pop(L, 1);
+			continue;
+		}
+		key = svc_key(k);
+		if (key < 0)
+			return luaL_error(L, "%s: unknown SvcParam key '%s'", fn, k);
+		if (lua_type(L, -1) != LUA_TSTRING)
+			return luaL_error(L, "%s: the value of %s must be a string", fn, k);
+		if (nextra == (int)(sizeof(extra) / sizeof(extra[0])))
+			return luaL_error(L, "%s: too many parameters", fn);
+		extra[nextra].key = (uint16_t)key;
+		/* the string stays alive: the table holds it */
+		extra[nextra].val = lua_tolstring(L, -1, &extra[nextra].len);
+		nextra++;
+		lua_pop(L, 1);
+	}
+	qsort(extra, (size_t)nextra, sizeof(extra[0]), cmp_svc_param);
+	for (int i = 0; i < nextra; i++) {
+		if (extra[i].len > 65535)
+			return luaL_error(L, "%s: the record is too large", fn);
+		svc_put16(L, b, extra[i].key);
+		svc_put16(L, b, (unsigned)extra[i].len);
+		svc_put(L, b, extra[i].val, extra[i].len);
+	}
+	return 1;
+}
+
+/* dnsdist's std::set order of (name, address): DNSName's <, then ComboAddress's <. */
+static int
+cmp_svc_add(const void *pa, const void *pb)
+{
+	const struct dlb_svc_additional *a = pa, *b = pb;
+	size_t i = a->name_len, j = b->name_len;
+
+	/* the wire names compared from their last byte, ASCII case folded */
+	while (i > 0 && j > 0) {
+		uint8_t x = a->name[--i], y = b->name[--j];
+
+		x = x >= 'A' && x <= 'Z' ? (uint8_t)(x + 32) : x;
+		y = y >= 'A' && y <= 'Z' ? (uint8_t)(y + 32) : y;
+		if (x != y)
+			return x < y ? -1 : 1;
+	}
+	if (i != j)
+		return i < j ? -1 : 1;
+	if (a->type == 1) {
+		/* s_addr compared as a host-order (little-endian) number */
+		for (int k = 3; k >= 0; k--)
+			if (a->addr[k] != b->addr[k])
+				return a->addr[k] < b->addr[k] ? -1 : 1;
+		return 0;
+	}
+	return memcmp(a->addr, b->addr, 16);
+}
+
+/* SpoofSVCAction({params}[, {aa=, ad=, ra=, ttl=}]) */
+static int
+l_spoof_svc_action(lua_State *L)
+{
+	const char *fn = "SpoofSVCAction";
+	struct dlb_answer_opts o;
+	struct dlb_act *a;
+	lua_Integer n;
+	int nadd = 0, k = 0;
+
+	if (lua_type(L, 1) != LUA_TTABLE)
+		return luaL_error(L, "%s: argument #1 must be a table of newSVCRecordParameters()",
+				  fn);
+	n = (lua_Integer)lua_rawlen(L, 1);
+	if (n > 1024)
+		return luaL_error(L, "%s: too many records", fn);
+	for (lua_Integer i = 1; i <= n; i++) {
+		const struct svc_box *b;
+
+		lua_rawgeti(L, 1, i);
+		b = luaL_testudata(L, -1, MT_SVC);
+		if (b == NULL)
+			return luaL_error(L, "%s: element #%I must be a newSVCRecordParameters(), "
+					  "not %s", fn, i, luaL_typename(L, -1));
+		nadd += b->nv4 + b->nv6;
+		lua_pop(L, 1);
+	}
+	answer_opts(L, 2, fn, true, &o);
+	a = push_act(L, DLB_ACT_SPOOF_SVC, false);
+	a->u.spoof.o = o;
+	if (n > 0) {
+		a->u.spoof.raw = calloc((size_t)n, sizeof(a->u.spoof.raw[0]));
+		a->u.spoof.raw_len = calloc((size_t)n, sizeof(a->u.spoof.raw_len[0]));
+		if (a->u.spoof.raw == NULL || a->u.spoof.raw_len == NULL)
+			return luaL_error(L, "out of memory");
+	}
+	if (nadd > 0) {
+		a->u.spoof.add = calloc((size_t)nadd, sizeof(a->u.spoof.add[0]));
+		if (a->u.spoof.add == NULL)
+			return luaL_error(L, "out of memory");
+	}
+	/* the A records (sorted, without duplicates), then the AAAA ones: dnsdist's two sets */
+	for (int fam = 0; fam < 2; fam++) {
+		int first = k;
+
+		for (lua_Integer i = 1; i <= n; i++) {
+			const struct svc_box *b;
+
+			lua_rawgeti(L, 1, i);
+			b = lua_touserdata(L, -1);
+			lua_pop(L, 1);
+			for (int h = 0; h < (fam == 0 ? b->nv4 : b->nv6); h++) {
+				struct dlb_svc_additional *e = &a->u.spoof.add[k];
+				bool dup = false;
+
+				memcpy(e->name, b->target, b->target_len);
+				e->name_len = b->target_len;
+				e->type = fam == 0 ? 1 : 28;
+				memcpy(e->addr, fam == 0 ? b->v4[h] : b->v6[h], fam == 0 ? 4 : 16);
+				for (int j = first; j < k && !dup; j++)
+					dup = cmp_svc_add(&a->u.spoof.add[j], e) == 0;
+				if (!dup)
+					k++;
+			}
+		}
+		if (k - first > 1)
+			qsort(a->u.spoof.add + first, (size_t)(k - first),
+			      sizeof(a->u.spoof.add[0]), cmp_svc_add);
+	}
+	a->u.spoof.nadd = k;
+	for (lua_Integer i = 1; i <= n; i++) {
+		const struct svc_box *b;
+		uint8_t *copy;
+
+		lua_rawgeti(L, 1, i);
+		b = lua_touserdata(L, -1);
+		copy = malloc(b->rdlen);
+		if (copy == NULL)
+			return luaL_error(L, "out of memory");
+		memcpy(copy, b->rdata, b->rdlen);
+		a->u.spoof.raw[a->u.spoof.nraw] = copy;
+		a->u.spoof.raw_len[a->u.spoof.nraw] = b->rdlen;
+		a->u.spoof.nraw++;
+		lua_pop(L, 1);
+	}
+	set_desc(L, &a->desc, "spoof SVC record ");
 	return 1;
 }
 
@@ -2314,6 +2880,99 @@ l_lua_ffi_per_thread_response_action(lua_State *L)
 	return lua_per_thread_action(L, DLB_RACT_LUA, true, "LuaFFIPerThreadResponseAction");
 }
 
+/* ---- benchRule ------------------------------------------------------------- */
+
+#define BENCH_ITEMS	1000
+
+struct bench_item {
+	uint8_t pkt[DLB_DNS_HDR + DLB_MAX_NAME + 4];
+	size_t len;
+	struct dlb_dnsmsg m;
+	struct sockaddr_in remote;
+};
+
+/*
+ * benchRule(selector[, times=100000[, suffix="powerdns.com"]]): dnsdist's
+ * rule benchmark. 1000 queries for "<random number>.<suffix>" of a random
+ * type (0..254) from random IPv4 clients, matched in turn @times times;
+ * prints the matches and the speed. Lua selectors do not match here (the
+ * console has no worker state to run them in).
+ */
+static int
+l_bench_rule(lua_State *L)
+{
+	struct dlb_sel *s = to_sel(L, 1);
+	lua_Integer times = dlb_lua_opt_arg_int(L, 2, "benchRule", 0, INT_MAX, 100000);
+	const char *suffix = lua_isnoneornil(L, 3) ? "powerdns.com" :
+			     dlb_lua_arg_string(L, 3, "benchRule");
+	const struct dlb_config *cfg = dlb_daemon.cfg;
+	struct bench_item *items;
+	struct dlb_rng rng;
+	struct timespec t0, t1;
+	double udiff;
+	lua_Integer matches = 0;
+	char line[160];
+
+	if (s == NULL)
+		return luaL_error(L, "benchRule: argument #1 must be a DNSRule, not %s",
+				  luaL_typename(L, 1));
+	if (dlb_lua_silent(L))
+		return 0;
+	dlb_rng_init(&rng);
+	items = lua_newuserdatauv(L, BENCH_ITEMS * sizeof(*items), 0);	/* freed by the GC */
+	for (int i = 0; i < BENCH_ITEMS; i++) {
+		struct bench_item *it = &items[i];
+		char name[320];
+		int n;
+
+		snprintf(name, sizeof(name), "%u.%s", dlb_rng_u32(&rng) & 0x7fffffff, suffix);
+		memset(it->pkt, 0, DLB_DNS_HDR);
+		it->pkt[5] = 1;		/* qdcount */
+		n = dlb_wire_name_from_text(name, it->pkt + DLB_DNS_HDR, DLB_MAX_NAME);
+		if (n <= 0)
+			return luaL_error(L, "benchRule: invalid suffix '%s'", suffix);
+		it->len = DLB_DNS_HDR + (size_t)n;
+		dlb_wr16(it->pkt + it->len, (uint16_t)dlb_rng_uniform(&rng, 0xff));
+		dlb_wr16(it->pkt + it->len + 2, 1);
+		it->len += 4;
+		if (dlb_wire_parse_query(it->pkt, it->len, &it->m) != DLB_OK)
+			return luaL_error(L, "benchRule: could not build a query for '%s'", name);
+		memset(&it->remote, 0, sizeof(it->remote));
+		it->remote.sin_family = AF_INET;
+		it->remote.sin_addr.s_addr = dlb_rng_u32(&rng);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (lua_Integer k = 0; k < times; k++) {
+		struct bench_item *it = &items[k % BENCH_ITEMS];
+		struct dlb_dq dq;
+
+		memset(&dq, 0, offsetof(struct dlb_dq, tags));
+		dq.pkt = it->pkt;
+		dq.len = it->len;
+		dq.cap = it->len;
+		dq.m = &it->m;
+		dq.remote = (const struct sockaddr *)&it->remote;
+		dq.local = cfg != NULL && cfg->nfrontends > 0 ?
+			   (const struct sockaddr *)&cfg->frontends[0].addr : NULL;
+		dq.worker = DLB_MAX_WORKERS;
+		dq.cfg = cfg;
+		dq.now = (double)t0.tv_sec + t0.tv_nsec / 1e9;
+		dq.t_start = dq.now;
+		dq.rng = &rng;
+		dlb_dq_reset_decisions(&dq);
+		if (dlb_sel_match(s, &dq))
+			matches++;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	udiff = (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
+	if (udiff <= 0)
+		udiff = 0.001;
+	snprintf(line, sizeof(line), "Had %lld matches out of %lld, %.1f qps, in %.1f usec",
+		 (long long)matches, (long long)times, 1000000 * ((double)times / udiff), udiff);
+	dlb_lua_print(L, line);
+	return 0;
+}
+
 /* ---- the catalog ------------------------------------------------------------ */
 
 enum cat_kind {
@@ -2456,6 +3115,10 @@ static const struct cat_entry catalog[] = {
 	{ "SpoofRawAction", CAT_ACTION, l_spoof_raw_action,
 	  "(rdata|{rdatas}[, {aa=, ad=, ra=, ttl=60}])",
 	  "Answer with records of the query's type holding these raw rdata.", NULL },
+	{ "SpoofSVCAction", CAT_ACTION, l_spoof_svc_action,
+	  "({newSVCRecordParameters(...), ...}[, {aa=, ad=, ra=, ttl=60}])",
+	  "Answer with these SVCB records, with the query's type, in order, and A/AAAA records "
+	  "for their targets' ipv4hint/ipv6hint addresses in the additional section.", NULL },
 	{ "NegativeAndSOAAction", CAT_ACTION, l_negative_and_soa_action,
 	  "(nxd, zone, ttl, mname, rname, serial, refresh, retry, expire, minimum"
 	  "[, {aa=, ad=, ra=, soaInAuthoritySection=false}])",
@@ -2545,6 +3208,9 @@ static const struct cat_entry catalog[] = {
 	  "()", "Do not cache this response; go on.", NULL },
 	{ "SetTagResponseAction", CAT_RESPONSE_ACTION, l_set_tag_response_action,
 	  "(name, value)", "Set a tag; go on.", NULL },
+	{ "TagResponseAction", CAT_RESPONSE_ACTION, l_set_tag_response_action,
+	  "(name, value)", "alias of SetTagResponseAction (deprecated 1.6 name)",
+	  "SetTagResponseAction" },
 	{ "LimitTTLResponseAction", CAT_RESPONSE_ACTION, l_limit_ttl_response_action,
 	  "(min[, max=4294967295[, {qtypes}]])",
 	  "Raise TTLs below min and lower TTLs above max (of these types only, if given); go on.",
@@ -2658,9 +3324,9 @@ static const struct {
 	{ OP_MV_TOP, "move the last to the top", "()", "Move the last rule to the top." },
 	{ OP_CLEAR, "clear", "()", "Remove every rule." },
 	{ OP_TOP, "top rules (text)", "([n=10[, {showUUIDs=, truncateRuleWidth=}]])",
-	  "Return the n rules with the most matches, as showRules' text." },
+	  "Return the n rules with the most matches (0: all), as showRules' text." },
 	{ OP_GET_TOP, "top rules (objects)", "([n=10])",
-	  "Return the n rules with the most matches, as rule objects." },
+	  "Return the n rules with the most matches (0: all), as rule objects." },
 	{ OP_SET, "replace", "({rules})",
 	  "Replace the whole chain with these rule objects (newRuleAction, getTopRules)." },
 };
@@ -2671,6 +3337,25 @@ static const struct {
 	{ "newRuleAction", "(selector, action[, {name=, uuid=}])",
 	  "A rule object (a DNSDistRuleAction) for setRules and its variants, not added to any "
 	  "chain." },
+	{ "TimedIPSetRule", "()",
+	  "A set of client addresses, each until a time: `t:add(ca, seconds)` (the address, "
+	  "not the port; re-adding keeps the later time), `t:cleanup()` (drop the expired), "
+	  "`t:clear()`, and `t:slice()`, the selector (`Src: N ips`, N the live addresses) "
+	  "for addAction. Made at the top of the config, one set is shared by every worker, "
+	  "so a LuaAction can add to it." },
+	{ "newSVCRecordParameters",
+	  "(priority, target[, {mandatory={keys}, alpn={ids}, noDefaultAlpn=, port=, "
+	  "ipv4hint={addrs}, ipv6hint={addrs}, ech=, keyN=value}])",
+	  "One SVCB/HTTPS record for SpoofSVCAction: its rdata as dnsdist 1.7 writes it (the "
+	  "parameters by key number; keyN gives key N a raw value)." },
+	{ "benchRule", "(selector[, times=100000[, suffix=\"powerdns.com\"]])",
+	  "Match the selector against 1000 made-up queries (random numbers under suffix, random "
+	  "types and IPv4 clients) times times; prints `Had N matches out of times, Q qps, in U "
+	  "usec`. Lua selectors do not match there." },
+	{ "getCacheHitResponseRules", "([n=10])",
+	  "dnsdist 1.7's name of getTopCacheHitResponseRules." },
+	{ "topCacheHitRules", "([n=10[, {showUUIDs=, truncateRuleWidth=}]])",
+	  "dnsdist 1.7's name of topCacheHitResponseRules." },
 	{ "getAction", "(position)",
 	  "The action of the query rule at this position (from 0), or nil." },
 };
@@ -2863,6 +3548,7 @@ push_rules_text(lua_State *L, struct dlb_rule *const *v, int n, bool uuids, lua_
 			  "Action");
 	for (int i = 0; i < n; i++) {
 		const struct dlb_rule *r = v[i];
+		char buf[64];
 
 		if (uuids)
 			sb_printf(&b, "%-3d %-30s %-38s %9llu %9llu ", i, r->name, r->uuid,
@@ -2871,7 +3557,7 @@ push_rules_text(lua_State *L, struct dlb_rule *const *v, int n, bool uuids, lua_
 		else
 			sb_printf(&b, "%-3d %-30s %9llu ", i, r->name,
 				  (unsigned long long)dlb_rule_hits(r));
-		sb_rule_desc(&b, r->sel->desc ? r->sel->desc : "", trunc);
+		sb_rule_desc(&b, dlb_sel_desc(r->sel, buf, sizeof(buf)), trunc);
 		sb_puts(&b, " ");
 		sb_puts(&b, r->act->desc ? r->act->desc : "");
 		sb_puts(&b, "\n");
@@ -3062,7 +3748,8 @@ top_rules(lua_State *L, const struct dlb_chain *c, lua_Integer top, struct dlb_r
 		rk[i].pos = i;
 	}
 	qsort(rk, (size_t)c->n, sizeof(*rk), ranked_cmp);
-	for (int i = 0; i < c->n && i < top; i++)
+	/* as dnsdist's loop, which stops when the count reaches top: 0 means all */
+	for (int i = 0; i < c->n && (top == 0 || i < top); i++)
 		v[n++] = rk[i].r;
 	lua_pop(L, 1);
 	return n;
@@ -3225,11 +3912,31 @@ register_metatables(lua_State *L)
 		{ "reload", l_act_reload },
 		{ NULL, NULL },
 	};
+	static const luaL_Reg tips_methods[] = {
+		{ "add", l_tips_add },
+		{ "clear", l_tips_clear },
+		{ "cleanup", l_tips_cleanup },
+		{ "slice", l_tips_slice },
+		{ NULL, NULL },
+	};
 
 	new_metatable(L, MT_SEL, sel_methods, l_sel_gc, l_sel_tostring);
 	new_metatable(L, MT_ACT, act_methods, l_act_gc, l_act_tostring);
 	new_metatable(L, MT_RACT, ract_methods, l_act_gc, l_act_tostring);
 	new_metatable(L, MT_RULE, NULL, l_rule_gc, l_rule_tostring);
+	/* no methods (1.7.3's has none either) */
+	luaL_newmetatable(L, MT_SVC);
+	lua_newtable(L);
+	lua_setfield(L, -2, "__index");
+	lua_pop(L, 1);
+	/* no __tostring: 1.7.3's has none either */
+	luaL_newmetatable(L, MT_TIPS);
+	lua_newtable(L);
+	luaL_setfuncs(L, tips_methods, 0);
+	lua_setfield(L, -2, "__index");
+	lua_pushcfunction(L, l_tips_gc);
+	lua_setfield(L, -2, "__gc");
+	lua_pop(L, 1);
 }
 
 void
@@ -3252,6 +3959,19 @@ dlb_lua_rules_register(lua_State *L)
 			lua_setglobal(L, chains[c].names[op]);
 		}
 	}
+	/* dnsdist 1.7's names for two cache-hit chain functions */
+	lua_pushinteger(L, DLB_CHAIN_CACHE_HIT);
+	lua_pushcclosure(L, l_chain_get_top, 1);
+	lua_setglobal(L, "getCacheHitResponseRules");
+	lua_pushinteger(L, DLB_CHAIN_CACHE_HIT);
+	lua_pushcclosure(L, l_chain_top, 1);
+	lua_setglobal(L, "topCacheHitRules");
+	lua_pushcfunction(L, l_timed_ipset_rule);
+	lua_setglobal(L, "TimedIPSetRule");
+	lua_pushcfunction(L, l_bench_rule);
+	lua_setglobal(L, "benchRule");
+	lua_pushcfunction(L, l_new_svc_record_parameters);
+	lua_setglobal(L, "newSVCRecordParameters");
 	lua_pushcfunction(L, l_new_rule_action);
 	lua_setglobal(L, "newRuleAction");
 	lua_pushcfunction(L, l_get_action);

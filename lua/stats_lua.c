@@ -104,11 +104,12 @@ l_show_binds(lua_State *L)
 
 	if (dlb_lua_silent(L))
 		return 0;
-	snprintf(line, sizeof(line), "%-3s %-30.30s %-20.20s %s", "#", "Address", "Protocol",
+	/* dnsdist's columns start at 0, 4, 35 and 57 */
+	snprintf(line, sizeof(line), "%-3s %-30.30s %-20.20s  %s", "#", "Address", "Protocol",
 		 "Queries");
 	dlb_lua_print(L, line);
 	for (int i = 0; dlb_metrics_frontend(i, &f) == 0; i++) {
-		snprintf(line, sizeof(line), "%-3d %-30.30s %-20.20s %llu", i, f.address, f.proto,
+		snprintf(line, sizeof(line), "%-3d %-30.30s %-20.20s  %llu", i, f.address, f.proto,
 			 (unsigned long long)f.queries);
 		dlb_lua_print(L, line);
 	}

@@ -1806,6 +1806,52 @@ dlb_luaw_rule(struct dlb_lua_worker *lw, int fn, const char *src, struct dlb_dq 
 }
 
 int
+dlb_luaw_qcount_filter(struct dlb_lua_worker *lw, int fn, struct dlb_dq *dq, char *out,
+		       size_t outsz, size_t *outlen)
+{
+	const char *what = "setQueryCountFilter";
+	lua_State *L;
+	const char *s;
+	char num[64];
+	size_t len;
+	int count;
+
+	*outlen = 0;
+	if (lw == NULL || call_fn(lw, what, fn, NULL, dq, false, 2) != 0)
+		return -1;
+	/* outside lua_pcall: nothing that allocates (see dlb_luaw_action) */
+	L = lw->L;
+	if (lua_type(L, -2) != LUA_TBOOLEAN ||
+	    (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)) {
+		log_error(lw, what, lw->srcs[fn], "must return a boolean and a string");
+		lua_settop(L, SLOT__TOP);
+		return -1;
+	}
+	count = lua_toboolean(L, -2);
+	if (lua_type(L, -1) == LUA_TSTRING) {
+		s = lua_tolstring(L, -1, &len);
+	} else {
+		/* LuaJIT's number format ("5", not Lua 5.4's "5.0") */
+		if (lua_isinteger(L, -1))
+			len = (size_t)snprintf(num, sizeof(num), "%lld",
+					       (long long)lua_tointeger(L, -1));
+		else
+			len = (size_t)snprintf(num, sizeof(num), "%.14g", (double)lua_tonumber(L, -1));
+		s = num;
+	}
+	if (len >= outsz) {
+		/* too long to keep: not counted (docs/configuration.md) */
+		lua_settop(L, SLOT__TOP);
+		return 0;
+	}
+	memcpy(out, s, len);
+	out[len] = '\0';
+	*outlen = len;
+	lua_settop(L, SLOT__TOP);
+	return count;
+}
+
+int
 dlb_luaw_action(struct dlb_lua_worker *lw, int fn, const char *src, struct dlb_dq *dq,
 		bool response, char *arg, size_t argsz, size_t *arglen)
 {

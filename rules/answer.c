@@ -416,6 +416,162 @@ dlb_answer_spoof_raw(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsm
 	return (int)end;
 }
 
+/* ---- SpoofSVCAction ----------------------------------------------------------- */
+
+#define SVC_MAX_POS	512	/* label positions remembered for compression */
+
+/* ASCII case-insensitive label bytes. */
+static bool
+label_eq(const uint8_t *a, const uint8_t *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint8_t x = a[i] >= 'A' && a[i] <= 'Z' ? a[i] + 32 : a[i];
+		uint8_t y = b[i] >= 'A' && b[i] <= 'Z' ? b[i] + 32 : b[i];
+
+		if (x != y)
+			return false;
+	}
+	return true;
+}
+
+/* Does the name at @pos of @pkt (pointers followed) equal the wire name @w? */
+static bool
+name_at_eq(const uint8_t *pkt, size_t end, size_t pos, const uint8_t *w, size_t wlen)
+{
+	size_t i = 0;
+
+	for (int hops = 0; hops < 64 && pos < end; hops++) {
+		uint8_t l = pkt[pos];
+
+		if ((l & 0xc0) == 0xc0) {
+			if (pos + 1 >= end)
+				return false;
+			pos = (size_t)(l & 0x3f) << 8 | pkt[pos + 1];
+			continue;
+		}
+		if (i >= wlen || w[i] != l || pos + 1 + l > end)
+			return false;
+		if (l == 0)
+			return i + 1 == wlen;
+		if (!label_eq(pkt + pos + 1, w + i + 1, l))
+			return false;
+		i += 1 + (size_t)l;
+		pos += 1 + (size_t)l;
+	}
+	return false;
+}
+
+struct svc_comp {
+	uint16_t pos[SVC_MAX_POS];	/* where labels of names written start */
+	int n;
+};
+
+/*
+ * Write the wire name @w at @o, compressed with the longest suffix already
+ * written (the earliest place for it), as dnsdist's packet writer does;
+ * remember its new labels. @return the end.
+ */
+static size_t
+put_name(uint8_t *pkt, size_t o, const uint8_t *w, size_t wlen, struct svc_comp *c)
+{
+	size_t i = 0;
+
+	while (i < wlen && w[i] != 0) {
+		for (int k = 0; k < c->n; k++) {
+			if (name_at_eq(pkt, o, c->pos[k], w + i, wlen - i)) {
+				pkt[o] = (uint8_t)(0xc0 | c->pos[k] >> 8);
+				pkt[o + 1] = (uint8_t)c->pos[k];
+				return o + 2;
+			}
+		}
+		if (o < 0x4000 && c->n < SVC_MAX_POS)
+			c->pos[c->n++] = (uint16_t)o;
+		memcpy(pkt + o, w + i, 1 + (size_t)w[i]);
+		o += 1 + (size_t)w[i];
+		i += 1 + (size_t)w[i];
+	}
+	pkt[o++] = 0;
+	return o;
+}
+
+/*
+ * dnsdist 1.7 writes SpoofSVCAction's answer as a new packet: its header has
+ * QR and the query's RD and CD, and only the bits the options set (RA too: not
+ * copied from RD).
+ */
+static uint16_t
+svc_flags(uint16_t q, const struct dlb_answer_opts *o)
+{
+	uint16_t f = (uint16_t)(DLB_F_QR | (q & (DLB_F_RD | DLB_F_CD)));
+
+	if (o->aa_set && o->aa)
+		f |= DLB_F_AA;
+	if (o->ad)
+		f |= DLB_F_AD;
+	if (o->ra_set && o->ra)
+		f |= DLB_F_RA;
+	return f;
+}
+
+int
+dlb_answer_spoof_svc(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m,
+		     uint8_t *const *rdata, const uint16_t *rdlen, int n,
+		     const struct dlb_svc_additional *add, int nadd,
+		     const struct dlb_answer_opts *o, const struct dlb_selfanswer_opts *so)
+{
+	int base = answer_base(len, m, true);
+	struct svc_comp comp;
+	size_t need, end;
+	bool opt;
+
+	if (o == NULL)
+		o = &answer_defaults;
+	if (so == NULL)
+		so = &self_defaults;
+	if (base < 0)
+		return base;
+	if (n < 0 || nadd < 0 || n + nadd > SPOOF_MAX_RR)
+		return n < 0 || nadd < 0 ? DLB_EINVAL : DLB_ESPACE;
+	opt = answer_opt(m, so);
+	/* names written whole: the upper bound */
+	need = (size_t)base + (opt ? ANS_OPT_LEN : 0);
+	for (int i = 0; i < n; i++)
+		need += ANS_PTR_RR + rdlen[i];
+	for (int i = 0; i < nadd; i++)
+		need += add[i].name_len + ANS_RR_FIXED + (add[i].type == T_A ? 4 : 16);
+	if (!answer_fits(need, cap))
+		return DLB_ESPACE;
+	end = (size_t)base;
+	for (int i = 0; i < n; i++)
+		end = put_ptr_rr(pkt, end, m->qtype, ANS_CLASS_IN, o->ttl, rdata[i], rdlen[i]);
+	/* the question's name first: the answers' owners point at it */
+	comp.n = 0;
+	for (size_t p = DLB_DNS_HDR; pkt[p] != 0 && comp.n < SVC_MAX_POS; p += 1 + (size_t)pkt[p])
+		comp.pos[comp.n++] = (uint16_t)p;
+	for (int i = 0; i < nadd; i++) {
+		uint16_t alen = add[i].type == T_A ? 4 : 16;
+
+		if (add[i].name_len <= 1) {
+			pkt[end] = 0xc0;
+			pkt[end + 1] = DLB_DNS_HDR;
+			end += 2;
+		} else {
+			end = put_name(pkt, end, add[i].name, add[i].name_len, &comp);
+		}
+		dlb_wr16(pkt + end, add[i].type);
+		dlb_wr16(pkt + end + 2, ANS_CLASS_IN);
+		dlb_wr32(pkt + end + 4, o->ttl);
+		dlb_wr16(pkt + end + 8, alen);
+		memcpy(pkt + end + ANS_RR_FIXED, add[i].addr, alen);
+		end += ANS_RR_FIXED + alen;
+	}
+	if (opt)
+		end = put_opt(pkt, end, m, so, 0);
+	answer_header(pkt, m, svc_flags(m->flags, o), base, (unsigned)n, 0,
+		      (unsigned)nadd + (opt ? 1 : 0));
+	return (int)end;
+}
+
 int
 dlb_answer_negative_soa(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m,
 			const struct dlb_act *a, const struct dlb_selfanswer_opts *so)

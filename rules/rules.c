@@ -322,6 +322,9 @@ dlb_sel_unref(struct dlb_sel *s)
 	case DLB_SEL_KVS:
 		dlb_kvstore_unref(s->u.kvs.store);
 		break;
+	case DLB_SEL_TIMED_IPSET:
+		dlb_timed_ipset_unref(s->u.tips);
+		break;
 	default:
 		break;
 	}
@@ -614,6 +617,8 @@ sel_match_slow(const struct dlb_sel *s, struct dlb_dq *dq, struct dlb_stats *st)
 	case DLB_SEL_KVS:
 		return s->u.kvs.store != NULL &&
 		       dlb_kvs_lookup(s->u.kvs.store, &s->u.kvs.key, dq, NULL, NULL);
+	case DLB_SEL_TIMED_IPSET:
+		return s->u.tips != NULL && dlb_timed_ipset_match(s->u.tips, dq->remote);
 	case DLB_SEL__COUNT:
 		break;
 	}
@@ -624,6 +629,17 @@ bool
 dlb_sel_match(const struct dlb_sel *s, struct dlb_dq *dq)
 {
 	return sel_match(s, dq, NULL);
+}
+
+const char *
+dlb_sel_desc(const struct dlb_sel *s, char *buf, size_t bufsz)
+{
+	if (s->type == DLB_SEL_TIMED_IPSET && s->u.tips != NULL) {
+		/* dnsdist counts the live addresses each time it is shown */
+		snprintf(buf, bufsz, "Src: %zu ips", dlb_timed_ipset_live(s->u.tips));
+		return buf;
+	}
+	return s->desc != NULL ? s->desc : "";
 }
 
 /* ---- actions -------------------------------------------------------------------- */
@@ -662,6 +678,8 @@ dlb_act_unref(struct dlb_act *a)
 	case DLB_ACT_SPOOF:
 	case DLB_ACT_SPOOF_CNAME:
 	case DLB_ACT_SPOOF_RAW:
+	case DLB_ACT_SPOOF_SVC:
+		free(a->u.spoof.add);
 		free(a->u.spoof.addrs);
 		for (int i = 0; i < a->u.spoof.nraw; i++)
 			free(a->u.spoof.raw[i]);
@@ -1014,6 +1032,13 @@ run_query_action(const struct dlb_act *a, struct dlb_dq *dq, struct dlb_stats *s
 		return answered(dq, dlb_answer_spoof_raw(dq->pkt, dq->len, dq->cap, dq->m,
 							 a->u.spoof.raw, a->u.spoof.raw_len,
 							 a->u.spoof.nraw, &a->u.spoof.o,
+							 selfans(dq)),
+				0, out);
+	case DLB_ACT_SPOOF_SVC:
+		return answered(dq, dlb_answer_spoof_svc(dq->pkt, dq->len, dq->cap, dq->m,
+							 a->u.spoof.raw, a->u.spoof.raw_len,
+							 a->u.spoof.nraw, a->u.spoof.add,
+							 a->u.spoof.nadd, &a->u.spoof.o,
 							 selfans(dq)),
 				0, out);
 	case DLB_ACT_NEGATIVE_SOA:

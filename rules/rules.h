@@ -43,6 +43,7 @@ struct dlb_suffix_set;
 struct dlb_name_set;
 struct dlb_qps_ip;
 struct dlb_kvstore;
+struct dlb_timed_ipset;
 
 /* ---- per-query tags (SetTagAction, dq:setTag) ---------------------------- */
 
@@ -235,6 +236,7 @@ enum dlb_sel_type {
 	DLB_SEL_POOL_OUTSTANDING,	/* u.pool + limit */
 	DLB_SEL_LUA,		/* u.lua */
 	DLB_SEL_KVS,		/* u.kvs: KeyValueStoreLookupRule */
+	DLB_SEL_TIMED_IPSET,	/* u.tips: TimedIPSetRule (one reference) */
 	DLB_SEL__COUNT
 };
 
@@ -275,6 +277,7 @@ struct dlb_sel {
 		struct { char *name; uint64_t limit; } pool;
 		struct { int fn; char src[96]; } lua;		/* see dlb_lua_worker */
 		struct { struct dlb_kvstore *store; struct dlb_kvs_key key; } kvs;	/* one ref */
+		struct dlb_timed_ipset *tips;
 	} u;
 };
 
@@ -290,6 +293,40 @@ void dlb_sel_unref(struct dlb_sel *s);
 int dlb_sel_set_regex(struct dlb_sel *s, const char *re, char *err, size_t errlen);
 /** Does @s match @dq? Thread: any worker. */
 bool dlb_sel_match(const struct dlb_sel *s, struct dlb_dq *dq);
+/**
+ * @s's description (showRules' "Rule" column): s->desc, or for a selector
+ * whose description changes (TimedIPSetRule's "Src: N ips") one written
+ * into @buf. Thread: any.
+ */
+const char *dlb_sel_desc(const struct dlb_sel *s, char *buf, size_t bufsz);
+
+/* ---- TimedIPSetRule's set (rules/timedipset.c) ------------------------------ */
+
+/** A new empty set with one reference, or NULL (ENOMEM). */
+struct dlb_timed_ipset *dlb_timed_ipset_new(void);
+void dlb_timed_ipset_ref(struct dlb_timed_ipset *t);
+/** Drop a reference; frees at zero. Thread: any. */
+void dlb_timed_ipset_unref(struct dlb_timed_ipset *t);
+/**
+ * The @nth set of the configuration state @origin (a new reference): the
+ * config state creates it (@create), the worker states replaying that
+ * configuration find the same one. NULL when there is none (or ENOMEM).
+ */
+struct dlb_timed_ipset *dlb_timed_ipset_shared(unsigned long origin, long nth, bool create);
+/**
+ * Add @sa's address (not its port) until time(NULL) @ttd; an address already
+ * there keeps the later time. @return 0, or -1 (not an IP address, or the
+ * set is full of live entries, or ENOMEM).
+ */
+int dlb_timed_ipset_add(struct dlb_timed_ipset *t, const struct sockaddr *sa, int64_t ttd);
+/** Is @sa's address in the set and not expired? Thread: any. */
+bool dlb_timed_ipset_match(struct dlb_timed_ipset *t, const struct sockaddr *sa);
+/** Remove the expired addresses. */
+void dlb_timed_ipset_cleanup(struct dlb_timed_ipset *t);
+/** Remove every address. */
+void dlb_timed_ipset_clear(struct dlb_timed_ipset *t);
+/** The addresses not expired. */
+size_t dlb_timed_ipset_live(struct dlb_timed_ipset *t);
 
 /* ---- actions -------------------------------------------------------------- */
 
@@ -306,6 +343,7 @@ enum dlb_act_type {
 	DLB_ACT_SPOOF,		/* u.spoof: addresses */
 	DLB_ACT_SPOOF_CNAME,	/* u.spoof: one name */
 	DLB_ACT_SPOOF_RAW,	/* u.spoof: raw rdatas */
+	DLB_ACT_SPOOF_SVC,	/* u.spoof: SVCB rdatas (raw) and their hints (add) */
 	DLB_ACT_NEGATIVE_SOA,	/* u.soa */
 	DLB_ACT_QPS,		/* u.bucket: over the rate: drop; under: continue */
 	DLB_ACT_QPS_POOL,	/* u.qpspool: under the rate: to the pool (stop); over: continue */
@@ -370,6 +408,9 @@ struct dlb_act {
 			uint8_t **raw;
 			uint16_t *raw_len;
 			int nraw;
+			/* SPOOF_SVC: the address hints' records, in dnsdist's order */
+			struct dlb_svc_additional *add;
+			int nadd;
 		} spoof;
 		struct {
 			bool nxd;
@@ -570,6 +611,24 @@ int dlb_answer_spoof_cname(uint8_t *pkt, size_t len, size_t cap, const struct dl
 int dlb_answer_spoof_raw(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m,
 			 uint8_t *const *rdata, const uint16_t *rdlen, int n,
 			 const struct dlb_answer_opts *o, const struct dlb_selfanswer_opts *so);
+/* An A or AAAA record SpoofSVCAction adds for an ipv4hint/ipv6hint. */
+struct dlb_svc_additional {
+	uint8_t name[DLB_MAX_NAME];	/* the owner, wire; the root: the qname */
+	uint16_t name_len;
+	uint16_t type;			/* 1 (A) or 28 (AAAA) */
+	uint8_t addr[16];
+};
+
+/**
+ * SpoofSVCAction: one record per rdata, in order, of the query's type and
+ * class IN, then the @nadd address records in the additional section
+ * (owner names compressed against the question's and each other's, as
+ * dnsdist's packet writer does), then an OPT RR when the query had one.
+ */
+int dlb_answer_spoof_svc(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsmsg *m,
+			 uint8_t *const *rdata, const uint16_t *rdlen, int n,
+			 const struct dlb_svc_additional *add, int nadd,
+			 const struct dlb_answer_opts *o, const struct dlb_selfanswer_opts *so);
 /**
  * NegativeAndSOAAction: NXDOMAIN (@nxd) or NODATA with the SOA of @a->u.soa
  * (owner the zone, TTL u.soa.ttl, names uncompressed), in the additional
@@ -723,6 +782,15 @@ enum dlb_verdict_r dlb_rules_run_response(const struct dlb_chain *c, struct dlb_
 
 /** LuaRule: 1 match, 0 no match, -1 error. */
 int dlb_luaw_rule(struct dlb_lua_worker *lw, int fn, const char *src, struct dlb_dq *dq);
+
+/**
+ * setQueryCountFilter's function: f(dq) returns (count, name), a boolean and
+ * a string (or a number, converted). @return 1 (count @name: NUL-terminated
+ * in @out, its length in *@outlen; longer than @outsz-1: -1), 0 (do not
+ * count), or -1 on an error or other values (dnsdist then drops the query).
+ */
+int dlb_luaw_qcount_filter(struct dlb_lua_worker *lw, int fn, struct dlb_dq *dq, char *out,
+			   size_t outsz, size_t *outlen);
 
 /**
  * LuaAction / LuaResponseAction: the DNSAction (or DNSResponseAction) value

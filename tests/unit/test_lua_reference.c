@@ -243,6 +243,7 @@ test_source_dispatch(void **state)
 /* One live instance of each object of the config state, by metatable name. */
 static const char instances_code[] =
 	"newServer({address = '192.0.2.10:53', name = 'b1'})\n"
+	"setLocal('127.0.0.1:5399')\n"
 	"setRedis('127.0.0.1:1')\n"
 	"instances = {\n"
 	"  DNSName = newDNSName('www.example.com'), ComboAddress = newCA('192.0.2.1:53'),\n"
@@ -253,7 +254,9 @@ static const char instances_code[] =
 	"  ServerPolicy = newServerPolicy('p', function() return nil end),\n"
 	"  DynBlockRulesGroup = dynBlockRulesGroup(),\n"
 	"  KeyValueStore = newRedisKVStore({key = 'k'}),\n"
-	"  KeyValueLookupKey = KeyValueLookupKeyQName(),\n"
+	"  KeyValueLookupKey = KeyValueLookupKeyQName(), ClientState = getBind(0),\n"
+	"  TimedIPSetRule = TimedIPSetRule(),\n"
+	"  SVCRecordParameters = newSVCRecordParameters(1, 'a.example.'),\n"
 	"}\n"
 	"function write_back(o, k) o[k] = o[k] end\n";
 
