@@ -662,6 +662,7 @@ dlb_metrics_rules(void (*fn)(const struct dlb_metrics_rule *r, void *arg), void 
 {
 	const struct dlb_ruleset *rs = dlb_rules_current();
 	struct dlb_metrics_rule m;
+	char live[64];
 
 	for (int k = 0; k < DLB_CHAIN__COUNT; k++) {
 		const struct dlb_chain *c = rs->c[k];
@@ -673,7 +674,9 @@ dlb_metrics_rules(void (*fn)(const struct dlb_metrics_rule *r, void *arg), void 
 			m.chain = chain_names[k];
 			snprintf(m.id, sizeof(m.id), "%s", r->name[0] ? r->name : r->uuid);
 			snprintf(m.uuid, sizeof(m.uuid), "%s", r->uuid);
-			snprintf(m.rule, sizeof(m.rule), "%s", r->sel->desc ? r->sel->desc : "");
+			/* as showRules: a selector with live state (TimedIPSetRule) counts now */
+			snprintf(m.rule, sizeof(m.rule), "%s",
+				 dlb_sel_desc(r->sel, live, sizeof(live)));
 			snprintf(m.action, sizeof(m.action), "%s", r->act->desc ? r->act->desc : "");
 			m.matches = dlb_rule_hits(r);
 			if (r->act->type == DLB_ACT_TEE && r->act->u.tee != NULL) {

@@ -532,7 +532,7 @@ dlb_answer_spoof_svc(uint8_t *pkt, size_t len, size_t cap, const struct dlb_dnsm
 		return base;
 	if (n < 0 || nadd < 0 || n + nadd > SPOOF_MAX_RR)
 		return n < 0 || nadd < 0 ? DLB_EINVAL : DLB_ESPACE;
-	opt = answer_opt(m, so);
+	opt = answer_opt(m, so, true);
 	/* names written whole: the upper bound */
 	need = (size_t)base + (opt ? ANS_OPT_LEN : 0);
 	for (int i = 0; i < n; i++)
