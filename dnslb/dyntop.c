@@ -396,13 +396,19 @@ dlb_dyn_top_tick(double now)
 		if (collect(now) != 0)
 			dlb_log_ratelimited(DLB_LOG_ERR, "dynamic blocks: out of memory, "
 					    "top offenders not collected");
-		t.next_collect = now + TOP_COLLECT_S;
+		/* on the schedule of the start: the once-a-second tick must not
+		 * make each period a little longer (dnsdist's does not drift) */
+		t.next_collect += TOP_COLLECT_S;
+		if (t.next_collect <= now)
+			t.next_collect = now + TOP_COLLECT_S;
 	}
 	if (now >= t.next_generate) {
 		if (dlb_dyn_top_generate() != 0)
 			dlb_log_ratelimited(DLB_LOG_ERR, "dynamic blocks: out of memory, "
 					    "top offenders not updated");
-		t.next_generate = now + TOP_GENERATE_S;
+		t.next_generate += TOP_GENERATE_S;
+		if (t.next_generate <= now)
+			t.next_generate = now + TOP_GENERATE_S;
 	}
 }
 
