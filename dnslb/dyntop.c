@@ -31,6 +31,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -181,8 +182,9 @@ bounded_insert(struct dlb_dyn_top_ent *v, size_t n, size_t cap,
 	return n + 1;
 }
 
-int
-dlb_dyn_top_push(struct dlb_dyn_top_ent *v, size_t n)
+/* dlb_dyn_top_push; @owned: the reasons of @v are to be freed (else borrowed). */
+static int
+push(struct dlb_dyn_top_ent *v, size_t n, bool owned)
 {
 	struct dlb_dyn_top_ent *keep, *cur;
 	size_t nkeep = 0;
@@ -195,7 +197,8 @@ dlb_dyn_top_push(struct dlb_dyn_top_ent *v, size_t n)
 	if (keep == NULL || cur == NULL) {
 		free(keep);
 		free(cur);
-		ents_free(v, n);
+		if (owned)
+			ents_free(v, n);
 		return -1;
 	}
 	for (size_t i = 0; i < n;) {
@@ -213,7 +216,8 @@ dlb_dyn_top_push(struct dlb_dyn_top_ent *v, size_t n)
 		i = j;
 	}
 	free(cur);
-	ents_free(v, n);
+	if (owned)
+		ents_free(v, n);
 	if (t.nsnaps == TOP_SNAPS) {
 		ents_free(t.snaps[0].v, t.snaps[0].n);
 		memmove(t.snaps, t.snaps + 1, (TOP_SNAPS - 1) * sizeof(t.snaps[0]));
@@ -223,6 +227,12 @@ dlb_dyn_top_push(struct dlb_dyn_top_ent *v, size_t n)
 	t.snaps[t.nsnaps].n = nkeep;
 	t.nsnaps++;
 	return 0;
+}
+
+int
+dlb_dyn_top_push(struct dlb_dyn_top_ent *v, size_t n)
+{
+	return push(v, n, true);
 }
 
 /* Publish the kept entries [@from, @n) of @top (one reason) into out[@k]. */
@@ -359,10 +369,9 @@ collect_visit(const struct dlb_dyn_info *b, void *ud)
 	memcpy(e->name, b->name, b->namelen);
 	e->namelen = b->namelen;
 	e->value = (uint32_t)b->blocks;	/* dnsdist keeps them as unsigned int */
-	if ((e->reason = strdup(b->reason != NULL ? b->reason : "")) == NULL) {
-		c->oom = true;
-		return;
-	}
+	/* borrowed: the store does not change while it is visited; push()
+	 * copies the reasons of the blocks it keeps */
+	e->reason = (char *)(uintptr_t)(b->reason != NULL ? b->reason : "");
 	c->n++;
 }
 
@@ -371,13 +380,16 @@ static int
 collect(double now)
 {
 	struct collect_ctx c = { NULL, 0, 0, false };
+	int rc;
 
 	dlb_dyn_visit(now, false, collect_visit, &c);
 	if (c.oom) {
-		ents_free(c.v, c.n);
+		free(c.v);
 		return -1;
 	}
-	return dlb_dyn_top_push(c.v, c.n);
+	rc = push(c.v, c.n, false);
+	free(c.v);
+	return rc;
 }
 
 void

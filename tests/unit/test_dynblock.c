@@ -684,6 +684,27 @@ test_top_offenders(void **state)
 		assert_string_equal(tops_text(false), want);
 	}
 	assert_string_equal(tops_text(true), "");
+
+	/* from the store, on the start's schedule: nothing before 60 s */
+	dlb_dyn_reset();
+	{
+		struct dlb_netmask m = nm("192.0.2.7/32");
+		uint8_t n[256];
+		size_t len = name("Example.COM", n);
+		double now = 1000.0;
+
+		assert_true(dlb_dyn_block_nm(&m, "by hand", now + 300, DLB_DYN_DROP, false, true,
+					     now));
+		assert_true(dlb_dyn_block_smt(n, len, "names", now + 300, DLB_DYN_DROP, true, now));
+		dlb_dyn_publish();
+		dlb_dyn_top_start(now);
+		for (int i = 1; i < 60; i++)
+			dlb_dyn_top_tick(now + i + 0.5);
+		assert_string_equal(tops_text(false), "");
+		dlb_dyn_top_tick(now + 60.5);
+		assert_string_equal(tops_text(false), "by hand 192.0.2.7/32 0;");
+		assert_string_equal(tops_text(true), "names example.com. 0;");
+	}
 }
 
 int
