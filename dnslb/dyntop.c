@@ -155,6 +155,12 @@ collect_cmp(const void *pa, const void *pb)
 	return a->age < b->age ? -1 : a->age > b->age;
 }
 
+/* A kept entry of a bounded top list (the entry itself stays where it is). */
+struct kept {
+	const struct dlb_dyn_top_ent *e;
+	uint32_t value;
+};
+
 /*
  * dnsdist's bounded sorted insertion into @v (@n kept, at most @cap,
  * ascending by .value): a candidate of raw size @raw (compared with the
@@ -163,8 +169,8 @@ collect_cmp(const void *pa, const void *pb)
  * @return the new count.
  */
 static size_t
-bounded_insert(struct dlb_dyn_top_ent *v, size_t n, size_t cap,
-	       const struct dlb_dyn_top_ent *e, uint64_t raw, uint32_t value)
+bounded_insert(struct kept *v, size_t n, size_t cap, const struct dlb_dyn_top_ent *e,
+	       uint64_t raw, uint32_t value)
 {
 	size_t at;
 
@@ -177,7 +183,7 @@ bounded_insert(struct dlb_dyn_top_ent *v, size_t n, size_t cap,
 	for (at = 0; at < n && v[at].value < value; at++)
 		;
 	memmove(v + at + 1, v + at, (n - at) * sizeof(*v));
-	v[at] = *e;
+	v[at].e = e;
 	v[at].value = value;
 	return n + 1;
 }
@@ -186,17 +192,14 @@ bounded_insert(struct dlb_dyn_top_ent *v, size_t n, size_t cap,
 static int
 push(struct dlb_dyn_top_ent *v, size_t n, bool owned)
 {
-	struct dlb_dyn_top_ent *keep, *cur;
+	struct dlb_dyn_top_ent *keep, *shrunk;
+	struct kept cur[TOP_KEEP];
 	size_t nkeep = 0;
 
 	for (size_t i = 0; i < n; i++)
 		v[i].age = (unsigned)i;
 	qsort(v, n, sizeof(*v), collect_cmp);
-	keep = malloc((n > 0 ? n : 1) * sizeof(*keep));
-	cur = malloc(TOP_KEEP * sizeof(*cur));
-	if (keep == NULL || cur == NULL) {
-		free(keep);
-		free(cur);
+	if ((keep = malloc((n > 0 ? n : 1) * sizeof(*keep))) == NULL) {
 		if (owned)
 			ents_free(v, n);
 		return -1;
@@ -206,18 +209,18 @@ push(struct dlb_dyn_top_ent *v, size_t n, bool owned)
 
 		for (; j < n && v[j].smt == v[i].smt && strcmp(v[j].reason, v[i].reason) == 0; j++)
 			ncur = bounded_insert(cur, ncur, TOP_KEEP, &v[j], v[j].value, v[j].value);
-		/* each entry's reason moves with it; the dropped ones' are freed */
 		for (size_t k = 0; k < ncur; k++) {
-			keep[nkeep] = cur[k];
-			keep[nkeep].reason = strdup(cur[k].reason);
+			keep[nkeep] = *cur[k].e;
+			keep[nkeep].reason = strdup(cur[k].e->reason);
 			if (keep[nkeep].reason != NULL)
 				nkeep++;
 		}
 		i = j;
 	}
-	free(cur);
 	if (owned)
 		ents_free(v, n);
+	if ((shrunk = realloc(keep, (nkeep > 0 ? nkeep : 1) * sizeof(*keep))) != NULL)
+		keep = shrunk;
 	if (t.nsnaps == TOP_SNAPS) {
 		ents_free(t.snaps[0].v, t.snaps[0].n);
 		memmove(t.snaps, t.snaps + 1, (TOP_SNAPS - 1) * sizeof(t.snaps[0]));
@@ -235,9 +238,9 @@ dlb_dyn_top_push(struct dlb_dyn_top_ent *v, size_t n)
 	return push(v, n, true);
 }
 
-/* Publish the kept entries [@from, @n) of @top (one reason) into out[@k]. */
+/* Append the @n kept entries @top (one reason) to the published list *@o. */
 static int
-out_append(struct dlb_dyn_top **o, size_t *no, const struct dlb_dyn_top_ent *top, size_t n)
+out_append(struct dlb_dyn_top **o, size_t *no, const struct kept *top, size_t n)
 {
 	struct dlb_dyn_top *p = realloc(*o, (*no + n + 1) * sizeof(*p));
 
@@ -249,15 +252,15 @@ out_append(struct dlb_dyn_top **o, size_t *no, const struct dlb_dyn_top_ent *top
 		struct dlb_dyn_top *d = &p[*no];
 
 		memset(&info, 0, sizeof(info));
-		info.smt = top[i].smt;
-		info.nm = top[i].nm;
-		info.port = top[i].port;
-		info.pbits = top[i].pbits;
-		memcpy(info.name, top[i].name, top[i].namelen);
-		info.namelen = top[i].namelen;
+		info.smt = top[i].e->smt;
+		info.nm = top[i].e->nm;
+		info.port = top[i].e->port;
+		info.pbits = top[i].e->pbits;
+		memcpy(info.name, top[i].e->name, top[i].e->namelen);
+		info.namelen = top[i].e->namelen;
 		dlb_dyn_key_text(&info, d->key, sizeof(d->key));
 		d->value = top[i].value;
-		if ((d->reason = strdup(top[i].reason)) == NULL)
+		if ((d->reason = strdup(top[i].e->reason)) == NULL)
 			return -1;
 		(*no)++;
 	}
@@ -267,7 +270,8 @@ out_append(struct dlb_dyn_top **o, size_t *no, const struct dlb_dyn_top_ent *top
 int
 dlb_dyn_top_generate(void)
 {
-	struct dlb_dyn_top_ent **all, top[TOP_N];
+	struct dlb_dyn_top_ent **all;
+	struct kept top[TOP_N];
 	struct dlb_dyn_top *o[2] = { NULL, NULL };
 	size_t no[2] = { 0, 0 }, n = 0;
 	int rc = 0;
