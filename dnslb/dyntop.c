@@ -339,32 +339,91 @@ dlb_dyn_top_generate(void)
 	return 0;
 }
 
+/* The blocks of one kind and reason while the store is visited. */
+struct group {
+	const char *reason;		/* borrowed: the store does not change meanwhile */
+	bool smt;
+	size_t n;
+	struct kept list[TOP_KEEP];	/* ascending; pointing into slot[] */
+	struct dlb_dyn_top_ent slot[TOP_KEEP];
+};
+
 struct collect_ctx {
-	struct dlb_dyn_top_ent *v;
-	size_t n, cap;
+	struct group **g;		/* open addressing on (kind, reason) */
+	size_t ng, cap;
+	size_t total;			/* entries kept over all groups */
 	bool oom;
 };
 
+static uint64_t
+group_hash(bool smt, const char *reason)
+{
+	uint64_t h = 1469598103934665603ULL ^ (uint64_t)smt;
+
+	for (; *reason != '\0'; reason++)
+		h = (h ^ (uint8_t)*reason) * 1099511628211ULL;
+	return h;
+}
+
+/* The group of (@smt, @reason), made if new. NULL when out of memory. */
+static struct group *
+group_of(struct collect_ctx *c, bool smt, const char *reason)
+{
+	size_t h;
+
+	if (c->cap == 0 || (c->ng + 1) * 2 > c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 16;
+		struct group **g = calloc(cap, sizeof(*g));
+
+		if (g == NULL)
+			return NULL;
+		for (size_t i = 0; i < c->cap; i++) {
+			if (c->g[i] == NULL)
+				continue;
+			h = (size_t)group_hash(c->g[i]->smt, c->g[i]->reason) & (cap - 1);
+			while (g[h] != NULL)
+				h = (h + 1) & (cap - 1);
+			g[h] = c->g[i];
+		}
+		free(c->g);
+		c->g = g;
+		c->cap = cap;
+	}
+	h = (size_t)group_hash(smt, reason) & (c->cap - 1);
+	for (; c->g[h] != NULL; h = (h + 1) & (c->cap - 1))
+		if (c->g[h]->smt == smt && strcmp(c->g[h]->reason, reason) == 0)
+			return c->g[h];
+	if ((c->g[h] = malloc(sizeof(struct group))) == NULL)
+		return NULL;
+	c->g[h]->reason = reason;
+	c->g[h]->smt = smt;
+	c->g[h]->n = 0;
+	c->ng++;
+	return c->g[h];
+}
+
+/* Each block goes straight into its group's bounded list: no copy of the
+ * whole store, whatever its size. */
 static void
 collect_visit(const struct dlb_dyn_info *b, void *ud)
 {
 	struct collect_ctx *c = ud;
+	const char *reason = b->reason != NULL ? b->reason : "";
+	uint32_t value = (uint32_t)b->blocks;	/* dnsdist keeps them as unsigned int */
+	struct group *g;
 	struct dlb_dyn_top_ent *e;
+	size_t before;
 
 	if (c->oom)
 		return;
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 64;
-		struct dlb_dyn_top_ent *v = realloc(c->v, cap * sizeof(*v));
-
-		if (v == NULL) {
-			c->oom = true;
-			return;
-		}
-		c->v = v;
-		c->cap = cap;
+	if ((g = group_of(c, b->smt, reason)) == NULL) {
+		c->oom = true;
+		return;
 	}
-	e = &c->v[c->n];
+	if (g->n >= TOP_KEEP && !(g->list[0].value < value))
+		return;
+	/* a full list drops its smallest: its slot takes the newcomer */
+	e = &g->slot[g->n < TOP_KEEP ? g->n : (size_t)(g->list[0].e - g->slot)];
 	memset(e, 0, sizeof(*e));
 	e->smt = b->smt;
 	e->nm = b->nm;
@@ -372,27 +431,33 @@ collect_visit(const struct dlb_dyn_info *b, void *ud)
 	e->pbits = b->pbits;
 	memcpy(e->name, b->name, b->namelen);
 	e->namelen = b->namelen;
-	e->value = (uint32_t)b->blocks;	/* dnsdist keeps them as unsigned int */
-	/* borrowed: the store does not change while it is visited; push()
-	 * copies the reasons of the blocks it keeps */
-	e->reason = (char *)(uintptr_t)(b->reason != NULL ? b->reason : "");
-	c->n++;
+	e->value = value;
+	e->reason = (char *)(uintptr_t)reason;	/* borrowed until push() copies it */
+	before = g->n;
+	g->n = bounded_insert(g->list, g->n, TOP_KEEP, e, value, value);
+	c->total += g->n - before;
 }
 
 /* Every block the store holds, expired ones not purged yet included (dnsdist's). */
 static int
 collect(double now)
 {
-	struct collect_ctx c = { NULL, 0, 0, false };
-	int rc;
+	struct collect_ctx c = { NULL, 0, 0, 0, false };
+	struct dlb_dyn_top_ent *v = NULL;
+	size_t n = 0;
+	int rc = -1;
 
 	dlb_dyn_visit(now, false, collect_visit, &c);
-	if (c.oom) {
-		free(c.v);
-		return -1;
+	if (!c.oom && (v = malloc((c.total > 0 ? c.total : 1) * sizeof(*v))) != NULL) {
+		for (size_t i = 0; i < c.cap; i++)
+			for (size_t k = 0; c.g[i] != NULL && k < c.g[i]->n; k++)
+				v[n++] = *c.g[i]->list[k].e;
+		rc = push(v, n, false);
 	}
-	rc = push(c.v, c.n, false);
-	free(c.v);
+	free(v);
+	for (size_t i = 0; i < c.cap; i++)
+		free(c.g[i]);
+	free(c.g);
 	return rc;
 }
 
