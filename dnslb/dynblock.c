@@ -1211,7 +1211,10 @@ dlb_dyn_tick(struct dlb_worker *const *ws, int n, double now)
 void
 dlb_dynblock_maintenance(void)
 {
-	dlb_dyn_tick(dlb_daemon.workers, dlb_daemon.nworkers, dlb_dyn_now());
+	double now = dlb_dyn_now();
+
+	dlb_dyn_tick(dlb_daemon.workers, dlb_daemon.nworkers, now);
+	dlb_dyn_top_tick(now);
 }
 
 void
@@ -1226,4 +1229,5 @@ dlb_dyn_reset(void)
 	g.purge_interval = 60;
 	g.last_purge = 0;
 	dlb_dyn_track_reset();
+	dlb_dyn_top_reset();
 }

@@ -153,6 +153,7 @@ size_t dlb_dyn_visit(double now, bool active_only, dlb_dyn_visit_fn *fn, void *u
 /** Entries in the netmask and suffix parts of the published snapshot (gauges). */
 size_t dlb_dyn_nmg_size(void);
 size_t dlb_dyn_smt_size(void);
+#define DLB_DYN_KEY_TEXT 1024	/* room for any key text */
 /** Text form of a block's key: "192.0.2.1/32", "www.example.com.". */
 void dlb_dyn_key_text(const struct dlb_dyn_info *b, char *out, size_t outsz);
 
@@ -171,6 +172,49 @@ int dlb_dyn_fill_json(struct cJSON *obj, double now);
 
 /** Once a second (main.c maintenance): track, harvest, purge. Thread: main. */
 void dlb_dynblock_maintenance(void);
+
+/* ---- top offenders (dyntop.c; docs/dynblocks.md) ---------------------------- */
+
+/** A published top offender: dnsdist_dynblocks_{nmg,smt}_top_offenders_hits_per_second. */
+struct dlb_dyn_top {
+	char *reason;
+	char key[DLB_DYN_KEY_TEXT];	/* dlb_dyn_key_text() */
+	uint32_t value;			/* hits per second over the last minute, rounded */
+};
+
+/**
+ * The top offenders of the last generation, netmask blocks (@smt false) or
+ * suffix ones, in dnsdist's order (reasons in byte order, then ascending
+ * values). Valid until the next maintenance. @return how many (0 until the
+ * first generation, a minute after the start).
+ */
+size_t dlb_dyn_tops(bool smt, const struct dlb_dyn_top **out);
+/** The timers start at @now (the daemon's start). */
+void dlb_dyn_top_start(double now);
+/** Once a second from the maintenance: collect every 10 s, generate every 60 s. */
+void dlb_dyn_top_tick(double now);
+void dlb_dyn_top_reset(void);
+
+/* Lower level, for tests: a snapshot entry. */
+struct dlb_dyn_top_ent {
+	bool smt;
+	struct dlb_netmask nm;
+	uint16_t port;
+	uint8_t pbits;
+	uint8_t name[256];
+	uint8_t namelen;
+	uint32_t value;			/* the block's hit count */
+	unsigned age;			/* scratch */
+	char *reason;			/* malloc'ed */
+};
+/**
+ * Push a snapshot of @n entries @v (taken, with their reasons: freed here),
+ * cut to the top 100 per kind and reason; the oldest beyond 7 is dropped.
+ * @return 0, -1 when out of memory.
+ */
+int dlb_dyn_top_push(struct dlb_dyn_top_ent *v, size_t n);
+/** Compute the published tops from the kept snapshots. @return 0 or -1. */
+int dlb_dyn_top_generate(void);
 
 /* ---- the query path (Thread: worker) ----------------------------------------- */
 

@@ -1139,6 +1139,7 @@ main(int argc, char **argv)
 	/* dnsdist's rings hold every query from the start: so does the dynamic
 	 * blocks' measuring, when rules or a maintenance() may look at it */
 	dlb_dyn_track_start(workers, nworkers, dlb_lua_conf_has_maintenance(lc), ev_time());
+	dlb_dyn_top_start(dlb_dyn_now());
 
 	/* Workers must not get the process signals: block them before spawning. */
 	{

@@ -887,6 +887,38 @@ prom_rules(struct sbuf *b, const struct rule_vec *rv)
 	free(set);
 }
 
+/*
+ * The dynamic blocks' top offenders (dnslb/dyntop.c): HELP and TYPE lines
+ * always, samples from the first generation on. dnsdist's HELP text, its
+ * typo included. The reason is escaped as any label (dnsdist writes it raw).
+ */
+static void
+prom_dyntops(struct sbuf *b)
+{
+	static const char *const fam[2][3] = {
+		{ "dnsdist_dynblocks_nmg_top_offenders_hits_per_second",
+		  "Number of hits per second blocked by Dynamic Blocks (netmasks) for the top "
+		  "offenders, averaged over the last 60s", "netmask" },
+		{ "dnsdist_dynblocks_smt_top_offenders_hits_per_second",
+		  "Number of this per second blocked by Dynamic Blocks (suffixes) for the top "
+		  "offenders, averaged over the last 60s", "suffix" },
+	};
+
+	for (int k = 0; k < 2; k++) {
+		const struct dlb_dyn_top *v;
+		size_t n = dlb_dyn_tops(k == 1, &v);
+
+		prom_head(b, fam[k][0], fam[k][1], "gauge");
+		for (size_t i = 0; i < n; i++) {
+			sb_printf(b, "%s{reason=\"", fam[k][0]);
+			sb_text(b, v[i].reason, true);
+			sb_printf(b, "\",%s=\"", fam[k][2]);
+			sb_text(b, v[i].key, true);
+			sb_printf(b, "\"} %" PRIu32 "\n", v[i].value);
+		}
+	}
+}
+
 /* '.' -> '_' (dnsdist's server label and carbon path). */
 static void
 dots_to_underscores(char *out, size_t outsz, const char *s)
@@ -1253,6 +1285,7 @@ build_metrics(struct sbuf *b)
 	else
 		prom_rules(b, &rv);
 	free(rv.v);
+	prom_dyntops(b);
 	prom_head(b, "dnsdist_info", "Info from dnsdist, value is always 1", "gauge");
 	sb_str(b, "dnsdist_info{version=\"" DLB_VERSION "\"} 1\n");
 }

@@ -634,3 +634,80 @@ def test_suffix_match_rule_ignores_cache_hits(pair):
     assert decided(p) == {}
     burst(p, [("127.0.0.2", 21, lambda i: "nxdomain-300.r%d.victim.test." % i)])
     assert sorted(decided(p)) == ["victim.test."]
+
+
+TOPS = '''newServer{address="@B0@"}
+addDynBlocks({[newCA("127.0.0.1")]=1, [newCA("127.0.0.3")]=1}, "nm reason", 300)
+addDynBlockSMT({"example.test.", "other.test."}, "smt reason", 300)
+addDynBlockSMT({"third.test."}, "another", 300)
+'''
+
+TOP_FAMILIES = ("dnsdist_dynblocks_nmg_top_offenders_hits_per_second",
+                "dnsdist_dynblocks_smt_top_offenders_hits_per_second")
+
+
+def top_lines(side):
+    """The lines of the two top-offender families in /metrics, in order."""
+    text = side.web("/metrics")[1].decode()
+    return [line for line in text.splitlines()
+            if any(f in line for f in TOP_FAMILIES)]
+
+
+def paced(p, src, name, count):
+    """@count queries from @src to both daemons, paced so that no socket
+    buffer overflows (every one must reach the block)."""
+    socks = [(bind(src, impl), side.port)
+             for impl, side in (("dnsdist", p.theirs), ("dnslb", p.ours))]
+    for i in range(count):
+        wire = build_query(name, qid=i & 0xffff)
+        for s, port in socks:
+            s.sendto(wire, ("127.0.0.1", port))
+        if i % 10 == 9:
+            time.sleep(0.005)
+    for s, _ in socks:
+        s.close()
+
+
+def test_top_offenders_metrics(pair):
+    """dnsdist_dynblocks_{nmg,smt}_top_offenders_hits_per_second: HELP and
+    TYPE lines only before the first generation (60 s after the start); then
+    round(hits / 60) per block over the snapshots taken every 10 s. The
+    hits are sent where both daemons' periods agree: the netmask ones in
+    the middle of the minute, counted in full; the suffix ones in the middle
+    of the minute (example.test.) and in its last 10 s (other.test.), of
+    which dnsdist 1.7 counts only the last interval's: 0 and 3."""
+    p = pair(TOPS, web=True)
+    t0 = time.time()
+    before = top_lines(p.theirs)
+    assert [line.startswith("#") for line in before] == [True] * 4
+    assert top_lines(p.ours) == before
+    time.sleep(max(0, t0 + 25 - time.time()))
+    paced(p, "127.0.0.1", "www.example.test.", 330)     # 5.5 -> 6
+    paced(p, "127.0.0.2", "a.example.test.", 90)
+    time.sleep(0.5)
+    assert shown(p)[0]
+    time.sleep(max(0, t0 + 54 - time.time()))
+    paced(p, "127.0.0.2", "x.other.test.", 150)         # 2.5 -> 3
+    time.sleep(0.5)
+    assert shown(p)[0]
+    time.sleep(max(0, t0 + 61 - time.time()))
+    while True:
+        a, b = top_lines(p.theirs), top_lines(p.ours)
+        if (len(a) > 4 and len(b) > 4) or time.time() > t0 + 68:
+            break
+        time.sleep(0.5)
+    assert a == [
+        before[0], before[1],
+        'dnsdist_dynblocks_nmg_top_offenders_hits_per_second'
+        '{reason="nm reason",netmask="127.0.0.3/32"} 0',
+        'dnsdist_dynblocks_nmg_top_offenders_hits_per_second'
+        '{reason="nm reason",netmask="127.0.0.1/32"} 6',
+        before[2], before[3],
+        'dnsdist_dynblocks_smt_top_offenders_hits_per_second'
+        '{reason="another",suffix="third.test."} 0',
+        'dnsdist_dynblocks_smt_top_offenders_hits_per_second'
+        '{reason="smt reason",suffix="example.test."} 0',
+        'dnsdist_dynblocks_smt_top_offenders_hits_per_second'
+        '{reason="smt reason",suffix="other.test."} 3',
+    ]
+    assert b == a

@@ -513,3 +513,23 @@ addAction("servfail.example.test.", RCodeAction(DNSRCode.SERVFAIL))
         assert a[k] == b[k] == "0", k
     assert a["self-answered"] == b["self-answered"] == "6"
     p.stats()
+
+
+def tail_heads(text):
+    """The HELP and TYPE lines from dnsdist_rule_hits's on, in order."""
+    lines = text.splitlines()
+    start = lines.index("# HELP dnsdist_rule_hits Number of hits of that rule")
+    return [line for line in lines[start:] if line.startswith("#")]
+
+
+def test_metrics_tail_heads(pair):
+    """After the rules: the dynamic blocks' top offenders (HELP and TYPE
+    lines even without a sample, as before the first minute), then
+    dnsdist_info, in dnsdist's order and text."""
+    p = pair(BODY, backends=BACKENDS, web=True)
+    traffic(p)
+    a, b = (tail_heads(s.web("/metrics")[1].decode()) for s in (p.theirs, p.ours))
+    assert a == b
+    assert [line.split()[2] for line in a[::2]] == [
+        "dnsdist_rule_hits", "dnsdist_dynblocks_nmg_top_offenders_hits_per_second",
+        "dnsdist_dynblocks_smt_top_offenders_hits_per_second", "dnsdist_info"]

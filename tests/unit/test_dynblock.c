@@ -588,6 +588,125 @@ test_group_text(void **state)
 	dlb_dyn_group_free(g);
 }
 
+/* ---- top offenders (dyntop.c) ---- */
+
+struct top_in {
+	const char *reason, *key;	/* a key ending in '.' is a suffix */
+	uint32_t value;
+};
+
+static void
+top_push(const struct top_in *in, size_t n)
+{
+	struct dlb_dyn_top_ent *v = calloc(n > 0 ? n : 1, sizeof(*v));
+
+	assert_non_null(v);
+	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(in[i].key);
+
+		v[i].smt = in[i].key[l - 1] == '.';
+		if (v[i].smt)
+			v[i].namelen = (uint8_t)name(in[i].key, v[i].name);
+		else
+			v[i].nm = nm(in[i].key);
+		v[i].value = in[i].value;
+		v[i].reason = strdup(in[i].reason);
+	}
+	assert_int_equal(dlb_dyn_top_push(v, n), 0);
+}
+
+/* The published tops of a kind as "reason key value;" ... */
+static const char *
+tops_text(bool smt)
+{
+	static char out[4096];
+	const struct dlb_dyn_top *t;
+	size_t n = dlb_dyn_tops(smt, &t), len = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < n; i++)
+		len += (size_t)snprintf(out + len, sizeof(out) - len, "%s %s %u;", t[i].reason,
+					t[i].key, (unsigned)t[i].value);
+	return out;
+}
+
+static void
+test_top_offenders(void **state)
+{
+	(void)state;
+	/* nothing before the first generation */
+	assert_int_equal(dlb_dyn_top_generate(), 0);
+	assert_string_equal(tops_text(false), "");
+
+	/* netmasks: increases added up; a lower count (replaced block) or a
+	 * new block counts in full; round half away from zero; equal rates:
+	 * the later key (192.0.2.x in dnsdist's address order) first.
+	 * Suffixes: only the last interval's increase (dnsdist 1.7's quirk). */
+	top_push((const struct top_in[]){ { "r", "192.0.2.1/32", 10 }, { "r", "192.0.2.2/32", 100 },
+					   { "r", "192.0.2.4/32", 0 }, { "s", "a.test.", 0 },
+					   { "s", "b.test.", 0 } }, 5);
+	top_push((const struct top_in[]){ { "r", "192.0.2.1/32", 40 }, { "r", "192.0.2.2/32", 5 },
+					   { "r", "192.0.2.3/32", 7 }, { "r", "192.0.2.4/32", 45 },
+					   { "s", "a.test.", 120 }, { "s", "b.test.", 60 } }, 6);
+	top_push((const struct top_in[]){ { "r", "192.0.2.1/32", 70 }, { "r", "192.0.2.2/32", 65 },
+					   { "r", "192.0.2.3/32", 7 }, { "r", "192.0.2.4/32", 90 },
+					   { "s", "a.test.", 150 }, { "s", "b.test.", 60 },
+					   { "another", "192.0.2.9/32", 600 } }, 7);
+	assert_int_equal(dlb_dyn_top_generate(), 0);
+	assert_string_equal(tops_text(false),
+			    "another 192.0.2.9/32 10;"
+			    "r 192.0.2.3/32 0;r 192.0.2.2/32 1;r 192.0.2.1/32 1;r 192.0.2.4/32 2;");
+	assert_string_equal(tops_text(true), "s b.test. 0;s a.test. 1;");
+
+	/* seven snapshots kept: the eighth push drops the first (the baseline
+	 * becomes 60); the top 20 of 25 per reason */
+	dlb_dyn_reset();
+	for (int s = 0; s < 8; s++) {
+		struct top_in in[26];
+		char keys[25][32];
+
+		for (int i = 0; i < 25; i++) {
+			snprintf(keys[i], sizeof(keys[i]), "10.0.0.%d/32", i + 1);
+			in[i] = (struct top_in){ "cut", keys[i], (uint32_t)(s == 7 ? (i + 1) * 60 : 0) };
+		}
+		in[25] = (struct top_in){ "old", "192.0.2.1/32", (uint32_t)(s * 60) };
+		top_push(in, 26);
+	}
+	assert_int_equal(dlb_dyn_top_generate(), 0);
+	{
+		char want[2048];
+		size_t len = 0;
+
+		for (int i = 6; i <= 25; i++)
+			len += (size_t)snprintf(want + len, sizeof(want) - len, "cut 10.0.0.%d/32 %d;",
+						i, i);
+		snprintf(want + len, sizeof(want) - len, "old 192.0.2.1/32 6;");
+		assert_string_equal(tops_text(false), want);
+	}
+	assert_string_equal(tops_text(true), "");
+
+	/* from the store, on the start's schedule: nothing before 60 s */
+	dlb_dyn_reset();
+	{
+		struct dlb_netmask m = nm("192.0.2.7/32");
+		uint8_t n[256];
+		size_t len = name("Example.COM", n);
+		double now = 1000.0;
+
+		assert_true(dlb_dyn_block_nm(&m, "by hand", now + 300, DLB_DYN_DROP, false, true,
+					     now));
+		assert_true(dlb_dyn_block_smt(n, len, "names", now + 300, DLB_DYN_DROP, true, now));
+		dlb_dyn_publish();
+		dlb_dyn_top_start(now);
+		for (int i = 1; i < 60; i++)
+			dlb_dyn_top_tick(now + i + 0.5);
+		assert_string_equal(tops_text(false), "");
+		dlb_dyn_top_tick(now + 60.5);
+		assert_string_equal(tops_text(false), "by hand 192.0.2.7/32 0;");
+		assert_string_equal(tops_text(true), "names example.com. 0;");
+	}
+}
+
 int
 main(void)
 {
@@ -603,6 +722,7 @@ main(void)
 		cmocka_unit_test_setup(test_masks_ratio_exceed, setup),
 		cmocka_unit_test_setup(test_suffix_visitor, setup),
 		cmocka_unit_test_setup(test_group_text, setup),
+		cmocka_unit_test_setup(test_top_offenders, setup),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 
