@@ -45,6 +45,7 @@ enum dlb_client_proto {
 	DLB_CLIENT_UDP = 0,
 	DLB_CLIENT_TCP,
 	DLB_CLIENT_INTERNAL,		/* a cache prefetch: the answer only refreshes the cache */
+	DLB_CLIENT_PROTOS
 };
 
 /** Who asked, and how to answer them. Copied into every in-flight slot. */

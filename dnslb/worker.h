@@ -182,6 +182,9 @@ struct dlb_worker {
 
 	pthread_t thread;
 	struct dlb_rng rng;
+	/* the one-way path (dnslb/sink.h): installed by dlb_worker_new */
+	const struct dlb_upstream_sink *up_sink;		/* the pipeline's */
+	const struct dlb_client_sink *client_sink[DLB_CLIENT_PROTOS];	/* by client->proto */
 	unsigned rr_counter;		/* roundrobin policy */
 	unsigned fe_gen;		/* atomic: the cfg->fe_gen it has synced to */
 	int fe_failed;			/* atomic: listeners it could not open at runtime */
