@@ -37,7 +37,7 @@
 #include "dnslb/log.h"
 #include "dnslb/netmask.h"
 #include "dnslb/tcp.h"
-#include "dnslb/worker.h"
+#include "dnslb/wstate.h"
 
 /* ---- keys ------------------------------------------------------------------------ */
 

@@ -11,11 +11,11 @@
  * (`sockets=N`): the only ones for the backends that cannot share, and the
  * overflow for the others when the shared socket's ID table is full.
  *
- * setMaxOutstandingPerClient (dnslb/abuse.h): a forwarded query of a client
- * takes a place in the worker's per-client table and marks its slot
- * (client_counted); release_slot, the one place a slot leaves its in-flight
- * table, gives it back. A failover retry is a new slot of the same client:
- * it takes its own place before the old slot is released.
+ * The pipeline (dnslb/forward.c) fills a slot and hands it over with
+ * dlb_backend_send; every slot then ends once through the worker's
+ * upstream sink (dnslb/sink.h), with its matched answer, a timeout or a send
+ * error, and release_slot, the one place a slot leaves its in-flight table,
+ * frees it. This file knows nothing of clients, rules or the cache.
  */
 #include "dnslb/backend.h"
 
@@ -26,17 +26,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "dnslb/abuse.h"
 #include "dnslb/config.h"
-#include "dnslb/dynblock.h"
-#include "dnslb/frontend.h"
 #include "dnslb/log.h"
-#include "dnslb/netmask.h"
-#include "dnslb/proxyproto.h"
-#include "dnslb/query.h"
-#include "dnslb/rings.h"
-#include "dnslb/tcp.h"
-#include "dnslb/worker.h"
+#include "dnslb/sink.h"
+#include "dnslb/wstate.h"
 
 
 static void be_read_cb(struct ev_loop *loop, ev_io *io, int revents);
@@ -237,78 +230,6 @@ send_now(const struct dlb_be_sock *s, const struct dlb_backend *be, const void *
 static void arm_timer(struct dlb_worker *w, double deadline);
 static void release_slot(struct dlb_worker *w, struct dlb_be_sock *s, uint32_t idx);
 
-/*
- * setFailover{}: send the query of @old once more, to another server of its
- * pool (or of the failover pool), if the client's budget allows. The caller
- * still releases @old. @return true if the retry is on its way.
- */
-static bool
-failover_retry(struct dlb_worker *w, const struct dlb_slot *old)
-{
-	const struct dlb_config *cfg = w->cfg;
-	double now = dlb_worker_now(w);
-	const struct dlb_pool *pool = old->pool;
-	struct dlb_backend *be = NULL;
-	struct dlb_be_local *bl;
-	struct dlb_be_sock *s;
-	struct dlb_slot *ns;
-	uint8_t buf[DLB_PP2_MAX + DLB_SLOT_QUERY_MAX];
-	size_t off = 0;
-	uint32_t idx, self;
-	int id;
-
-	if (old->retried || old->qlen == 0 || old->client.proto != DLB_CLIENT_UDP ||
-	    now - old->client.t_start >= cfg->failover_budget)
-		return false;
-	if (cfg->failover_other_pool)
-		pool = dlb_config_find_pool(cfg, cfg->failover_pool);
-	if (pool == NULL || pool->n == 0)
-		return false;
-	for (int i = 0, start = (int)(w->rr_counter++ % (unsigned)pool->n); i < pool->n; i++) {
-		struct dlb_backend *c = pool->members[(start + i) % pool->n];
-
-		if (c->index != old->be_index && !c->tcp_only && dlb_backend_is_up(c)) {
-			be = c;
-			break;
-		}
-	}
-	if (be == NULL)
-		return false;
-	bl = &w->be[be->index];
-	idx = dlb_slot_alloc(&w->slots);
-	if (idx == DLB_SLOT_NONE)
-		return false;
-	ns = dlb_slot_get(&w->slots, idx);
-	self = ns->self;
-	*ns = *old;
-	ns->self = self;
-	ns->retried = 1;
-	ns->be_index = be->index;
-	id = take_id(w, bl, idx, now + bl->timeout, &s);
-	if (id < 0) {
-		dlb_slot_free(&w->slots, idx);
-		return false;
-	}
-	/* the copy holds a place of its own: @old gives its back when released */
-	if (ns->client_counted && w->client_oc != NULL)
-		dlb_coc_acquire(w->client_oc, &ns->client.peer.sa, UINT32_MAX);
-	w->be_stats[be->index].queries++;
-	w->be_stats[be->index].outstanding++;
-	arm_timer(w, now + bl->timeout);
-	if (be->use_proxy_protocol)
-		off = dlb_query_pp_header(w, &old->client, false, buf);
-	memcpy(buf + off, old->query, old->qlen);
-	dlb_wr16(buf + off, (uint16_t)id);
-	/* rare: sent at once rather than batched */
-	if (send_now(s, be, buf, off + old->qlen) == -1) {
-		w->be_stats[be->index].send_errors++;
-		release_slot(w, s, idx);
-		return false;
-	}
-	w->stats.failover_retries++;
-	return true;
-}
-
 static void
 arm_timer(struct dlb_worker *w, double deadline)
 {
@@ -329,15 +250,21 @@ arm_timer(struct dlb_worker *w, double deadline)
 	ev_timer_start(w->loop, &w->timeout_timer);
 }
 
+/* Take slot @idx out of @s's table (its ID becomes free); the slot stays allocated. */
 static void
-release_slot(struct dlb_worker *w, struct dlb_be_sock *s, uint32_t idx)
+untake_id(struct dlb_worker *w, struct dlb_be_sock *s, uint32_t idx)
 {
 	struct dlb_slot *slot = dlb_slot_get(&w->slots, idx);
 
 	w->be_stats[slot->be_index].outstanding--;
 	w->be[slot->be_index].udp_count--;
-	dlb_oc_release(w, slot);
 	dlb_inflight_remove(&s->table, &w->slots, idx);
+}
+
+static void
+release_slot(struct dlb_worker *w, struct dlb_be_sock *s, uint32_t idx)
+{
+	untake_id(w, s, idx);
 	dlb_slot_free(&w->slots, idx);
 }
 
@@ -349,22 +276,13 @@ expire_sock(struct dlb_worker *w, struct dlb_be_sock *s, double now, double *nex
 
 	while ((idx = dlb_inflight_oldest(&s->table)) != DLB_SLOT_NONE) {
 		struct dlb_slot *slot = dlb_slot_get(&w->slots, idx);
-		int b = slot->be_index;
 
 		if (slot->deadline > now) {
 			if (*next == 0 || slot->deadline < *next)
 				*next = slot->deadline;
 			return;
 		}
-		w->be_stats[b].drops++;
-		dlb_rings_slot(w, slot, NULL, 0, b);
-		if (slot->client.proto != DLB_CLIENT_INTERNAL &&
-		    !(w->cfg->failover_on_timeout && failover_retry(w, slot))) {
-			w->stats.downstream_timeouts++;
-			dlb_dyn_answer(w, &slot->client.peer.sa, slot->key.qname_lc,
-				       slot->key.qname_len, 0, 0, DLB_DYN_FROM_TIMEOUT);
-			dlb_query_answer_stale(w, slot);
-		}
+		w->up_sink->end(w, slot, DLB_END_TIMEOUT);
 		release_slot(w, s, idx);
 	}
 }
@@ -401,9 +319,11 @@ be_sock_flush(struct dlb_worker *w, struct dlb_be_sock *s)
 	nf = dlb_sendbatch_flush(&s->out, failed, DLB_UDP_BATCH);
 	for (unsigned i = 0; i < nf && i < DLB_UDP_BATCH; i++) {
 		uint32_t idx = s->tags[failed[i]];
+		struct dlb_slot *slot = dlb_slot_get(&w->slots, idx);
 
 		w->stats.downstream_send_errors++;
-		w->be_stats[dlb_slot_get(&w->slots, idx)->be_index].send_errors++;
+		w->be_stats[slot->be_index].send_errors++;
+		w->up_sink->end(w, slot, DLB_END_SEND_ERROR);
 		release_slot(w, s, idx);
 	}
 }
@@ -426,115 +346,40 @@ dlb_backend_flush(struct dlb_worker *w)
 	}
 }
 
-/* Answer a UDP query we do not forward with @rcode, in place; counted by the caller. */
-static void
-answer_rcode(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *c, uint8_t rcode)
+int
+dlb_backend_send(struct dlb_worker *w, const struct dlb_backend *be, uint32_t idx, double start,
+		 uint8_t *pkt, size_t len, size_t id_off, bool now)
 {
-	int n = dlb_wire_build_answer(q->pkt, &q->m, rcode, &w->cfg->selfans, q->pkt, q->cap);
-
-	if (n < 0)
-		return;
-	w->stats.self_answered++;
-	dlb_rings_local_answer(w, q, q->pkt, (size_t)n);
-	dlb_query_account_answer(w, q->pkt, (size_t)n, c->t_start);
-	dlb_frontend_queue_reply(w, c, q->pkt, (size_t)n);
-}
-
-static void
-answer_servfail(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *c)
-{
-	answer_rcode(w, q, c, DLB_RCODE_SERVFAIL);
-}
-
-void
-dlb_backend_answer_over_cap(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *c)
-{
-	switch (w->cfg->oc_action) {
-	case DLB_OC_REFUSED:
-		answer_rcode(w, q, c, DLB_RCODE_REFUSED);
-		break;
-	case DLB_OC_SERVFAIL:
-		answer_rcode(w, q, c, DLB_RCODE_SERVFAIL);
-		break;
-	default:
-		break;	/* drop: counted in client-outstanding-exceeded only */
-	}
-}
-
-void
-dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *c)
-{
-	struct dlb_backend *be = q->be;
 	struct dlb_be_local *bl = &w->be[be->index];
+	struct dlb_slot *slot = dlb_slot_get(&w->slots, idx);
 	struct dlb_be_sock *s;
-	struct dlb_slot *slot;
 	struct msghdr *mh;
-	size_t off = 0;
-	uint32_t idx;
 	int id;
-	enum dlb_coc_result oc;
 
-	if (q->tcp || be->tcp_only) {
-		dlb_tcp_forward(w, q, c);	/* checks setMaxOutstandingPerClient itself */
-		return;
-	}
-	oc = dlb_oc_acquire(w, &c->peer.sa);
-	if (oc == DLB_COC_OVER) {
-		dlb_backend_answer_over_cap(w, q, c);
-		return;
-	}
-	idx = dlb_slot_alloc(&w->slots);
-	if (idx == DLB_SLOT_NONE) {
-		if (oc == DLB_COC_ACQUIRED)
-			dlb_coc_release(w->client_oc, &c->peer.sa);
-		w->stats.inflight_full++;
-		w->be_stats[be->index].refused++;
-		answer_servfail(w, q, c);
-		return;
-	}
-	slot = dlb_slot_get(&w->slots, idx);
-	id = take_id(w, bl, idx, c->t_start + bl->timeout, &s);
-	if (id < 0) {
-		/* never overwrite a query in flight: refuse this one */
-		if (oc == DLB_COC_ACQUIRED)
-			dlb_coc_release(w->client_oc, &c->peer.sa);
-		dlb_slot_free(&w->slots, idx);
-		w->stats.inflight_full++;
-		w->be_stats[be->index].refused++;
-		answer_servfail(w, q, c);
-		return;
-	}
-	dlb_query_fill_slot(slot, q, c);
-	slot->client_counted = oc == DLB_COC_ACQUIRED;
-	if (q->ecslen > 0 || (q->has_dq && q->dq.edns_added))
-		q->len = dlb_query_add_ecs(w, q, q->pkt, q->len, q->cap, &slot->ecs_added);
-	if ((w->cfg->failover_on_timeout || w->cfg->failover_on_servfail) &&
-	    q->len <= DLB_SLOT_QUERY_MAX) {
-		memcpy(slot->query, q->pkt, q->len);	/* kept for one retry */
-		slot->qlen = (uint16_t)q->len;
-	}
+	slot->be_index = be->index;
+	id = take_id(w, bl, idx, start + bl->timeout, &s);
+	if (id < 0)
+		return DLB_EFULL;
+	/* an answer on the shared socket must come from the address asked */
+	slot->src = s->be_index < 0 ? (const struct sockaddr *)&be->addr : NULL;
 	w->be_stats[be->index].queries++;
 	w->be_stats[be->index].outstanding++;
-	if (!ev_is_active(&w->timeout_timer))
+	if (!ev_is_active(&w->timeout_timer) || now)
 		arm_timer(w, slot->deadline);
-
-	if (be->use_proxy_protocol) {
-		uint8_t hdr[DLB_PP2_MAX];
-		size_t hl = dlb_query_pp_header(w, c, false, hdr);
-
-		if (q->len + hl <= q->cap) {
-			memmove(q->pkt + hl, q->pkt, q->len);
-			memcpy(q->pkt, hdr, hl);
-			q->len += hl;
-			off = hl;
+	dlb_wr16(pkt + id_off, (uint16_t)id);
+	if (now) {
+		if (send_now(s, be, pkt, len) == -1) {
+			w->be_stats[be->index].send_errors++;
+			untake_id(w, s, idx);	/* the slot is the caller's again */
+			return -1;
 		}
+		return 0;
 	}
-	dlb_wr16(q->pkt + off, (uint16_t)id);
 	if (s->out.n == DLB_UDP_BATCH)
 		be_sock_flush(w, s);
 	mh = &s->out.msgs[s->out.n].msg_hdr;
-	s->out.iov[s->out.n].iov_base = q->pkt;
-	s->out.iov[s->out.n].iov_len = q->len;
+	s->out.iov[s->out.n].iov_base = pkt;
+	s->out.iov[s->out.n].iov_len = len;
 	if (s->be_index < 0) {
 		memcpy(&s->out.addr[s->out.n], &be->addr, be->addrlen);
 		mh->msg_name = &s->out.addr[s->out.n];
@@ -551,122 +396,39 @@ dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_
 	mh->msg_flags = 0;
 	s->out.n++;
 	w->be_queued++;
-}
-
-void
-dlb_backend_prefetch(struct dlb_worker *w, const struct dlb_query *q)
-{
-	struct dlb_backend *be = q->be;
-	struct dlb_be_local *bl = &w->be[be->index];
-	struct dlb_client c;
-	struct dlb_be_sock *s;
-	uint8_t buf[4096];
-	uint32_t idx;
-	size_t len, off = 0;
-	int id;
-
-	memset(&c, 0, sizeof(c));
-	c.proto = DLB_CLIENT_INTERNAL;
-	c.orig_id = q->m.id;
-	c.orig_flags = q->orig_flags;
-	c.t_start = dlb_worker_now(w);
-	if (q->tcp || be->tcp_only) {
-		struct dlb_query copy = *q;
-
-		/* dlb_tcp_forward copies the query into its own frame */
-		dlb_tcp_forward(w, &copy, &c);
-		return;
-	}
-	if (q->len > sizeof(buf))
-		return;
-	idx = dlb_slot_alloc(&w->slots);
-	if (idx == DLB_SLOT_NONE)
-		return;
-	id = take_id(w, bl, idx, c.t_start + bl->timeout, &s);
-	if (id < 0) {
-		dlb_slot_free(&w->slots, idx);
-		return;
-	}
-	dlb_query_fill_slot(dlb_slot_get(&w->slots, idx), q, &c);
-	dlb_slot_get(&w->slots, idx)->client_counted = 0;	/* no client */
-	w->be_stats[be->index].queries++;
-	w->be_stats[be->index].outstanding++;
-	if (!ev_is_active(&w->timeout_timer))
-		arm_timer(w, c.t_start + bl->timeout);
-	/* rare (once per entry and TTL): sent at once rather than batched */
-	if (be->use_proxy_protocol)
-		off = dlb_pp2_local(buf);
-	memcpy(buf + off, q->pkt, q->len);
-	len = dlb_query_add_ecs(w, q, buf + off, q->len, sizeof(buf) - off,
-				&dlb_slot_get(&w->slots, idx)->ecs_added);
-	dlb_wr16(buf + off, (uint16_t)id);
-	if (send_now(s, be, buf, off + len) == -1) {
-		w->be_stats[be->index].send_errors++;
-		release_slot(w, s, idx);
-	}
+	return 0;
 }
 
 /* ---- answers ------------------------------------------------------------ */
 
-static void
+static DLB_HOT void
 handle_answer(struct dlb_worker *w, struct dlb_be_sock *s, unsigned i)
 {
 	uint8_t *pkt = w->rbuf[i];
 	size_t len = w->rmsgs[i].msg_len;
-	struct dlb_slot *slot;
-	uint32_t idx, delay_ms;
+	enum dlb_answer_match m;
+	uint32_t idx;
 
 	/*
 	 * What dnsdist 1.7 never counts as noncompliant is not counted here
 	 * either: a short datagram, an unknown, duplicate or late ID, an
 	 * answer from another address (its connected socket never sees one)
-	 * and an answer for another question.
+	 * and an answer for another question. Those that do not match leave
+	 * the query waiting for the real answer.
 	 */
-	if (len < DLB_DNS_HDR || (w->rmsgs[i].msg_hdr.msg_flags & MSG_TRUNC))
+	if (w->rmsgs[i].msg_hdr.msg_flags & MSG_TRUNC)
 		return;
-	idx = dlb_inflight_lookup(&s->table, dlb_rd16(pkt));
-	if (idx == DLB_SLOT_NONE)
-		return;		/* unknown, duplicate or late (after its timeout): never delivered */
-	slot = dlb_slot_get(&w->slots, idx);
-	if (s->be_index < 0 &&
-	    !dlb_sockaddr_equal(&w->raddr[i].sa,
-				(const struct sockaddr *)&w->cfg->backends[slot->be_index]->addr))
-		return;		/* shared socket: not from the server this ID was sent to */
-	switch (dlb_query_response_matches(w, pkt, len, slot)) {
-	case DLB_ANSWER_OK:
-		break;
-	case DLB_ANSWER_NONCOMPLIANT:
-		w->stats.noncompliant_responses++;
-		return;		/* the query keeps waiting for the real answer */
-	case DLB_ANSWER_OTHER:
-		return;		/* spoofed: the query keeps waiting for the real answer */
+	idx = dlb_inflight_match(&s->table, &w->slots, pkt, len,
+				 s->be_index < 0 ? &w->raddr[i].sa : NULL,
+				 w->cfg->allow_empty_response, &m);
+	if (idx == DLB_SLOT_NONE) {
+		if (m == DLB_ANSWER_NONCOMPLIANT)
+			w->stats.noncompliant_responses++;
+		return;
 	}
 	if (w->cfg->truncate_tc && (pkt[2] & (DLB_F_TC >> 8)))
 		len = dlb_wire_truncate_tc(pkt, len, w->cfg->selfans.add_edns);
-	if (w->cfg->failover_on_servfail && DLB_RCODE(pkt[3]) == DLB_RCODE_SERVFAIL &&
-	    failover_retry(w, slot)) {
-		/* the client waits for the other server's answer */
-		w->be_stats[slot->be_index].responses++;
-		w->be_stats[slot->be_index].servfails++;
-		release_slot(w, s, idx);
-		return;
-	}
-	len = dlb_query_finish_response(w, &pkt, len, slot, &delay_ms);
-	if (len == 0) {
-		/* dropped by a response rule, or a prefetch */
-		if (slot->client.proto == DLB_CLIENT_TCP)
-			dlb_tcp_drop(w, &slot->client);
-	} else if (slot->client.proto == DLB_CLIENT_TCP) {
-		dlb_tcp_deliver(w, &slot->client, pkt, len);
-	} else {
-		len = dlb_query_fit_udp(w, &slot->client, pkt, len);
-		if (delay_ms > 0)
-			dlb_worker_delay_reply(w, &slot->client, pkt, len, delay_ms);
-		else if (pkt != w->rbuf[i])
-			dlb_frontend_send_reply(w, &slot->client, pkt, len);	/* scratch: now */
-		else
-			dlb_frontend_queue_reply(w, &slot->client, pkt, len);
-	}
+	w->up_sink->answer(w, dlb_slot_get(&w->slots, idx), pkt, len, true);
 	release_slot(w, s, idx);
 }
 
@@ -683,7 +445,7 @@ be_read_cb(struct ev_loop *loop, ev_io *io, int revents)
 			break;
 		for (int i = 0; i < n; i++)
 			handle_answer(w, s, (unsigned)i);
-		dlb_frontend_flush(w);
+		w->up_sink->batch_end(w);
 		if (n < DLB_UDP_BATCH)
 			break;
 	}

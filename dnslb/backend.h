@@ -11,11 +11,11 @@
 #define DNSLB_BACKEND_H
 
 #include <ev.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct dlb_worker;
-struct dlb_query;
-struct dlb_client;
 struct dlb_backend;
 
 /** Open this worker's sockets towards @be. @return 0 or -1 (logged). */
@@ -27,23 +27,18 @@ void dlb_backend_local_close(struct dlb_worker *w, int be_index);
 void dlb_backend_shared_close(struct dlb_worker *w);
 
 /**
- * Forward @q (already given a backend by the pipeline) for client @c: over
- * UDP from this worker's socket, or over TCP for TCP clients and tcpOnly
- * backends. The UDP send is queued until dlb_backend_flush().
+ * Hand slot @idx (filled by the pipeline: client, question, what the answer
+ * needs) to backend @be: give it an ID due at @start plus the backend's UDP
+ * timeout, write the ID at @id_off of @pkt (after a PROXY header) and queue
+ * @pkt (@len bytes, left in place until dlb_backend_flush) or, @now, send
+ * it at once. On success the slot is the transport's until it ends through
+ * w->up_sink (dnslb/sink.h). @return 0; DLB_EFULL when the backend has
+ * setMaxUDPOutstanding queries in flight or every table is full, or -1
+ * when the send @now failed (counted): the slot is then still the
+ * caller's.
  */
-void dlb_backend_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *c);
-/**
- * Send a copy of @q to q->be now, as an internal query whose answer only
- * refreshes the cache (prefetch). @q itself is not modified.
- */
-void dlb_backend_prefetch(struct dlb_worker *w, const struct dlb_query *q);
-/**
- * UDP client @c already has its setMaxOutstandingPerClient queries in
- * flight: answer @q by cfg->oc_action (REFUSED or SERVFAIL built in place
- * and queued; drop: nothing).
- */
-void dlb_backend_answer_over_cap(struct dlb_worker *w, struct dlb_query *q,
-				 const struct dlb_client *c);
+int dlb_backend_send(struct dlb_worker *w, const struct dlb_backend *be, uint32_t idx, double start,
+		     uint8_t *pkt, size_t len, size_t id_off, bool now);
 /** Send every queued query. */
 void dlb_backend_flush(struct dlb_worker *w);
 /** libev callback of the worker's timeout timer. */

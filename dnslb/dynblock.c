@@ -32,7 +32,7 @@
 #include "dnslb/rcu.h"
 #include "dnslb/util.h"
 #include "dnslb/wire.h"
-#include "dnslb/worker.h"
+#include "dnslb/wstate.h"
 
 uint64_t dlb_dyn_seed;
 

@@ -40,7 +40,7 @@
 #include "dnslb/log.h"
 #include "dnslb/rcu.h"
 #include "dnslb/wire.h"
-#include "dnslb/worker.h"
+#include "dnslb/wstate.h"
 
 #define CSLOTS 32768u			/* client slots per window */
 #define CMAX (CSLOTS * 3 / 4)		/* tracked clients per window */

@@ -17,15 +17,16 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "dnslb/backend.h"
+#include "dnslb/forward.h"
 #include "dnslb/config.h"
 #include "dnslb/l2cache.h"
 #include "dnslb/log.h"
 #include "dnslb/probe.h"
 #include "dnslb/query.h"
+#include "dnslb/redis.h"
 #include "dnslb/rings.h"
 #include "dnslb/tcp.h"
-#include "dnslb/worker.h"
+#include "dnslb/wstate.h"
 
 
 static int
@@ -213,55 +214,6 @@ dlb_listener_close_udp(struct dlb_listener *l)
 	l->out.fd = -1;
 }
 
-/* ---- send batches ----------------------------------------------------------- */
-
-void
-dlb_sendbatch_init(struct dlb_sendbatch *b, int fd)
-{
-	b->fd = fd;
-	b->n = 0;
-	/* what every message keeps: a reply sets only its buffer, address and
-	 * (from a wildcard listener) its control data (fill_reply) */
-	for (unsigned i = 0; i < DLB_UDP_BATCH; i++) {
-		struct msghdr *mh = &b->msgs[i].msg_hdr;
-
-		mh->msg_name = &b->addr[i];
-		mh->msg_iov = &b->iov[i];
-		mh->msg_iovlen = 1;
-		mh->msg_control = NULL;
-		mh->msg_controllen = 0;
-		mh->msg_flags = 0;
-	}
-}
-
-DLB_HOT unsigned
-dlb_sendbatch_flush(struct dlb_sendbatch *b, uint32_t *failed_tags, unsigned maxfailed)
-{
-	unsigned done = 0, failed = 0;
-
-	while (done < b->n) {
-		DLB_PROBE_SEND_BEGIN();
-		int r = dlb_sendmmsg(b->fd, b->msgs + done, b->n - done, MSG_DONTWAIT);
-
-		DLB_PROBE_SEND_END();
-
-		if (r == -1) {
-			if (errno == EINTR)
-				continue;
-			/* the message at `done` failed: skip it, try the rest */
-			dlb_log_ratelimited(DLB_LOG_WARN, "sendmmsg: %s", strerror(errno));
-			if (failed < maxfailed && failed_tags != NULL)
-				failed_tags[failed] = done;
-			failed++;
-			done++;
-			continue;
-		}
-		done += (unsigned)r;
-	}
-	b->n = 0;
-	return failed;
-}
-
 static void
 listener_flush(struct dlb_listener *l)
 {
@@ -412,7 +364,7 @@ udp_verdict(struct dlb_worker *w, struct dlb_udp_pending *p, enum dlb_verdict v)
 		dlb_rings_local_answer(w, q, q->pkt, q->len);
 		dlb_query_account_local(w, q->pkt);
 		if (q->delay_ms > 0)
-			dlb_worker_delay_reply(w, c, q->pkt, q->len, q->delay_ms);
+			dlb_forward_reply(w, c, q->pkt, q->len, q->delay_ms, true);
 		else
 			dlb_frontend_queue_reply(w, c, q->pkt, q->len);
 		return;
@@ -424,7 +376,7 @@ udp_verdict(struct dlb_worker *w, struct dlb_udp_pending *p, enum dlb_verdict v)
 		c->t_start = dlb_worker_now(w);
 		if (dlb_l2_park(w, q, c))
 			return;		/* asks the fleet's cache first (dnslb/l2cache.h) */
-		dlb_backend_forward(w, q, c);
+		dlb_forward(w, q, c);
 		return;
 	}
 }
@@ -578,7 +530,7 @@ udp_batch_and_flush(struct dlb_worker *w, struct dlb_listener *l, unsigned n)
 	DLB_PROBE_BATCH_BEGIN();
 	handle_udp_batch(w, l, n);
 	dlb_query_account_flush(w);
-	dlb_backend_flush(w);
+	dlb_forward_flush(w);
 	dlb_frontend_flush(w);
 	DLB_PROBE_BATCH_END(w, n);
 }
@@ -728,3 +680,38 @@ dlb_listener_start(struct dlb_listener *l)
 		dlb_worker_wake_self();
 	}
 }
+
+/* ---- waiting ------------------------------------------------------------------- */
+
+DLB_HOT bool
+dlb_worker_quiet(const struct dlb_worker *w)
+{
+	return w->slots.used == 0 && w->ndelayed == 0 && w->nconns == w->nfree_conns &&
+	       w->tcp_up == 0 && (w->redis == NULL || dlb_redis_quiet(w->redis)) &&
+	       dlb_l2_worker_quiet(w);
+}
+
+/* ---- the UDP client sink (dnslb/sink.h) ------------------------------------------ */
+
+static void
+udp_sink_reply(struct dlb_worker *w, const struct dlb_client *c, uint8_t *pkt, size_t len,
+	       bool batched, bool part)
+{
+	(void)part;	/* no zone transfers over UDP */
+	if (batched)
+		dlb_frontend_queue_reply(w, c, pkt, len);
+	else
+		dlb_frontend_send_reply(w, c, pkt, len);
+}
+
+static void
+udp_sink_no_answer(struct dlb_worker *w, const struct dlb_client *c, enum dlb_slot_end why)
+{
+	(void)w, (void)c, (void)why;	/* a datagram client is told nothing */
+}
+
+const struct dlb_client_sink dlb_frontend_udp_sink = {
+	.reply = udp_sink_reply,
+	.no_answer = udp_sink_no_answer,
+	.flush = dlb_frontend_flush,
+};

@@ -9,6 +9,7 @@
 #ifndef DNSLB_FRONTEND_H
 #define DNSLB_FRONTEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,6 +50,19 @@ void dlb_frontend_send_reply(struct dlb_worker *w, const struct dlb_client *c, c
 void dlb_frontend_flush(struct dlb_worker *w);
 
 /**
+ * Whether worker @w has nothing in flight and nothing timed: no query at a
+ * backend, no TCP connection (client or backend), no delayed answer, no
+ * Redis command, subscription or reconnection pending, no query waiting on
+ * the second-level cache. Only then may it wait in its UDP
+ * socket's recvmmsg instead of epoll (dlb_frontend_park): nothing but a
+ * datagram or a wake signal can then need it. Thread: the worker.
+ */
+bool dlb_worker_quiet(const struct dlb_worker *w);
+
+/** How the pipeline answers UDP clients (dnslb/sink.h). */
+extern const struct dlb_client_sink dlb_frontend_udp_sink;
+
+/**
  * Worker @w is quiet (dlb_worker_quiet) and about to block in epoll_wait:
  * wait in recvmmsg on @l's UDP socket instead, and handle each batch as its
  * read callback would, as long as the worker stays quiet, up to 64 batches;
@@ -65,9 +79,5 @@ void dlb_frontend_park(struct dlb_worker *w, struct dlb_listener *l);
 int dlb_frontend_worker_init(struct dlb_worker *w);
 void dlb_frontend_worker_free(struct dlb_worker *w);
 
-/** Batch helpers shared with backend.c. */
-void dlb_sendbatch_init(struct dlb_sendbatch *b, int fd);
-/** @return number of messages that could not be sent (dropped). */
-unsigned dlb_sendbatch_flush(struct dlb_sendbatch *b, uint32_t *failed_tags, unsigned maxfailed);
 
 #endif

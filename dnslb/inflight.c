@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dnslb/netmask.h"
 #include "dnslb/util.h"
+#include "dnslb/wire.h"
 
 #define CHUNK 1024
 
@@ -158,4 +160,48 @@ dlb_inflight_remove(struct dlb_inflight *t, struct dlb_slot_pool *p, uint32_t id
 	s->prev = s->next = DLB_SLOT_NONE;
 	t->slot_of[s->wire_id] = DLB_SLOT_NONE;
 	t->count--;
+}
+
+enum dlb_answer_match
+dlb_slot_answer_matches(const struct dlb_slot *s, const uint8_t *pkt, size_t len, bool allow_empty)
+{
+	struct dlb_dnsmsg m;
+	int rc = dlb_wire_parse_response_question(pkt, len, &m);
+	unsigned rcode;
+
+	if (len >= DLB_DNS_HDR && !(pkt[2] & 0x80))
+		return DLB_ANSWER_NONCOMPLIANT;		/* QR=0 */
+	if (rc != DLB_OK && rc != DLB_EEMPTY)
+		return DLB_ANSWER_NONCOMPLIANT;
+	if (rc == DLB_EEMPTY) {
+		rcode = DLB_RCODE(m.flags);
+		return allow_empty || (rcode != DLB_RCODE_NOERROR && rcode != DLB_RCODE_NXDOMAIN) ?
+		       DLB_ANSWER_OK : DLB_ANSWER_NONCOMPLIANT;
+	}
+	if (m.qtype == s->key.qtype && m.qclass == s->key.qclass &&
+	    m.qname_len == s->key.qname_len &&
+	    memcmp(m.qname_lc, s->key.qname_lc, s->key.qname_len) == 0)
+		return DLB_ANSWER_OK;
+	return DLB_ANSWER_OTHER;
+}
+
+DLB_HOT uint32_t
+dlb_inflight_match(const struct dlb_inflight *t, const struct dlb_slot_pool *p, const uint8_t *pkt,
+		   size_t len, const struct sockaddr *from, bool allow_empty,
+		   enum dlb_answer_match *why)
+{
+	const struct dlb_slot *s;
+	uint32_t idx;
+
+	*why = DLB_ANSWER_OTHER;
+	if (len < DLB_DNS_HDR)
+		return DLB_SLOT_NONE;
+	idx = dlb_inflight_lookup(t, dlb_rd16(pkt));
+	if (idx == DLB_SLOT_NONE)
+		return DLB_SLOT_NONE;	/* unknown, duplicate or late (after its timeout) */
+	s = dlb_slot_get(p, idx);
+	if (from != NULL && s->src != NULL && !dlb_sockaddr_equal(from, s->src))
+		return DLB_SLOT_NONE;	/* not from the server this ID was sent to */
+	*why = dlb_slot_answer_matches(s, pkt, len, allow_empty);
+	return *why == DLB_ANSWER_OK ? idx : DLB_SLOT_NONE;
 }

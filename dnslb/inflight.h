@@ -23,7 +23,7 @@
 
 #include "dnslb/cache.h"
 #include "dnslb/dnslb.h"
-#include "rules/rules.h"
+#include "dnslb/tags.h"
 
 struct dlb_rng;
 
@@ -70,6 +70,8 @@ struct dlb_slot {
 	double deadline;		/* s, loop clock */
 	uint16_t wire_id;		/* ID sent to the backend */
 	int be_index;
+	const struct sockaddr *src;	/* an answer must come from here; NULL: a connected
+					 * socket's kernel checks it */
 	struct dlb_cache *cache;	/* insert the answer here; NULL if not cacheable */
 	struct dlb_client client;
 	struct dlb_cache_key key;	/* the question (qname_lc, qtype, qclass); the cache key */
@@ -140,6 +142,36 @@ dlb_inflight_lookup(const struct dlb_inflight *t, uint16_t id)
 {
 	return t->slot_of[id];
 }
+
+/* What a backend answer is to the in-flight query it claims to answer. */
+enum dlb_answer_match {
+	DLB_ANSWER_OK = 0,		/* its answer */
+	DLB_ANSWER_OTHER,		/* not its answer (unknown ID, another source or another
+					 * question): not counted */
+	DLB_ANSWER_NONCOMPLIANT,	/* noncompliant-responses, as dnsdist counts it */
+};
+
+/**
+ * Check answer @pkt (@len bytes) against the question of slot @s: QR=1, the
+ * same qname (case-insensitive), qtype and qclass; a header-only answer only
+ * for rcodes other than NOERROR/NXDOMAIN unless @allow_empty
+ * (setAllowEmptyResponse). As dnsdist 1.7, QR=0, a refused header-only
+ * answer and a question that does not parse are noncompliant; an answer
+ * for another question is merely not this one's. Streams, whose IDs are
+ * per connection, call this once they have found the request by its ID.
+ */
+enum dlb_answer_match dlb_slot_answer_matches(const struct dlb_slot *s, const uint8_t *pkt,
+					      size_t len, bool allow_empty);
+
+/**
+ * The slot of table @t that answer @pkt answers: its ID is live, it comes
+ * from the slot's source (@from: the sender, NULL on a connected socket) and
+ * it answers the slot's question (dlb_slot_answer_matches). @return the
+ * slot, or DLB_SLOT_NONE with *@why saying why not. Modifies nothing.
+ */
+uint32_t dlb_inflight_match(const struct dlb_inflight *t, const struct dlb_slot_pool *p,
+			    const uint8_t *pkt, size_t len, const struct sockaddr *from,
+			    bool allow_empty, enum dlb_answer_match *why);
 
 /** Remove slot @idx (found by lookup or as the FIFO head); its ID becomes free. */
 void dlb_inflight_remove(struct dlb_inflight *t, struct dlb_slot_pool *p, uint32_t idx);

@@ -26,14 +26,12 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "dnslb/backend.h"
+#include "dnslb/forward.h"
 #include "dnslb/dynblock.h"
-#include "dnslb/frontend.h"
 #include "dnslb/query.h"
 #include "dnslb/redis.h"
 #include "dnslb/rings.h"
-#include "dnslb/tcp.h"
-#include "dnslb/worker.h"
+#include "dnslb/wstate.h"
 
 #define L2_MAGIC	"DL2\x01"
 #define L2_MAX_TTLS	512		/* as the local cache: more is not cacheable */
@@ -238,8 +236,8 @@ flush_cb(struct ev_loop *loop, ev_prepare *pw, int revents)
 	struct dlb_l2_worker *lw = container_of(pw, struct dlb_l2_worker, flush);
 
 	/* the batches may point into retired entries: send them first */
-	dlb_backend_flush(lw->w);
-	dlb_frontend_flush(lw->w);
+	dlb_forward_flush(lw->w);
+	lw->w->client_sink[DLB_CLIENT_UDP]->flush(lw->w);
 	while (lw->retired != NULL) {
 		struct l2_park *p = lw->retired;
 
@@ -357,10 +355,7 @@ resume_forward(struct dlb_worker *w, struct l2_park *p)
 	struct dlb_query q;
 
 	park_query(w, p, &q, &local);
-	if (p->tcp)
-		dlb_tcp_forward(w, &q, &p->client);
-	else
-		dlb_backend_forward(w, &q, &p->client);
+	dlb_forward(w, &q, &p->client);
 }
 
 /*
@@ -421,8 +416,7 @@ serve(struct dlb_worker *w, struct l2_park *p, const uint8_t *v, size_t vlen)
 	q.cap = out == p->pkt ? sizeof(p->pkt) : DLB_RBUF_SIZE;
 	verdict = dlb_query_cache_hit_rules(w, &q);
 	if (verdict != DLB_V_ANSWER) {
-		if (p->tcp)
-			dlb_tcp_drop(w, &p->client);
+		dlb_forward_reply(w, &p->client, q.pkt, 0, 0, false);	/* dropped by a rule */
 		return true;
 	}
 	/* the response ring reads the client and the question of a slot */
@@ -432,14 +426,8 @@ serve(struct dlb_worker *w, struct l2_park *p, const uint8_t *v, size_t vlen)
 	dlb_query_account_answer(w, q.pkt, q.len, p->client.t_start);
 	dlb_dyn_answer(w, &p->client.peer.sa, p->key.qname_lc, p->key.qname_len,
 		       DLB_RCODE(q.pkt[3]), q.len, DLB_DYN_FROM_LOCAL);
-	if (p->tcp)
-		dlb_tcp_deliver(w, &p->client, q.pkt, q.len);
-	else if (q.delay_ms > 0)
-		dlb_worker_delay_reply(w, &p->client, q.pkt, q.len, q.delay_ms);
-	else if (q.pkt == p->pkt)
-		dlb_frontend_queue_reply(w, &p->client, q.pkt, q.len);	/* sent by flush_cb */
-	else
-		dlb_frontend_send_reply(w, &p->client, q.pkt, q.len);	/* scratch: now */
+	/* from the park (sent by flush_cb), or the scratch buffer: now */
+	dlb_forward_reply(w, &p->client, q.pkt, q.len, q.delay_ms, q.pkt == p->pkt);
 	return true;
 }
 

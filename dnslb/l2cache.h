@@ -41,7 +41,7 @@
 
 #include "dnslb/cache.h"
 #include "dnslb/query.h"
-#include "dnslb/worker.h"
+#include "dnslb/wstate.h"
 
 /* ---- value encoding (pure; tests/unit/test_l2cache.c) ------------------------
  *

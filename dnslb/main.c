@@ -32,6 +32,7 @@
 #include "dnslb/notify.h"
 #include "dnslb/kvstore.h"
 #include "dnslb/redis.h"
+#include "dnslb/runtime.h"
 #include "dnslb/rcu.h"
 #include "dnslb/netmask.h"
 #include "dnslb/stats.h"

@@ -23,7 +23,7 @@
 #include "dnslb/redis.h"
 #include "dnslb/stats.h"
 #include "dnslb/tcp.h"
-#include "dnslb/worker.h"
+#include "dnslb/wstate.h"
 #include "rules/rules.h"
 #include "rules/tee.h"
 

@@ -5,19 +5,16 @@
 
 #include <string.h>
 
-#include "dnslb/backend.h"
+#include "dnslb/forward.h"
 #include "dnslb/config.h"
 #include "dnslb/dynblock.h"
-#include "dnslb/frontend.h"
 #include "dnslb/l2cache.h"
 #include "dnslb/policy.h"
 #include "dnslb/probe.h"
 #include "dnslb/proxyproto.h"
 #include "dnslb/qcount.h"
 #include "dnslb/rings.h"
-#include "dnslb/tcp.h"
-#include "dnslb/worker.h"
-#include "lua/worker.h"
+#include "dnslb/wstate.h"
 
 /* @self: count in self-answered (not for no-policy SERVFAILs, counted there). */
 static enum dlb_verdict
@@ -180,7 +177,7 @@ cache_answer(struct dlb_worker *w, struct dlb_query *q, bool selected)
 	if (prefetch && !selected)
 		select_server(w, q);
 	if (prefetch && q->be != NULL)
-		dlb_backend_prefetch(w, q);
+		dlb_forward_prefetch(w, q);
 	if (q->tcp) {
 		/* the TCP frame is only as big as the query: answer from scratch */
 		if (q->pkt == w->scratch) {
@@ -727,31 +724,6 @@ dlb_query_tc_for_client(const struct dlb_worker *w, uint8_t *pkt, size_t len)
 	return dlb_wire_truncate_tc(pkt, len, w->cfg->selfans.add_edns);
 }
 
-enum dlb_answer_match
-dlb_query_response_matches(const struct dlb_worker *w, const uint8_t *pkt, size_t len,
-			   const struct dlb_slot *s)
-{
-	struct dlb_dnsmsg m;
-	int rc = dlb_wire_parse_response_question(pkt, len, &m);
-	unsigned rcode;
-
-	if (len >= DLB_DNS_HDR && !(pkt[2] & 0x80))
-		return DLB_ANSWER_NONCOMPLIANT;		/* QR=0 */
-	if (rc != DLB_OK && rc != DLB_EEMPTY)
-		return DLB_ANSWER_NONCOMPLIANT;
-	if (rc == DLB_EEMPTY) {
-		rcode = DLB_RCODE(m.flags);
-		return w->cfg->allow_empty_response ||
-		       (rcode != DLB_RCODE_NOERROR && rcode != DLB_RCODE_NXDOMAIN) ?
-		       DLB_ANSWER_OK : DLB_ANSWER_NONCOMPLIANT;
-	}
-	if (m.qtype == s->key.qtype && m.qclass == s->key.qclass &&
-	    m.qname_len == s->key.qname_len &&
-	    memcmp(m.qname_lc, s->key.qname_lc, s->key.qname_len) == 0)
-		return DLB_ANSWER_OK;
-	return DLB_ANSWER_OTHER;
-}
-
 size_t
 dlb_query_add_ecs(const struct dlb_worker *w, const struct dlb_query *q, uint8_t *pkt, size_t len,
 		  size_t cap, uint8_t *added)
@@ -862,10 +834,7 @@ dlb_query_answer_stale(struct dlb_worker *w, const struct dlb_slot *s)
 	dlb_query_account_answer(w, w->scratch, n, s->client.t_start);
 	dlb_dyn_answer(w, &s->client.peer.sa, s->key.qname_lc, s->key.qname_len,
 		       DLB_RCODE(w->scratch[3]), n, DLB_DYN_FROM_LOCAL);
-	if (s->client.proto == DLB_CLIENT_UDP)
-		dlb_frontend_send_reply(w, &s->client, w->scratch, n);
-	else
-		dlb_tcp_deliver(w, &s->client, w->scratch, n);
+	w->client_sink[s->client.proto]->reply(w, &s->client, w->scratch, n, false, false);
 	return true;
 }
 

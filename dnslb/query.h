@@ -139,24 +139,6 @@ dlb_query_fit_udp(const struct dlb_worker *w, const struct dlb_client *c, uint8_
 	return dlb_query_tc_for_client(w, pkt, len);
 }
 
-/* What a backend answer is to the in-flight query it claims to answer. */
-enum dlb_answer_match {
-	DLB_ANSWER_OK = 0,		/* its answer */
-	DLB_ANSWER_OTHER,		/* well formed, for another question: not counted */
-	DLB_ANSWER_NONCOMPLIANT,	/* noncompliant-responses, as dnsdist counts it */
-};
-
-/**
- * Check a backend answer against the in-flight slot it claims to answer:
- * QR=1, the same qname (case-insensitive), qtype and qclass; a header-only
- * answer only for rcodes other than NOERROR/NXDOMAIN (unless
- * setAllowEmptyResponse). As dnsdist 1.7, QR=0, a refused header-only
- * answer and a question that does not parse are noncompliant; an answer
- * for another question is merely not this one's. Does not modify @pkt.
- */
-enum dlb_answer_match dlb_query_response_matches(const struct dlb_worker *w, const uint8_t *pkt,
-						 size_t len, const struct dlb_slot *s);
-
 /**
  * The PROXY v2 header for a query of client @c (@tcp: the TCP flavour):
  * source the client, destination the address and port it asked; a LOCAL

@@ -21,7 +21,7 @@
 #include "dnslb/log.h"
 #include "dnslb/query.h"
 #include "dnslb/wire.h"
-#include "dnslb/worker.h"
+#include "dnslb/wstate.h"
 
 /* struct dlb_query.ring_flags */
 #define RINGS_CUR_NOTED 0x01		/* it parsed: its local answer goes in the response ring */

@@ -11,7 +11,9 @@
  * exactly once, through the worker's upstream sink: an answer that matched
  * (ID, source and question), or the reason there is none. After the call
  * the slot is the transport's again, which frees it: a sink never keeps a
- * pointer to it. Only the pipeline installs an upstream sink.
+ * pointer to it, and changes nothing in it but client_counted (it gives the
+ * client's setMaxOutstandingPerClient place back). Only the pipeline
+ * installs an upstream sink.
  *
  * The pipeline answers a client through the client sink of the client's
  * protocol (enum dlb_client_proto), which that frontend installs. Neither
@@ -51,15 +53,15 @@ struct dlb_upstream_sink {
 	 * ->batch_end (a UDP reply may be queued); otherwise it is valid during
 	 * the call only.
 	 */
-	void (*answer)(struct dlb_worker *w, const struct dlb_slot *s, uint8_t *pkt, size_t len,
+	void (*answer)(struct dlb_worker *w, struct dlb_slot *s, uint8_t *pkt, size_t len,
 		       bool batched);
 	/*
 	 * One message of a zone transfer of @s that is not the last (the last
 	 * comes as ->answer): passed on as the backend wrote it, ID aside.
 	 */
-	void (*xfr_part)(struct dlb_worker *w, const struct dlb_slot *s, uint8_t *pkt, size_t len);
+	void (*xfr_part)(struct dlb_worker *w, struct dlb_slot *s, uint8_t *pkt, size_t len);
 	/* @s ends without an answer, for @why. */
-	void (*end)(struct dlb_worker *w, const struct dlb_slot *s, enum dlb_slot_end why);
+	void (*end)(struct dlb_worker *w, struct dlb_slot *s, enum dlb_slot_end why);
 	/* A receive batch of answers is done: send what was queued. */
 	void (*batch_end)(struct dlb_worker *w);
 };

@@ -38,7 +38,7 @@
 #include <unistd.h>
 
 #include "dnslb/abuse.h"
-#include "dnslb/backend.h"
+#include "dnslb/forward.h"
 #include "dnslb/config.h"
 #include "dnslb/frontend.h"
 #include "dnslb/l2cache.h"
@@ -46,7 +46,7 @@
 #include "dnslb/proxyproto.h"
 #include "dnslb/query.h"
 #include "dnslb/rings.h"
-#include "dnslb/worker.h"
+#include "dnslb/wstate.h"
 
 
 #define TCP_RBUF_INITIAL	4096
@@ -531,7 +531,7 @@ client_process(struct dlb_tcp_client *c)
 				c->limit_reached = true;
 			if (dlb_l2_park(w, &q, &cl))
 				break;	/* asks the fleet's cache first (dnslb/l2cache.h) */
-			dlb_tcp_forward(w, &q, &cl);
+			dlb_forward(w, &q, &cl);
 			/* a failed forward answers at once, which may have closed c */
 			if (w->conns[cl.conn_id] != c)
 				return;
@@ -697,6 +697,49 @@ dlb_tcp_xfr_part(struct dlb_worker *w, const struct dlb_client *cl, const uint8_
 	if (!client_queue(c, pkt, len))
 		return;
 	client_flush(c);
+}
+
+static void tcp_sink_reply(struct dlb_worker *w, const struct dlb_client *cl, uint8_t *pkt,
+			   size_t len, bool batched, bool part);
+static void tcp_sink_no_answer(struct dlb_worker *w, const struct dlb_client *cl,
+			       enum dlb_slot_end why);
+static void tcp_sink_flush(struct dlb_worker *w);
+
+/* How the pipeline answers TCP clients (dnslb/sink.h). */
+const struct dlb_client_sink dlb_tcp_client_sink = {
+	.reply = tcp_sink_reply,
+	.no_answer = tcp_sink_no_answer,
+	.flush = tcp_sink_flush,
+};
+
+static void
+tcp_sink_reply(struct dlb_worker *w, const struct dlb_client *cl, uint8_t *pkt, size_t len,
+	       bool batched, bool part)
+{
+	(void)batched;	/* copied into the connection's output at once */
+	if (part)
+		dlb_tcp_xfr_part(w, cl, pkt, len);
+	else
+		dlb_tcp_deliver(w, cl, pkt, len);
+}
+
+static void
+tcp_sink_no_answer(struct dlb_worker *w, const struct dlb_client *cl, enum dlb_slot_end why)
+{
+	struct dlb_tcp_client *c = client_lookup(w, cl);
+
+	/* dnsdist counts these per query on the client's frontend */
+	if (c != NULL && why == DLB_END_GAVE_UP)
+		c->l->tcp_gave_up++;
+	else if (c != NULL && why == DLB_END_TIMEOUT)
+		c->l->tcp_downstream_timeouts++;
+	dlb_tcp_drop(w, cl);
+}
+
+static void
+tcp_sink_flush(struct dlb_worker *w)
+{
+	(void)w;	/* each answer went out as it came */
 }
 
 void
@@ -1218,7 +1261,7 @@ up_read_frames(struct dlb_tcp_up *u)
 				return false;
 			continue;
 		}
-		match = dlb_query_response_matches(w, pkt, flen, &u->reqs[i].s);
+		match = dlb_slot_answer_matches(&u->reqs[i].s, pkt, flen, w->cfg->allow_empty_response);
 		s = u->reqs[i].s;
 		up_remove_req(u, i);
 		w->be_stats[s.be_index].outstanding--;
@@ -1252,7 +1295,7 @@ up_read_frames(struct dlb_tcp_up *u)
 			/* a UDP client of a tcpOnly backend */
 			alen = dlb_query_fit_udp(w, &s.client, pkt, alen);
 			if (delay_ms > 0)
-				dlb_worker_delay_reply(w, &s.client, pkt, alen, delay_ms);
+				dlb_forward_reply(w, &s.client, pkt, alen, delay_ms, false);
 			else
 				dlb_frontend_send_reply(w, &s.client, pkt, alen);
 		}
@@ -1392,7 +1435,7 @@ dlb_tcp_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_clie
 			if (c->proto == DLB_CLIENT_TCP)
 				client_over_cap(w, c, &s);
 			else
-				dlb_backend_answer_over_cap(w, q, c);
+				dlb_forward_over_cap(w, q, c);
 			return;
 		case DLB_COC_ACQUIRED:
 			s.client_counted = 1;	/* released where `outstanding` goes down */

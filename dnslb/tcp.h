@@ -38,6 +38,9 @@ void dlb_tcp_drop(struct dlb_worker *w, const struct dlb_client *c);
  * per-client outstanding table (dnslb/abuse.h).
  */
 void dlb_tcp_worker_close_all(struct dlb_worker *w);
+/** How the pipeline answers TCP clients (dnslb/sink.h). */
+extern const struct dlb_client_sink dlb_tcp_client_sink;
+
 /** A frontend's TCP connection figures over all workers (dnsdist's names). */
 struct dlb_tcp_fe_figures {
 	uint32_t current, max_concurrent;

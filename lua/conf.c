@@ -55,6 +55,7 @@
 #include "dnslb/log.h"
 #include "dnslb/netmask.h"
 #include "dnslb/rcu.h"
+#include "dnslb/runtime.h"
 #include "dnslb/wire.h"
 #include "lua/abuse_lua.h"
 #include "lua/args.h"

@@ -53,16 +53,6 @@ void dlb_luaw_free(struct dlb_lua_worker *lw);
 struct dlb_pool;
 struct dlb_dq;
 /**
- * Run Lua policy function @fn (newServerPolicy, setServerPolicyLua) as
- * f(servers, dq), servers being @pool's members in order. It returns a
- * Server, its 1-based position, or nil.
- * @return the chosen backend's index, -2 for "none" (nil, or a server not in
- * the pool), -1 on error (logged).
- */
-int dlb_luaw_policy(struct dlb_lua_worker *lw, int fn, const char *src, const struct dlb_pool *pool,
-		    struct dlb_dq *dq);
-
-/**
  * Push a table of the C helpers of the ffi module (lua/compat_lua.c):
  * set_result(dq, s), addr(dq, local[, bits]), qname_raw(dq), opt_rdata(dq). They take a
  * dq of a running rule; elsewhere they raise.

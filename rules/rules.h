@@ -45,28 +45,7 @@ struct dlb_qps_ip;
 struct dlb_kvstore;
 struct dlb_timed_ipset;
 
-/* ---- per-query tags (SetTagAction, dq:setTag) ---------------------------- */
-
-#define DLB_TAGS_BYTES 240	/* key\0value\0 pairs; a set that does not fit is refused */
-
-struct dlb_tags {
-	uint16_t used;		/* bytes of buf in use */
-	uint8_t n;		/* pairs */
-	char buf[DLB_TAGS_BYTES];
-};
-
-static inline void
-dlb_tags_clear(struct dlb_tags *t)
-{
-	t->used = 0;
-	t->n = 0;
-}
-/** Set (replace) @key to @value. @return 0, or -1 when it does not fit. */
-int dlb_tags_set(struct dlb_tags *t, const char *key, const char *value);
-/** @return the value, or NULL. */
-const char *dlb_tags_get(const struct dlb_tags *t, const char *key);
-/** Iterate: @pos starts at 0; @return false at the end. */
-bool dlb_tags_next(const struct dlb_tags *t, size_t *pos, const char **key, const char **value);
+#include "dnslb/tags.h"
 
 /* ---- the qname split into labels, once per query -------------------------- */
 
@@ -779,6 +758,16 @@ enum dlb_verdict_r dlb_rules_run_response(const struct dlb_chain *c, struct dlb_
  * defined (u.lua.src, "file:line"), and run it in the calling worker's own
  * state dq->lua. These return -1 on a Lua error (counted by the caller).
  */
+
+/**
+ * Run Lua policy function @fn (newServerPolicy, setServerPolicyLua) as
+ * f(servers, dq), servers being @pool's members in order. It returns a
+ * Server, its 1-based position, or nil.
+ * @return the chosen backend's index, -2 for "none" (nil, or a server not in
+ * the pool), -1 on error (logged).
+ */
+int dlb_luaw_policy(struct dlb_lua_worker *lw, int fn, const char *src, const struct dlb_pool *pool,
+		    struct dlb_dq *dq);
 
 /** LuaRule: 1 match, 0 no match, -1 error. */
 int dlb_luaw_rule(struct dlb_lua_worker *lw, int fn, const char *src, struct dlb_dq *dq);

@@ -9,6 +9,10 @@
 #include <cmocka.h>
 #include <string.h>
 
+#include "pkt.h"
+
+#include <arpa/inet.h>
+
 #include "dnslb/inflight.h"
 #include "dnslb/util.h"
 
@@ -183,6 +187,105 @@ test_rng_uniform(void **state)
 		assert_true(counts[i] > 9000 && counts[i] < 11000);
 }
 
+/* A slot asking www.Example.com A IN, sent to @to (NULL: a connected socket). */
+static uint32_t
+match_slot(struct dlb_inflight *t, struct dlb_slot_pool *p, struct dlb_rng *rng,
+	   const struct sockaddr *to, int *id)
+{
+	static const uint8_t qname[] = "\3www\7example\3com";
+	uint32_t idx = dlb_slot_alloc(p);
+	struct dlb_slot *s = dlb_slot_get(p, idx);
+
+	memset(&s->key, 0, sizeof(s->key));
+	memcpy(s->key.qname_lc, qname, sizeof(qname));
+	s->key.qname_len = sizeof(qname);
+	s->key.qtype = 1;
+	s->key.qclass = 1;
+	s->src = to;
+	*id = dlb_inflight_add(t, p, rng, idx, 1.0);
+	assert_true(*id >= 0);
+	return idx;
+}
+
+static size_t
+answer(struct pb *b, int id, uint16_t flags, const char *name, uint16_t qtype)
+{
+	pb_hdr(b, (uint16_t)id, flags, name != NULL, 0, 0, 0);
+	if (name != NULL)
+		pb_question(b, name, qtype, 1);
+	return b->n;
+}
+
+/*
+ * One function says which slot an answer answers: the ID, the source (on an
+ * unconnected socket) and the question must all match; nothing is changed.
+ */
+static void
+test_match(void **state)
+{
+	struct dlb_inflight t;
+	struct dlb_slot_pool p;
+	struct dlb_rng rng;
+	struct sockaddr_in be = { .sin_family = AF_INET, .sin_port = htons(53) };
+	struct sockaddr_in other = be;
+	enum dlb_answer_match why;
+	struct pb b;
+	uint32_t idx;
+	int id;
+
+	(void)state;
+	inet_pton(AF_INET, "192.0.2.1", &be.sin_addr);
+	inet_pton(AF_INET, "192.0.2.2", &other.sin_addr);
+	dlb_rng_init(&rng);
+	dlb_slot_pool_init(&p);
+	assert_int_equal(dlb_inflight_init(&t, 65536), 0);
+	idx = match_slot(&t, &p, &rng, (struct sockaddr *)&be, &id);
+
+	/* the answer, its qname in another case */
+	answer(&b, id, 0x8180, "WWW.example.COM", 1);
+	assert_int_equal(dlb_inflight_match(&t, &p, b.b, b.n, (struct sockaddr *)&be, false, &why),
+			 idx);
+	assert_int_equal(why, DLB_ANSWER_OK);
+	/* from another address: not this slot's, not counted */
+	assert_int_equal(dlb_inflight_match(&t, &p, b.b, b.n, (struct sockaddr *)&other, false,
+					    &why), DLB_SLOT_NONE);
+	assert_int_equal(why, DLB_ANSWER_OTHER);
+	/* a connected socket (no sender given): the kernel checked it */
+	assert_int_equal(dlb_inflight_match(&t, &p, b.b, b.n, NULL, false, &why), idx);
+	/* another ID */
+	answer(&b, (id + 1) & 0xffff, 0x8180, "www.example.com", 1);
+	assert_int_equal(dlb_inflight_match(&t, &p, b.b, b.n, NULL, false, &why), DLB_SLOT_NONE);
+	assert_int_equal(why, DLB_ANSWER_OTHER);
+	/* another question: spoofed or confused, the query keeps waiting */
+	answer(&b, id, 0x8180, "www.example.org", 1);
+	assert_int_equal(dlb_inflight_match(&t, &p, b.b, b.n, NULL, false, &why), DLB_SLOT_NONE);
+	assert_int_equal(why, DLB_ANSWER_OTHER);
+	answer(&b, id, 0x8180, "www.example.com", 28);
+	assert_int_equal(dlb_inflight_match(&t, &p, b.b, b.n, NULL, false, &why), DLB_SLOT_NONE);
+	assert_int_equal(why, DLB_ANSWER_OTHER);
+	/* QR=0: noncompliant, as dnsdist counts it */
+	answer(&b, id, 0x0100, "www.example.com", 1);
+	assert_int_equal(dlb_inflight_match(&t, &p, b.b, b.n, NULL, false, &why), DLB_SLOT_NONE);
+	assert_int_equal(why, DLB_ANSWER_NONCOMPLIANT);
+	/* header only: REFUSED and SERVFAIL answer it, NOERROR only when allowed */
+	answer(&b, id, 0x8185, NULL, 0);
+	assert_int_equal(dlb_inflight_match(&t, &p, b.b, b.n, NULL, false, &why), idx);
+	answer(&b, id, 0x8180, NULL, 0);
+	assert_int_equal(dlb_inflight_match(&t, &p, b.b, b.n, NULL, false, &why), DLB_SLOT_NONE);
+	assert_int_equal(why, DLB_ANSWER_NONCOMPLIANT);
+	assert_int_equal(dlb_inflight_match(&t, &p, b.b, b.n, NULL, true, &why), idx);
+	/* shorter than a header */
+	assert_int_equal(dlb_inflight_match(&t, &p, b.b, 11, NULL, true, &why), DLB_SLOT_NONE);
+	assert_int_equal(why, DLB_ANSWER_OTHER);
+	/* after its removal (timeout): a late answer finds nothing */
+	dlb_inflight_remove(&t, &p, idx);
+	answer(&b, id, 0x8180, "www.example.com", 1);
+	assert_int_equal(dlb_inflight_match(&t, &p, b.b, b.n, NULL, false, &why), DLB_SLOT_NONE);
+	dlb_slot_free(&p, idx);
+	dlb_inflight_deinit(&t);
+	dlb_slot_pool_deinit(&p);
+}
+
 int
 main(void)
 {
@@ -193,6 +296,7 @@ main(void)
 		cmocka_unit_test(test_fifo_order),
 		cmocka_unit_test(test_slot_pool_reuse),
 		cmocka_unit_test(test_rng_uniform),
+		cmocka_unit_test(test_match),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
