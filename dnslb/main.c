@@ -26,7 +26,6 @@
 #include "dnslb/dynblock.h"
 #include "dnslb/fleet.h"
 #include "dnslb/health.h"
-#include <lua.h>
 
 #include "dnslb/log.h"
 #include "dnslb/notify.h"
@@ -165,7 +164,7 @@ usage(FILE *f)
 static void
 print_version(void)
 {
-	printf("dnslb %s (%s)\n", DLB_VERSION, LUA_RELEASE);
+	printf("dnslb %s (%s)\n", DLB_VERSION, dlb_lua_release());
 	printf("Enabled features: carbon console(libsodium) dynblocks ecs fleet(hiredis) "
 	       "kvstore(hiredis) packet-cache proxy-protocol recvmmsg/sendmmsg systemd "
 	       "web(libmicrohttpd)\n");

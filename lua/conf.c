@@ -4209,3 +4209,9 @@ dlb_lua_conf_maintenance(struct dlb_lua_conf *lc)
 	}
 }
 
+
+const char *
+dlb_lua_release(void)
+{
+	return LUA_RELEASE;
+}

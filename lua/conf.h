@@ -61,6 +61,9 @@ struct dlb_config *dlb_lua_conf_cfg(const struct dlb_lua_conf *lc);
 struct dlb_rcu_thread *dlb_lua_conf_rcu(const struct dlb_lua_conf *lc);
 
 struct dlb_lua_conf *dlb_lua_conf_new(struct dlb_config *cfg, enum dlb_lua_phase phase);
+
+/** The Lua release dnslb runs ("Lua 5.4.4"), for --version: only lua/ sees Lua's headers. */
+const char *dlb_lua_release(void);
 void dlb_lua_conf_free(struct dlb_lua_conf *lc);
 void dlb_lua_conf_set_phase(struct dlb_lua_conf *lc, enum dlb_lua_phase phase);
 
