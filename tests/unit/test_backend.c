@@ -21,6 +21,7 @@
 #include "dnslb/rcu.h"
 #include "dnslb/sink.h"
 #include "dnslb/worker.h"
+#include "worker_fx.h"
 
 static struct {
 	int answers, ends, batches;
@@ -96,22 +97,11 @@ static int
 setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
-	struct dlb_backend *be = dlb_backend_new();
-	struct sockaddr_in sin;
+	struct sockaddr_in sin, other;
 
-	f->cfg = dlb_config_new();
-	f->cfg->workers = 1;
-	f->cfg->max_udp_outstanding = 2;
 	f->be_fd = udp_socket(&sin);
-	memcpy(&be->addr, &sin, sizeof(sin));
-	be->addrlen = sizeof(sin);
-	snprintf(be->addr_text, sizeof(be->addr_text), "127.0.0.1:%u", ntohs(sin.sin_port));
-	be->udp_timeout_ms = 500;
-	assert_int_equal(dlb_config_add_backend(f->cfg, be), 0);
-	f->other_fd = udp_socket(&sin);
-	f->w = dlb_worker_new(0, f->cfg);
-	assert_non_null(f->w);
-	assert_int_equal(dlb_rcu_register(&f->w->rcu), 0);
+	f->other_fd = udp_socket(&other);
+	f->w = wfx_worker(&f->cfg, &sin, 500, 2);
 	f->w->up_sink = &rec_sink;
 	dlb_backend_local_start(f->w, 0);
 	memset(&rec, 0, sizeof(rec));
@@ -124,9 +114,7 @@ teardown(void **state)
 {
 	struct fx *f = *state;
 
-	dlb_rcu_unregister(&f->w->rcu);
-	dlb_worker_free(f->w);
-	dlb_config_free(f->cfg);
+	wfx_free(f->w, f->cfg);
 	close(f->be_fd);
 	close(f->other_fd);
 	free(f);
@@ -314,7 +302,5 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_full_refuses, setup, teardown),
 	};
 
-	dlb_rcu_init();
-	dlb_worker_clock_init();
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return WFX_RUN(tests);
 }

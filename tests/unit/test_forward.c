@@ -18,6 +18,7 @@
 #include "dnslb/rcu.h"
 #include "dnslb/sink.h"
 #include "dnslb/worker.h"
+#include "worker_fx.h"
 
 static struct {
 	int replies, no_answers, parts;
@@ -74,19 +75,10 @@ static int
 setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
-	struct dlb_backend *be = dlb_backend_new();
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(53) };
 
 	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
-	f->cfg = dlb_config_new();
-	f->cfg->workers = 1;
-	memcpy(&be->addr, &sin, sizeof(sin));
-	be->addrlen = sizeof(sin);
-	snprintf(be->addr_text, sizeof(be->addr_text), "127.0.0.1:53");
-	assert_int_equal(dlb_config_add_backend(f->cfg, be), 0);
-	f->w = dlb_worker_new(0, f->cfg);
-	assert_non_null(f->w);
-	assert_int_equal(dlb_rcu_register(&f->w->rcu), 0);
+	f->w = wfx_worker(&f->cfg, &sin, 0, 0);
 	f->w->client_sink[DLB_CLIENT_UDP] = &rec_sink;
 	f->w->client_sink[DLB_CLIENT_TCP] = &rec_sink;
 	memset(&rec, 0, sizeof(rec));
@@ -99,9 +91,7 @@ teardown(void **state)
 {
 	struct fx *f = *state;
 
-	dlb_rcu_unregister(&f->w->rcu);
-	dlb_worker_free(f->w);
-	dlb_config_free(f->cfg);
+	wfx_free(f->w, f->cfg);
 	free(f);
 	return 0;
 }
@@ -266,7 +256,5 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_delayed_reply, setup, teardown),
 	};
 
-	dlb_rcu_init();
-	dlb_worker_clock_init();
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return WFX_RUN(tests);
 }
