@@ -39,6 +39,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -201,9 +202,26 @@ class Pair:
             return c.recv_msg(timeout)
 
     def answers(self, wire, proto="udp", timeout=2.0):
-        """(dnsdist's answer, dnslb's answer), each None when it sent none."""
-        return (self.exchange(self.theirs, wire, proto, timeout),
-                self.exchange(self.ours, wire, proto, timeout))
+        """(dnsdist's answer, dnslb's answer), each None when it sent none.
+
+        Both are asked at once, and never in the last 80 ms of a wall-clock
+        second: both servers age cached answers and count rates by whole
+        seconds, so the same second must stamp the query on both sides (asked
+        one after the other, a second boundary between the two asks gave a
+        cache hit's TTL one apart about once per CI run)."""
+        frac = time.time() % 1.0
+        if frac > 0.92:
+            time.sleep(1.0 - frac + 0.01)
+        out = [None, None]
+
+        def ask(i, side):
+            out[i] = self.exchange(side, wire, proto, timeout)
+
+        t = threading.Thread(target=ask, args=(0, self.theirs))
+        t.start()
+        ask(1, self.ours)
+        t.join()
+        return out[0], out[1]
 
     def new_backend_queries(self, side):
         """The queries @side's backends received since the last call, the
