@@ -23,7 +23,7 @@ pkg_check_modules(EDIT REQUIRED IMPORTED_TARGET libedit)
 pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)
 pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
-pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)   # sd_notify (dnslb/notify.c)
+pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)   # sd_notify (dnslb/core/notify.c)
 
 # libev ships no pkg-config file on Debian.
 find_path(LIBEV_INCLUDE_DIR ev.h REQUIRED)

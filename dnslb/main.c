@@ -19,23 +19,23 @@
 
 #include <ev.h>
 
-#include "dnslb/cache.h"
-#include "dnslb/config.h"
-#include "dnslb/console_client.h"
-#include "dnslb/daemon.h"
-#include "dnslb/dynblock.h"
-#include "dnslb/fleet.h"
-#include "dnslb/health.h"
+#include "dnslb/core/cache.h"
+#include "dnslb/core/config.h"
+#include "dnslb/control/console_client.h"
+#include "dnslb/core/daemon.h"
+#include "dnslb/pipeline/dynblock.h"
+#include "dnslb/control/fleet.h"
+#include "dnslb/upstream/health.h"
 
-#include "dnslb/log.h"
-#include "dnslb/notify.h"
-#include "dnslb/kvstore.h"
-#include "dnslb/redis.h"
+#include "dnslb/core/log.h"
+#include "dnslb/core/notify.h"
+#include "dnslb/store/kvstore.h"
+#include "dnslb/store/redis.h"
 #include "dnslb/runtime.h"
-#include "dnslb/rcu.h"
-#include "dnslb/netmask.h"
-#include "dnslb/stats.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/rcu.h"
+#include "dnslb/core/netmask.h"
+#include "dnslb/core/stats.h"
+#include "dnslb/core/wire.h"
 #include "dnslb/worker.h"
 #include "lua/conf.h"
 #include "lua/console_lua.h"
@@ -379,7 +379,7 @@ probe_frontend(const struct dlb_frontend_cfg *fe)
 			return -1;
 		if (fe->addr.ss_family == AF_INET6)
 			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-		/* as the workers' sockets (dnslb/frontend.c) */
+		/* as the workers' sockets (dnslb/frontend/frontend.c) */
 		setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one));
 		if (fe->iface[0] != '\0' &&
 		    setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, fe->iface,

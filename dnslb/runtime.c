@@ -7,10 +7,10 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "dnslb/config.h"
-#include "dnslb/daemon.h"
-#include "dnslb/health.h"
-#include "dnslb/log.h"
+#include "dnslb/core/config.h"
+#include "dnslb/core/daemon.h"
+#include "dnslb/upstream/health.h"
+#include "dnslb/core/log.h"
 #include "dnslb/worker.h"
 
 /* How long newServer waits for the workers to open their sockets. */

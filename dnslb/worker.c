@@ -16,18 +16,18 @@
 #include <x86intrin.h>
 #endif
 
-#include "dnslb/abuse.h"
-#include "dnslb/backend.h"
-#include "dnslb/config.h"
-#include "dnslb/forward.h"
-#include "dnslb/frontend.h"
-#include "dnslb/l2cache.h"
-#include "dnslb/log.h"
-#include "dnslb/policy.h"
-#include "dnslb/probe.h"
-#include "dnslb/redis.h"
-#include "dnslb/rings.h"
-#include "dnslb/tcp.h"
+#include "dnslb/pipeline/abuse.h"
+#include "dnslb/upstream/backend.h"
+#include "dnslb/core/config.h"
+#include "dnslb/pipeline/forward.h"
+#include "dnslb/frontend/frontend.h"
+#include "dnslb/pipeline/l2cache.h"
+#include "dnslb/core/log.h"
+#include "dnslb/pipeline/policy.h"
+#include "dnslb/core/probe.h"
+#include "dnslb/store/redis.h"
+#include "dnslb/pipeline/rings.h"
+#include "dnslb/frontend/tcp.h"
 #include "lua/worker.h"
 
 static void
@@ -297,7 +297,7 @@ dlb_worker_new(int id, const struct dlb_config *cfg)
 	}
 	dlb_worker_init_recv(w);
 	ev_set_userdata(w->loop, w);
-	/* the one-way path: dnslb/sink.h */
+	/* the one-way path: dnslb/core/sink.h */
 	w->up_sink = &dlb_forward_sink;
 	w->client_sink[DLB_CLIENT_UDP] = &dlb_frontend_udp_sink;
 	w->client_sink[DLB_CLIENT_TCP] = &dlb_tcp_client_sink;

@@ -1,14 +1,14 @@
 /*
  * worker.h - one data-plane thread: creation (sockets bound on the main
  * thread, before privileges are dropped), its life and orderly stop. Its
- * state, and what the data plane does with it, is dnslb/wstate.h.
+ * state, and what the data plane does with it, is dnslb/core/wstate.h.
  *
  * Thread: main, unless said otherwise.
  */
 #ifndef DNSLB_WORKER_H
 #define DNSLB_WORKER_H
 
-#include "dnslb/wstate.h"
+#include "dnslb/core/wstate.h"
 
 /**
  * Create worker @id: its loop, listeners (bound now, so privileges can be

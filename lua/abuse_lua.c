@@ -12,8 +12,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "dnslb/abuse.h"
-#include "dnslb/config.h"
+#include "dnslb/pipeline/abuse.h"
+#include "dnslb/core/config.h"
 #include "lua/args.h"
 #include "lua/conf.h"
 

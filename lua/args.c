@@ -12,8 +12,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "dnslb/log.h"
-#include "dnslb/netmask.h"
+#include "dnslb/core/log.h"
+#include "dnslb/core/netmask.h"
 #include "lua/conf.h"
 
 /* ---- conversions ------------------------------------------------------------ */

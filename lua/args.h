@@ -23,7 +23,7 @@
 #include <lua.h>
 #include <stdbool.h>
 
-#include "dnslb/wire.h"
+#include "dnslb/core/wire.h"
 
 struct dlb_netmask;
 
@@ -112,7 +112,7 @@ void dlb_lua_warn_unknown_keys(lua_State *L, int t, const char *fn, const char *
 /* ---- names of DNS constants ------------------------------------------------------ */
 
 /** dnsdist 1.7's DNSClass, DNSOpcode and DNSRCode names (struct dlb_named, the
- * QType names and dlb_named_lookup are in dnslb/wire.h). */
+ * QType names and dlb_named_lookup are in dnslb/core/wire.h). */
 extern const struct dlb_named dlb_lua_qclasses[];
 extern const struct dlb_named dlb_lua_opcodes[];
 extern const struct dlb_named dlb_lua_rcodes[];

@@ -48,15 +48,15 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "dnslb/cache.h"
-#include "dnslb/config.h"
-#include "dnslb/daemon.h"
-#include "dnslb/health.h"
-#include "dnslb/log.h"
-#include "dnslb/netmask.h"
-#include "dnslb/rcu.h"
+#include "dnslb/core/cache.h"
+#include "dnslb/core/config.h"
+#include "dnslb/core/daemon.h"
+#include "dnslb/upstream/health.h"
+#include "dnslb/core/log.h"
+#include "dnslb/core/netmask.h"
+#include "dnslb/core/rcu.h"
 #include "dnslb/runtime.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/wire.h"
 #include "lua/abuse_lua.h"
 #include "lua/args.h"
 #include "lua/compat_lua.h"
@@ -1408,7 +1408,7 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default,
 /*
  * newServer() from the console while the workers run: the daemon has every
  * worker open its sockets towards the new server before any pool lists it
- * (dnslb/daemon.h), and the health checker checks it at once.
+ * (dnslb/core/daemon.h), and the health checker checks it at once.
  */
 static int
 new_server_runtime(lua_State *L, struct dlb_lua_conf *lc, struct dlb_backend *be,
@@ -1810,7 +1810,7 @@ parse_cache_table(lua_State *L, const char *fn, struct dlb_cache_opts *o)
 	}
 	lua_pop(L, 1);
 
-	/* the second level in Redis (dnslb/l2cache.h) */
+	/* the second level in Redis (dnslb/pipeline/l2cache.h) */
 	if (lua_getfield(L, 2, "l2Budget") != LUA_TNIL) {
 		if (!dlb_lua_to_number(L, -1, &frac) || !(frac >= 0.0001 && frac <= 1))
 			luaL_error(L, "%s: 'l2Budget' must be a number of seconds, 0.0001..1 "

@@ -3,7 +3,7 @@
  * commands, and the config reading of `dnslb -c` (console_lua.h).
  *
  * Phases (lua/conf.h): in CONFIG and CHECK the functions fill the process's
- * console settings (dnslb/console.h), which the console service applies
+ * console settings (dnslb/control/console.h), which the console service applies
  * when it starts; in RUNNING (the console itself) they apply at once:
  * controlSocket() listens on one more address, setKey() is the key of the
  * next connections (a connection keeps the key it was opened with), the ACL
@@ -39,11 +39,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dnslb/config.h"
-#include "dnslb/console.h"
-#include "dnslb/console_client.h"
-#include "dnslb/daemon.h"
-#include "dnslb/netmask.h"
+#include "dnslb/core/config.h"
+#include "dnslb/control/console.h"
+#include "dnslb/control/console_client.h"
+#include "dnslb/core/daemon.h"
+#include "dnslb/core/netmask.h"
 #include "lua/args.h"
 #include "lua/conf.h"
 

@@ -29,7 +29,7 @@ void dlb_lua_console_register(lua_State *L);
  * as JSON; anything else is an error line), or "Error: <message>" for a Lua
  * error. A command that succeeded and changed something is added to
  * delta(). The reply is at most @maxout bytes (a longer output ends the
- * command with an error). A dlb_console_eval_fn (dnslb/console.h).
+ * command with an error). A dlb_console_eval_fn (dnslb/control/console.h).
  * @return the malloc'ed reply (*@outlen bytes), or NULL when out of memory.
  */
 char *dlb_lua_console_eval(const char *line, size_t len, size_t maxout, size_t *outlen);

@@ -1,6 +1,6 @@
 /*
  * dynblock_lua.c - dynamic blocks from Lua (dynblock_lua.h), over
- * dnslb/dynblock.h. Every function checks all its arguments before it
+ * dnslb/pipeline/dynblock.h. Every function checks all its arguments before it
  * touches the store, then acts only in a state that may (the config state
  * at startup and on the console); apply() and exceed*() also need a running
  * daemon to have traffic to look at.
@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnslb/dynblock.h"
-#include "dnslb/log.h"
-#include "dnslb/netmask.h"
-#include "dnslb/wire.h"
+#include "dnslb/pipeline/dynblock.h"
+#include "dnslb/core/log.h"
+#include "dnslb/core/netmask.h"
+#include "dnslb/core/wire.h"
 #include "lua/args.h"
 #include "lua/conf.h"
 #include "lua/objects.h"

@@ -22,14 +22,14 @@
 #include <string.h>
 #include <sys/time.h>
 
-#include "dnslb/cache.h"
-#include "dnslb/config.h"
-#include "dnslb/netmask.h"
-#include "dnslb/policy.h"
-#include "dnslb/rcu.h"
-#include "dnslb/stats.h"
-#include "dnslb/util.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/cache.h"
+#include "dnslb/core/config.h"
+#include "dnslb/core/netmask.h"
+#include "dnslb/pipeline/policy.h"
+#include "dnslb/core/rcu.h"
+#include "dnslb/core/stats.h"
+#include "dnslb/core/util.h"
+#include "dnslb/core/wire.h"
 #include "lua/conf.h"
 #include "rules/rules.h"
 

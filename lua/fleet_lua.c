@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnslb/dynblock.h"
-#include "dnslb/fleet.h"
-#include "dnslb/redis.h"
+#include "dnslb/pipeline/dynblock.h"
+#include "dnslb/control/fleet.h"
+#include "dnslb/store/redis.h"
 #include "lua/args.h"
 #include "lua/conf.h"
 

@@ -1,7 +1,7 @@
 /*
  * fleet_lua.h - the Lua side of the fleet (docs/fleet.md): showFleet(),
  * getFleet() and clearFleetDynBlocks(). They read the fleet view the main
- * thread refreshes every second (dnslb/fleet.h) and never wait on Redis.
+ * thread refreshes every second (dnslb/control/fleet.h) and never wait on Redis.
  *
  * In the states that replay a config (worker states, reloads) and in
  * --check-config they do nothing.

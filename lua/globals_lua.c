@@ -3,7 +3,7 @@
  * getBindCount() and their ClientState objects, show(), help(),
  * showSecurityStatus(), shutdown() and the query counters
  * (setQueryCount, setQueryCountFilter, getQueryCounters,
- * clearQueryCounters; dnslb/qcount.h) and statNodeRespRing().
+ * clearQueryCounters; dnslb/core/qcount.h) and statNodeRespRing().
  *
  * Texts and numbering follow dnsdist 1.7.3 as observed with its console:
  * each frontend counts twice, UDP (2i) then TCP (2i+1), as showBinds()
@@ -25,13 +25,13 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "dnslb/config.h"
-#include "dnslb/console.h"
-#include "dnslb/daemon.h"
-#include "dnslb/ipcipher.h"
-#include "dnslb/qcount.h"
-#include "dnslb/rings.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/config.h"
+#include "dnslb/control/console.h"
+#include "dnslb/core/daemon.h"
+#include "dnslb/core/ipcipher.h"
+#include "dnslb/core/qcount.h"
+#include "dnslb/pipeline/rings.h"
+#include "dnslb/core/wire.h"
 #include "lua/args.h"
 #include "lua/conf.h"
 #include "lua/worker.h"

@@ -17,9 +17,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dnslb/kvstore.h"
-#include "dnslb/redis.h"
-#include "dnslb/wire.h"
+#include "dnslb/store/kvstore.h"
+#include "dnslb/store/redis.h"
+#include "dnslb/core/wire.h"
 #include "lua/args.h"
 #include "lua/conf.h"
 #include "lua/objects.h"

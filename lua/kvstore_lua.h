@@ -1,6 +1,6 @@
 /*
  * kvstore_lua.h - the Lua side of Redis-backed key-value stores
- * (dnslb/kvstore.h, docs/fleet.md): newRedisKVStore{} and its
+ * (dnslb/store/kvstore.h, docs/fleet.md): newRedisKVStore{} and its
  * KeyValueStore objects (lookup, lookupSuffix, reload, getStats,
  * printStats), showKVStores(), and dnsdist 1.7's KeyValueLookupKeyQName,
  * KeyValueLookupKeySuffix, KeyValueLookupKeySourceIP and

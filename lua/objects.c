@@ -32,9 +32,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "dnslb/config.h"
-#include "dnslb/ipcipher.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/config.h"
+#include "dnslb/core/ipcipher.h"
+#include "dnslb/core/wire.h"
 #include "lua/conf.h"
 #include "rules/rules.h"
 
@@ -583,7 +583,7 @@ l_ca_eq(lua_State *L)
 	return 1;
 }
 
-/* :ipencrypt(key) / :ipdecrypt(key): ipcipher (dnslb/ipcipher.h); the port is kept. */
+/* :ipencrypt(key) / :ipdecrypt(key): ipcipher (dnslb/core/ipcipher.h); the port is kept. */
 static int
 ca_ipcipher(lua_State *L, bool decrypt)
 {

@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "dnslb/netmask.h"
+#include "dnslb/core/netmask.h"
 
 struct dlb_suffix_set;
 struct dlb_name_set;

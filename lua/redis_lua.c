@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dnslb/netmask.h"
-#include "dnslb/redis.h"
+#include "dnslb/core/netmask.h"
+#include "dnslb/store/redis.h"
 #include "lua/args.h"
 #include "lua/conf.h"
 

@@ -5,7 +5,7 @@
  *
  * Each tool first checks its arguments, then, only in a state that may look
  * at the running daemon (config, check, console), reads the rings through
- * dnslb/rings.h and prints line by line through dlb_lua_print.
+ * dnslb/pipeline/rings.h and prints line by line through dlb_lua_print.
  */
 #include "lua/rings_lua.h"
 
@@ -20,11 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dnslb/config.h"
-#include "dnslb/daemon.h"
-#include "dnslb/netmask.h"
-#include "dnslb/rings.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/config.h"
+#include "dnslb/core/daemon.h"
+#include "dnslb/core/netmask.h"
+#include "dnslb/pipeline/rings.h"
+#include "dnslb/core/wire.h"
 #include "dnslb/worker.h"
 #include "lua/args.h"
 #include "lua/conf.h"

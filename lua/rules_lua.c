@@ -63,14 +63,14 @@
 #include <strings.h>
 #include <time.h>
 
-#include "dnslb/config.h"
-#include "dnslb/daemon.h"
-#include "dnslb/dnslb.h"
-#include "dnslb/kvstore.h"
-#include "dnslb/log.h"
-#include "dnslb/netmask.h"
-#include "dnslb/util.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/config.h"
+#include "dnslb/core/daemon.h"
+#include "dnslb/core/dnslb.h"
+#include "dnslb/store/kvstore.h"
+#include "dnslb/core/log.h"
+#include "dnslb/core/netmask.h"
+#include "dnslb/core/util.h"
+#include "dnslb/core/wire.h"
 #include "lua/args.h"
 #include "lua/conf.h"
 #include "lua/kvstore_lua.h"

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnslb/config.h"
-#include "dnslb/daemon.h"
-#include "dnslb/metrics.h"
-#include "dnslb/stats.h"
+#include "dnslb/core/config.h"
+#include "dnslb/core/daemon.h"
+#include "dnslb/control/metrics.h"
+#include "dnslb/core/stats.h"
 #include "dnslb/worker.h"
 #include "lua/args.h"
 

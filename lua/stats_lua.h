@@ -1,7 +1,7 @@
 /*
  * stats_lua.h - the statistics functions of the console: dumpStats(),
  * getStatisticsCounters(), showBinds(), showTCPStats(). They read
- * dnslb/metrics.h, so they show the same figures as the web API.
+ * dnslb/control/metrics.h, so they show the same figures as the web API.
  *
  * Thread: main (config state). In a worker or reload replay they print
  * nothing (dlb_lua_silent).

@@ -4,7 +4,7 @@
  *
  * Each function checks every argument first (raising the usual
  * "<fn>: ..." errors), then, in the phases that apply settings, calls
- * dnslb/web.c or dnslb/carbon.c, whose setters either apply a whole change
+ * dnslb/control/web.c or dnslb/control/carbon.c, whose setters either apply a whole change
  * or refuse it. Nothing is kept in Lua: the settings live in those modules.
  *
  * Thread: main (config state); worker and reload states only validate.
@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnslb/carbon.h"
-#include "dnslb/daemon.h"
-#include "dnslb/log.h"
-#include "dnslb/web.h"
+#include "dnslb/control/carbon.h"
+#include "dnslb/core/daemon.h"
+#include "dnslb/core/log.h"
+#include "dnslb/control/web.h"
 #include "lua/args.h"
 #include "lua/conf.h"
 

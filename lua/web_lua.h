@@ -19,7 +19,7 @@
 
 /**
  * Register the functions in @L, and (for the config state) the web and
- * carbon services with the daemon (dnslb/daemon.h).
+ * carbon services with the daemon (dnslb/core/daemon.h).
  */
 void dlb_lua_web_register(lua_State *L);
 

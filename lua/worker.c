@@ -47,10 +47,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "dnslb/config.h"
-#include "dnslb/log.h"
-#include "dnslb/netmask.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/config.h"
+#include "dnslb/core/log.h"
+#include "dnslb/core/netmask.h"
+#include "dnslb/core/wire.h"
 #include "lua/compat_lua.h"
 #include "lua/conf.h"
 #include "lua/objects.h"

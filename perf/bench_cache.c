@@ -26,9 +26,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "dnslb/cache.h"
-#include "dnslb/rcu.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/cache.h"
+#include "dnslb/core/rcu.h"
+#include "dnslb/core/wire.h"
 #include "perf/bench_util.h"
 
 #define T0	1700000000.0
@@ -179,7 +179,7 @@ run_hits(struct dlb_cache *c, const uint32_t *idx, size_t ops, int batch, unsign
  * The same, the way a worker handles a receive batch of @batch queries:
  * keys for the whole batch, each key's set prefetched, then each matching
  * entry prefetched, then the lookups and copy-outs (dlb_cache_prefetch*,
- * dnslb/frontend.c). The misses of a batch overlap instead of adding up.
+ * dnslb/frontend/frontend.c). The misses of a batch overlap instead of adding up.
  */
 static double
 run_hits_batched(struct dlb_cache *c, const uint32_t *idx, size_t ops, int batch, unsigned *sink)

@@ -31,10 +31,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnslb/dynblock.h"
-#include "dnslb/dynblock_int.h"
-#include "dnslb/netmask.h"
-#include "dnslb/wire.h"
+#include "dnslb/pipeline/dynblock.h"
+#include "dnslb/pipeline/dynblock_int.h"
+#include "dnslb/core/netmask.h"
+#include "dnslb/core/wire.h"
 #include "dnslb/worker.h"
 #include "perf/bench_util.h"
 

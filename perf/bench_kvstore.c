@@ -1,6 +1,6 @@
 /*
  * bench_kvstore.c - in-process micro-benchmark of the Redis-backed lookup
- * stores' mirror (dnslb/kvstore.h) and of KeyValueStoreLookupRule's lookup
+ * stores' mirror (dnslb/store/kvstore.h) and of KeyValueStoreLookupRule's lookup
  * (rules/kvs.c). A benchmark, never a test: it prints figures.
  *
  * A set of @names members "domain<i>.com." (text, as an operator writes
@@ -29,8 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnslb/kvstore.h"
-#include "dnslb/wire.h"
+#include "dnslb/store/kvstore.h"
+#include "dnslb/core/wire.h"
 #include "perf/bench_util.h"
 #include "rules/rules.h"
 

@@ -5,14 +5,14 @@
  *
  * What each built-in policy (leastOutstanding, firstAvailable, roundrobin,
  * wrandom, whashed, chashed) costs per query, apart from the end-to-end
- * runs' noise: dlb_policy_select (dnslb/policy.c) timed on the default pool of
+ * runs' noise: dlb_policy_select (dnslb/pipeline/policy.c) timed on the default pool of
  * a config with 1 backend and with 8 backends (weight=100 each, so chashed
  * has a ring of 800 points; fixed distinct ids, so the ring is the same
  * from run to run), the policy set globally (cfg->policy, setServerPolicy)
  * with the pool's own left at "use the global one", as the daemon does by
  * default.
  *
- * Each selection does what the query pipeline's does (dnslb/query.c,
+ * Each selection does what the query pipeline's does (dnslb/pipeline/query.c,
  * pool_select): the policies' view built on the stack from a worker's
  * counters (be_stats[] and QPS windows of DLB_MAX_BACKENDS entries), random
  * generator, roundrobin position and clock, the pool's policy looked up,
@@ -40,13 +40,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnslb/config.h"
-#include "dnslb/dnslb.h"
-#include "dnslb/netmask.h"
-#include "dnslb/policy.h"
-#include "dnslb/stats.h"
-#include "dnslb/util.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/config.h"
+#include "dnslb/core/dnslb.h"
+#include "dnslb/core/netmask.h"
+#include "dnslb/pipeline/policy.h"
+#include "dnslb/core/stats.h"
+#include "dnslb/core/util.h"
+#include "dnslb/core/wire.h"
 #include "perf/bench_util.h"
 
 #define MAXRUNS		15
@@ -110,7 +110,7 @@ config_with(int nb)
 	return cfg;
 }
 
-/* What the policies read of a worker (dnslb/policy.h). */
+/* What the policies read of a worker (dnslb/pipeline/policy.h). */
 struct bench_worker {
 	const struct dlb_config *cfg;
 	struct dlb_be_stats *be_stats;
@@ -148,7 +148,7 @@ worker_free(struct bench_worker *w)
 	free(w);
 }
 
-/* One selection as the query pipeline makes it (dnslb/query.c, pool_select). */
+/* One selection as the query pipeline makes it (dnslb/pipeline/query.c, pool_select). */
 static struct dlb_backend *
 select_one(struct bench_worker *w, const struct dlb_pool *pool, const struct dlb_dnsmsg *m,
 	   double now)

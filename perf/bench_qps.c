@@ -8,7 +8,7 @@
  *                             every call finds its entry: the steady state
  *                             of a busy resolver farm), none over its rate
  *   rule chain                dlb_rules_run_query per query (the dq filled
- *                             as dnslb/query.c does): the empty chain, then
+ *                             as dnslb/pipeline/query.c does): the empty chain, then
  *                             MaxQPSIPRule(1e9) -> DropAction (never
  *                             matching) with the same clients; the
  *                             difference is what the rule costs a query
@@ -26,9 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnslb/stats.h"
-#include "dnslb/util.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/stats.h"
+#include "dnslb/core/util.h"
+#include "dnslb/core/wire.h"
 #include "rules/rules.h"
 #include "perf/bench_util.h"
 

@@ -6,7 +6,7 @@
  * Chains are built directly through the C API of rules/rules.h
  * (dlb_sel_new + payload, dlb_act_new, dlb_rule_new, dlb_rules_publish),
  * then dlb_rules_run_query is timed on a struct dlb_dq filled on the stack
- * the way dnslb/query.c's query_rules fills it (memset, packet fields,
+ * the way dnslb/pipeline/query.c's query_rules fills it (memset, packet fields,
  * dlb_dq_reset_decisions, tags cleared), per query:
  *
  *   empty chain            what the call and the dq set-up cost alone
@@ -46,10 +46,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "dnslb/netmask.h"
-#include "dnslb/stats.h"
-#include "dnslb/util.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/netmask.h"
+#include "dnslb/core/stats.h"
+#include "dnslb/core/util.h"
+#include "dnslb/core/wire.h"
 #include "rules/rules.h"
 #include "perf/bench_util.h"
 
@@ -365,7 +365,7 @@ add_perf_run_chain(struct rules *r)
 
 /* ---- timing the chain ------------------------------------------------------------ */
 
-/* One query through @c, the dq filled as dnslb/query.c's query_rules does. */
+/* One query through @c, the dq filled as dnslb/pipeline/query.c's query_rules does. */
 static inline enum dlb_verdict_r
 run_one(const struct dlb_chain *c, struct qmsg *q, double now)
 {

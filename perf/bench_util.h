@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dnslb/wire.h"
+#include "dnslb/core/wire.h"
 
 /* Seconds on CLOCK_MONOTONIC. */
 static inline double

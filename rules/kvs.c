@@ -1,7 +1,7 @@
 /*
  * kvs.c - KeyValueStoreLookupRule / KeyValueStoreLookupAction on the query
  * path: the keys a KeyValueLookupKey* makes from a query, looked up in a
- * store's mirror (dnslb/kvstore.h). No allocation, no lock, no Redis: one
+ * store's mirror (dnslb/store/kvstore.h). No allocation, no lock, no Redis: one
  * hash and one probe sequence per key.
  *
  * Keys, as dnsdist 1.7 makes them (dnsdist-kvs.hh), with the text forms that
@@ -27,7 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dnslb/kvstore.h"
+#include "dnslb/store/kvstore.h"
 
 /* The qname in text, with each label's offset in the text and in the wire name. */
 struct kvs_name {

@@ -42,8 +42,8 @@
 
 #include <netinet/in.h>
 
-#include "dnslb/log.h"
-#include "dnslb/netmask.h"
+#include "dnslb/core/log.h"
+#include "dnslb/core/netmask.h"
 
 struct dlb_log {
 	char *path;		/* NULL: the daemon's log */

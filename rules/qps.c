@@ -37,7 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnslb/netmask.h"
+#include "dnslb/core/netmask.h"
 
 /* ---- the global bucket ---------------------------------------------------- */
 

@@ -22,11 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnslb/config.h"
-#include "dnslb/kvstore.h"
-#include "dnslb/rcu.h"
-#include "dnslb/stats.h"
-#include "dnslb/util.h"
+#include "dnslb/core/config.h"
+#include "dnslb/store/kvstore.h"
+#include "dnslb/core/rcu.h"
+#include "dnslb/core/stats.h"
+#include "dnslb/core/util.h"
 
 /*
  * The packet and the who/how fields are left alone. The response-only

@@ -31,9 +31,9 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "dnslb/dnslb.h"
-#include "dnslb/netmask.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/dnslb.h"
+#include "dnslb/core/netmask.h"
+#include "dnslb/core/wire.h"
 
 struct dlb_pool;
 struct dlb_config;
@@ -45,7 +45,7 @@ struct dlb_qps_ip;
 struct dlb_kvstore;
 struct dlb_timed_ipset;
 
-#include "dnslb/tags.h"
+#include "dnslb/core/tags.h"
 
 /* ---- the qname split into labels, once per query -------------------------- */
 
@@ -75,7 +75,7 @@ void dlb_qname_labels_init(struct dlb_qname_labels *l, const uint8_t *lc, size_t
 
 /*
  * What rules see and change. Built on the worker's stack for each query by
- * the pipeline (dnslb/query.c) and for each response; never allocated.
+ * the pipeline (dnslb/pipeline/query.c) and for each response; never allocated.
  */
 struct dlb_dq {
 	/* --- the packet --- */
@@ -129,7 +129,7 @@ struct dlb_dq {
 /** Defaults for every decided field (pool NULL, ttl -1, ...); keeps the packet fields. */
 void dlb_dq_reset_decisions(struct dlb_dq *dq);
 
-/* ---- key-value store lookups (rules/kvs.c, dnslb/kvstore.h) --------------- */
+/* ---- key-value store lookups (rules/kvs.c, dnslb/store/kvstore.h) --------------- */
 
 /* dnsdist 1.7's KeyValueLookupKey* objects: which keys of a query to look up. */
 enum dlb_kvs_key_type {

@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "dnslb/wire.h"
+#include "dnslb/core/wire.h"
 
 struct dlb_tee {
 	int fd;

@@ -32,7 +32,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dnslb/netmask.h"
+#include "dnslb/core/netmask.h"
 
 #define TIPS_SHARD_BITS	6
 #define TIPS_SHARDS	(1u << TIPS_SHARD_BITS)

@@ -575,7 +575,7 @@ def test_dnsdist_same_hits_aging_and_negative_caching(cache_pair):
 def test_receive_batch_every_verdict(dnslb, responder):
     """Queries that queue up while the worker is busy come back in one
     receive batch, which runs each query up to its cache lookup, prefetches,
-    then finishes them (dnslb/frontend.c): hits, misses, rule answers, drops
+    then finishes them (dnslb/frontend/frontend.c): hits, misses, rule answers, drops
     and malformed datagrams in one batch each get what they would alone,
     and each answer is in the response ring (the ring's bookkeeping of the
     query being answered is the query's own, not the worker's)."""

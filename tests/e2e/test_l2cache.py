@@ -1,4 +1,4 @@
-"""The second-level packet cache in Redis (docs/fleet.md, dnslb/l2cache.h),
+"""The second-level packet cache in Redis (docs/fleet.md, dnslb/pipeline/l2cache.h),
 with a real redis-server on 127.0.0.1 and two dnslb nodes sharing one
 namespace: a name resolved through node A is served by node B from Redis
 (the backend sees one query), aged, with B's client's ID and qname case, over

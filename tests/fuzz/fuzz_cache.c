@@ -26,9 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnslb/cache.h"
-#include "dnslb/rcu.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/cache.h"
+#include "dnslb/core/rcu.h"
+#include "dnslb/core/wire.h"
 #include "tests/fuzz/fuzz.h"
 
 #define T0		1700000000.0

@@ -25,7 +25,7 @@
  */
 #include <string.h>
 
-#include "dnslb/wire.h"
+#include "dnslb/core/wire.h"
 #include "rules/rules.h"
 #include "tests/fuzz/fuzz.h"
 

@@ -23,7 +23,7 @@
 #include <netinet/in.h>
 #include <string.h>
 
-#include "dnslb/wire.h"
+#include "dnslb/core/wire.h"
 #include "tests/fuzz/fuzz.h"
 
 #define CAP	4096

@@ -1,6 +1,6 @@
 /*
  * fuzz_l2.c - libFuzzer target for the second-level cache's values
- * (dnslb/l2cache.c): what a node reads from Redis was written by another
+ * (dnslb/pipeline/l2cache.c): what a node reads from Redis was written by another
  * node, or by anyone who can write to that Redis, so it is untrusted.
  *
  *   - decode (control bit 1 clear): the rest of the input is a value read
@@ -21,10 +21,10 @@
  */
 #include <string.h>
 
-#include "dnslb/cache.h"
-#include "dnslb/l2cache.h"
-#include "dnslb/rcu.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/cache.h"
+#include "dnslb/pipeline/l2cache.h"
+#include "dnslb/core/rcu.h"
+#include "dnslb/core/wire.h"
 #include "tests/fuzz/fuzz.h"
 
 #define T0	1700000000.0

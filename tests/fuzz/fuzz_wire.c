@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnslb/wire.h"
+#include "dnslb/core/wire.h"
 #include "tests/fuzz/fuzz.h"
 
 static void

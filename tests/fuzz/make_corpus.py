@@ -29,7 +29,7 @@ OUT_L2 = os.path.join(HERE, "corpus", "l2")
 OUT_ECS = os.path.join(HERE, "corpus", "ecs")
 OUT_CT = os.path.join(HERE, "corpus", "clear_types")
 
-# dnslb/cache.h, dnslb/l2cache.c
+# dnslb/core/cache.h, dnslb/pipeline/l2cache.c
 CK_RD, CK_CD, CK_DO, CK_TCP, CK_EDNS = 0x01, 0x02, 0x04, 0x08, 0x10
 L2_MAGIC = b"DL2\x01"
 SKIPPED_OPTIONS = (10, 12)  # COOKIE, PADDING: not in a key (no cookieHashing)

@@ -30,9 +30,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "dnslb/cache.h"
-#include "dnslb/rcu.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/cache.h"
+#include "dnslb/core/rcu.h"
+#include "dnslb/core/wire.h"
 
 #define NNAMES		1024
 #define NZONES		16

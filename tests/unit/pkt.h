@@ -21,7 +21,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "dnslb/wire.h"
+#include "dnslb/core/wire.h"
 
 #ifndef PB_MAX
 #define PB_MAX	4096

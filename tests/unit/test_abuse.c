@@ -1,5 +1,5 @@
 /*
- * test_abuse.c - the abuse tables (dnslb/abuse.h) and MaxQPSIPRule's table
+ * test_abuse.c - the abuse tables (dnslb/pipeline/abuse.h) and MaxQPSIPRule's table
  * at scale (rules/qps.c):
  *
  * - the per-client outstanding table against a model (random acquire and
@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnslb/abuse.h"
-#include "dnslb/config.h"
+#include "dnslb/pipeline/abuse.h"
+#include "dnslb/core/config.h"
 #include "lua/conf.h"
 #include "rules/rules.h"
 

@@ -1,5 +1,5 @@
 /*
- * test_backend.c - the UDP backend transport (dnslb/backend.c) on its own:
+ * test_backend.c - the UDP backend transport (dnslb/upstream/backend.c) on its own:
  * a real worker's sockets towards a backend played by the test on
  * loopback, and a recording upstream sink in place of the pipeline. Each
  * slot handed over must end exactly once through the sink: a matched
@@ -16,10 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dnslb/backend.h"
-#include "dnslb/config.h"
-#include "dnslb/rcu.h"
-#include "dnslb/sink.h"
+#include "dnslb/upstream/backend.h"
+#include "dnslb/core/config.h"
+#include "dnslb/core/rcu.h"
+#include "dnslb/core/sink.h"
 #include "dnslb/worker.h"
 #include "worker_fx.h"
 

@@ -21,10 +21,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dnslb/cache.h"
-#include "dnslb/rcu.h"
-#include "dnslb/util.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/cache.h"
+#include "dnslb/core/rcu.h"
+#include "dnslb/core/util.h"
+#include "dnslb/core/wire.h"
 
 #define T0	1700000000.0	/* insert time of most entries */
 #define RD	DLB_F_RD

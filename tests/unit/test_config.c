@@ -1,6 +1,6 @@
 /*
  * test_config.c - the Lua configuration (lua/conf.c) and the structure it
- * builds (dnslb/config.c): each test evaluates config text and checks
+ * builds (dnslb/core/config.c): each test evaluates config text and checks
  * struct dlb_config. Many checks run inside Lua with assert(), which fails
  * the load with the line of the failed assertion. Packet-cache tests put
  * entries in with the engine's own API (dlb_cache_insert) and check what the
@@ -22,11 +22,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dnslb/cache.h"
-#include "dnslb/config.h"
-#include "dnslb/netmask.h"
-#include "dnslb/rcu.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/cache.h"
+#include "dnslb/core/config.h"
+#include "dnslb/core/netmask.h"
+#include "dnslb/core/rcu.h"
+#include "dnslb/core/wire.h"
 #include "lua/conf.h"
 
 struct fixture {

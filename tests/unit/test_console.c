@@ -1,6 +1,6 @@
 /*
- * test_console.c - the console protocol (dnslb/console.c), the client
- * session (dnslb/console_client.c) and command evaluation
+ * test_console.c - the console protocol (dnslb/control/console.c), the client
+ * session (dnslb/control/console_client.c) and command evaluation
  * (lua/console_lua.c):
  *
  * - nonce merge and increment (sodcrypto.cc's SodiumNonce), seal/open, the
@@ -30,11 +30,11 @@
 #include <ev.h>
 #include <lua.h>
 
-#include "dnslb/config.h"
-#include "dnslb/console.h"
-#include "dnslb/console_client.h"
-#include "dnslb/daemon.h"
-#include "dnslb/rcu.h"
+#include "dnslb/core/config.h"
+#include "dnslb/control/console.h"
+#include "dnslb/control/console_client.h"
+#include "dnslb/core/daemon.h"
+#include "dnslb/core/rcu.h"
 #include "lua/conf.h"
 #include "lua/console_lua.h"
 #include "rules/rules.h"

@@ -1,5 +1,5 @@
 /*
- * test_dynblock.c - dynamic blocks (dnslb/dynblock.h): the store (netmask
+ * test_dynblock.c - dynamic blocks (dnslb/pipeline/dynblock.h): the store (netmask
  * and suffix matches, most specific first, expiry, warnings, purge, the
  * snapshot swap), the rate tracking and rule evaluation driven without a
  * daemon (a worker struct, its windows harvested by dlb_dyn_tick), the
@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnslb/dynblock.h"
-#include "dnslb/dynblock_int.h"
-#include "dnslb/netmask.h"
-#include "dnslb/wire.h"
+#include "dnslb/pipeline/dynblock.h"
+#include "dnslb/pipeline/dynblock_int.h"
+#include "dnslb/core/netmask.h"
+#include "dnslb/core/wire.h"
 #include "dnslb/worker.h"
 
 static struct sockaddr_storage

@@ -1,9 +1,9 @@
 /*
- * test_fleet.c - the fleet's block encoding (dnslb/fleet.h): round trips of
+ * test_fleet.c - the fleet's block encoding (dnslb/control/fleet.h): round trips of
  * netmask and suffix blocks and of the control announcements, the keys,
  * malformed input (hand-written cases, then every truncation and byte flip
  * of valid encodings, then random bytes: never a crash, always -1 or a
- * valid block), and the store's side (dnslb/dynblock.h): fleet blocks carry
+ * valid block), and the store's side (dnslb/pipeline/dynblock.h): fleet blocks carry
  * their origin, do not reach the hook, survive clearDynBlocks() and go with
  * their origin's clear.
  */
@@ -18,11 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnslb/dynblock.h"
-#include "dnslb/fleet.h"
-#include "dnslb/netmask.h"
-#include "dnslb/redis.h"
-#include "dnslb/wire.h"
+#include "dnslb/pipeline/dynblock.h"
+#include "dnslb/control/fleet.h"
+#include "dnslb/core/netmask.h"
+#include "dnslb/store/redis.h"
+#include "dnslb/core/wire.h"
 
 static int
 setup(void **state)

@@ -1,5 +1,5 @@
 /*
- * test_forward.c - the pipeline's end of the one-way path (dnslb/forward.c):
+ * test_forward.c - the pipeline's end of the one-way path (dnslb/pipeline/forward.c):
  * a real worker with recording client sinks in place of the frontends, fed
  * through its upstream sink as a transport would feed it. Each slot's end
  * must make the one reply decision: the answer to the right client sink,
@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "dnslb/config.h"
-#include "dnslb/forward.h"
-#include "dnslb/rcu.h"
-#include "dnslb/sink.h"
+#include "dnslb/core/config.h"
+#include "dnslb/pipeline/forward.h"
+#include "dnslb/core/rcu.h"
+#include "dnslb/core/sink.h"
 #include "dnslb/worker.h"
 #include "worker_fx.h"
 

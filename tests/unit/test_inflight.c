@@ -13,8 +13,8 @@
 
 #include <arpa/inet.h>
 
-#include "dnslb/inflight.h"
-#include "dnslb/util.h"
+#include "dnslb/core/inflight.h"
+#include "dnslb/core/util.h"
 
 static void
 test_ids_unique_and_random(void **state)

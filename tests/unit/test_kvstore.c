@@ -1,5 +1,5 @@
 /*
- * test_kvstore.c - the mirrored map of Redis-backed stores (dnslb/kvstore.h)
+ * test_kvstore.c - the mirrored map of Redis-backed stores (dnslb/store/kvstore.h)
  * and the KVS rule and action (rules/kvs.c): lookups by every key type,
  * text and wire forms, masks and ports, tags, the swap of a published map
  * (through the epoch), counters, references, and the Lua constructors
@@ -20,11 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnslb/config.h"
-#include "dnslb/kvstore.h"
-#include "dnslb/rcu.h"
-#include "dnslb/redis.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/config.h"
+#include "dnslb/store/kvstore.h"
+#include "dnslb/core/rcu.h"
+#include "dnslb/store/redis.h"
+#include "dnslb/core/wire.h"
 #include "lua/conf.h"
 #include "rules/rules.h"
 

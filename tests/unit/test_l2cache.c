@@ -1,5 +1,5 @@
 /*
- * test_l2cache.c - the second-level cache's value format (dnslb/l2cache.h):
+ * test_l2cache.c - the second-level cache's value format (dnslb/pipeline/l2cache.h):
  * the stable key hash and Redis key, encode/decode round trips, and every
  * way a value read from Redis is refused (format, another question, an
  * answer that would not be accepted from a backend), truncations and bit
@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnslb/cache.h"
-#include "dnslb/l2cache.h"
-#include "dnslb/rcu.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/cache.h"
+#include "dnslb/pipeline/l2cache.h"
+#include "dnslb/core/rcu.h"
+#include "dnslb/core/wire.h"
 
 #define PB_MAX 2048
 #include "pkt.h"

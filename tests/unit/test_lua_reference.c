@@ -35,8 +35,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "dnslb/config.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/config.h"
+#include "dnslb/core/wire.h"
 #include "lua/conf.h"
 #include "lua/lua_reference.h"
 #include "lua/worker.h"

@@ -23,8 +23,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dnslb/config.h"
-#include "dnslb/rcu.h"
+#include "dnslb/core/config.h"
+#include "dnslb/core/rcu.h"
 #include "lua/conf.h"
 #include "lua/rules_lua.h"
 #include "rules/rules.h"

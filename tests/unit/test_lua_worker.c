@@ -27,9 +27,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dnslb/config.h"
-#include "dnslb/stats.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/config.h"
+#include "dnslb/core/stats.h"
+#include "dnslb/core/wire.h"
 #include "lua/conf.h"
 #include "lua/worker.h"
 #include "rules/rules.h"

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dnslb/netmask.h"
+#include "dnslb/core/netmask.h"
 
 static struct sockaddr_storage
 sa_of(const char *s)

@@ -1,5 +1,5 @@
 /*
- * test_policy.c - the built-in load-balancing policies (dnslb/policy.c) on a
+ * test_policy.c - the built-in load-balancing policies (dnslb/pipeline/policy.c) on a
  * hand-made view: counters, QPS windows, clock and random source set by the
  * test, no worker, no sockets, no event loop. In the spirit of dnsdist's
  * policy unit tests: order and fallback (firstAvailable), exact rotation
@@ -16,13 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnslb/config.h"
-#include "dnslb/dnslb.h"
-#include "dnslb/netmask.h"
-#include "dnslb/policy.h"
-#include "dnslb/stats.h"
-#include "dnslb/util.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/config.h"
+#include "dnslb/core/dnslb.h"
+#include "dnslb/core/netmask.h"
+#include "dnslb/pipeline/policy.h"
+#include "dnslb/core/stats.h"
+#include "dnslb/core/util.h"
+#include "dnslb/core/wire.h"
 
 #define MAXB 8
 

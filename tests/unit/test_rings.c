@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnslb/daemon.h"
-#include "dnslb/inflight.h"
-#include "dnslb/query.h"
-#include "dnslb/rings.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/daemon.h"
+#include "dnslb/core/inflight.h"
+#include "dnslb/pipeline/query.h"
+#include "dnslb/pipeline/rings.h"
+#include "dnslb/core/wire.h"
 #include "dnslb/worker.h"
 
 static struct dlb_ring_rec

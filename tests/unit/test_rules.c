@@ -22,11 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnslb/config.h"
-#include "dnslb/rcu.h"
-#include "dnslb/stats.h"
-#include "dnslb/util.h"
-#include "dnslb/wire.h"
+#include "dnslb/core/config.h"
+#include "dnslb/core/rcu.h"
+#include "dnslb/core/stats.h"
+#include "dnslb/core/util.h"
+#include "dnslb/core/wire.h"
 #include "lua/conf.h"
 #include "lua/worker.h"
 #include "rules/rules.h"
@@ -1308,7 +1308,7 @@ tags_set(char *out, size_t outsz)
 
 /*
  * Re-use E.dq for a new query @qname: the packet is parsed again into E.m
- * and the dq rebuilt as @how says: 0 the way dnslb/query.c's dq_init does
+ * and the dq rebuilt as @how says: 0 the way dnslb/pipeline/query.c's dq_init does
  * (memset up to tags, then dlb_dq_reset_decisions), 1 the memset alone,
  * 2 dlb_dq_reset_decisions alone. The labels of the previous query must
  * never be seen again.

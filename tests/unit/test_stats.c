@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dnslb/stats.h"
+#include "dnslb/core/stats.h"
 
 /* Each answer lands in the bucket of its latency; count and sum follow. */
 static void

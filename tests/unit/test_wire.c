@@ -14,7 +14,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "dnslb/wire.h"
+#include "dnslb/core/wire.h"
 
 #define PB_MAX	4096	/* the test packet builder's capacity (pkt.h) */
 #include "pkt.h"

@@ -11,8 +11,8 @@
 #include <netinet/in.h>
 #include <stdio.h>
 
-#include "dnslb/config.h"
-#include "dnslb/rcu.h"
+#include "dnslb/core/config.h"
+#include "dnslb/core/rcu.h"
 #include "dnslb/worker.h"
 
 /*

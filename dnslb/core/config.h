@@ -1,0 +1,418 @@
+/*
+ * config.h - the configuration the Lua config builds: listeners, ACL,
+ * backends, pools and global settings.
+ *
+ * Ownership and threads: the main thread builds one struct dlb_config while
+ * evaluating the Lua config (lua/conf.c). Once workers start, the structure is
+ * read-only for them, except the fields marked "atomic" in struct dlb_backend,
+ * which are read and written with __atomic builtins by any thread.
+ * (Runtime changes through published snapshots come with the console and
+ * reload issues; see docs/architecture.md#memory-reclamation.)
+ */
+#ifndef DNSLB_CONFIG_H
+#define DNSLB_CONFIG_H
+
+#include <ck_epoch.h>
+#include <net/if.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "dnslb/core/dnslb.h"
+#include "dnslb/core/netmask.h"
+#include "dnslb/core/wire.h"
+
+struct dlb_cache_opts;
+
+#define DLB_MAX_CPUS 64
+
+/** One addLocal()/setLocal() listener: UDP and TCP on the same address. */
+struct dlb_frontend_cfg {
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	char text[64];			/* as formatted by dlb_sockaddr_format */
+	bool reuseport;			/* reusePort: another process may share the address
+					 * (dnslb's own workers always share it) */
+	int tcp_fastopen_qsize;		/* 0 = off */
+	int tcp_listen_qsize;		/* listen() backlog; 0 = SOMAXCONN */
+	char iface[16];			/* SO_BINDTODEVICE; "" = none (IFNAMSIZ) */
+	int max_in_flight;		/* pipelined TCP queries processed out of order; 0 = in order */
+	int max_concurrent_tcp;		/* per frontend and worker; 0 = unlimited */
+	int cpus[DLB_MAX_CPUS];		/* affinity hint for the workers serving it */
+	int ncpus;
+	bool removed;			/* atomic: gone from the file at a reload; workers
+					 * stop listening (the slot stays, with its counters) */
+};
+
+enum dlb_be_admin {
+	DLB_BE_AUTO = 0,	/* health checks decide */
+	DLB_BE_FORCED_UP,
+	DLB_BE_FORCED_DOWN,
+};
+
+enum dlb_policy {
+	DLB_POLICY_LEAST_OUTSTANDING = 0,
+	DLB_POLICY_FIRST_AVAILABLE,
+	DLB_POLICY_ROUNDROBIN,
+	DLB_POLICY_WRANDOM,
+	DLB_POLICY_WHASHED,
+	DLB_POLICY_CHASHED,
+	/* DLB_POLICY_LUA + k: cfg->lua_policies[k] (newServerPolicy, setServerPolicyLua) */
+	DLB_POLICY_LUA = 100,
+};
+
+#define DLB_MAX_LUA_POLICIES 32
+#define DLB_RECV_COALESCE_MAX_US 1000	/* setWorkerReceiveCoalescing's bound */
+
+/** A Lua policy: its function's number in every Lua state (lua/worker.h). */
+struct dlb_lua_policy {
+	char name[64];
+	int fn;
+	char src[96];			/* "file:line" of the function */
+	bool ffi;			/* setServerPolicyLuaFFI: f(servers, dq) returns a 0-based index */
+};
+
+/** Name of a built-in policy ("leastOutstanding", ...); "lua" for Lua ones. */
+const char *dlb_policy_name(enum dlb_policy p);
+
+/** One newServer(). Lives until process exit. */
+struct dlb_backend {
+	int index;				/* position in cfg->backends[], getServer(n) */
+	char name[128];				/* name=, else the address text */
+	char addr_text[64];			/* "192.0.2.1:53" */
+	char uuid[40];				/* id=, else random */
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	struct sockaddr_storage source;		/* source= address, family 0 if unset */
+	socklen_t sourcelen;
+	char source_iface[IF_NAMESIZE];		/* source= "addr@iface" or "iface" */
+
+	char pools[DLB_MAX_POOLS_PER_BACKEND][64];
+	int npools;				/* 0 = default pool "" */
+	bool named_default;			/* "" was among newServer's pools */
+	int order;				/* default 1 */
+	int list_order;				/* order when added: the list's (dlb_config_backend_at) */
+	int weight;				/* default 1, >= 1 */
+	int qps;				/* 0 = unlimited; only firstAvailable reads it */
+
+	/* health checks (docs/server-selection.md; behaviour comes with the backends issue) */
+	uint8_t check_name[DLB_MAX_NAME];	/* wire form, default a.root-servers.net. */
+	int check_name_len;
+	uint16_t check_type;			/* default A */
+	uint16_t check_class;			/* default IN */
+	bool check_fn;				/* checkFunction= (dlb_health_check_hook) */
+	int check_interval;			/* s, default 1 */
+	int check_timeout;			/* ms, default 1000 */
+	int max_check_failures;			/* default 1 */
+	int rise;				/* default 1 */
+	bool must_resolve;
+	bool set_cd;
+	bool check_tcp;
+	/* healthCheckMode="lazy": judged by real traffic, probed only once down */
+	bool lazy;
+	bool lazy_timeouts_only;		/* lazyHealthCheckMode "TimeoutOnly" */
+	bool disable_zero_scope;		/* disableZeroScope: no zero-scope caching */
+	bool lazy_backoff;			/* lazyHealthCheckUseExponentialBackOff */
+	int lazy_sample_size;			/* lazyHealthCheckSampleSize, default 100 */
+	int lazy_min_samples;			/* lazyHealthCheckMinSampleCount, default 1 */
+	int lazy_threshold;			/* lazyHealthCheckThreshold, %, default 20 */
+	int lazy_failed_interval;		/* lazyHealthCheckFailedInterval, s, default 30 */
+	int lazy_max_backoff;			/* lazyHealthCheckMaxBackOff, s, default 3600 */
+
+	bool use_ecs;				/* useClientSubnet: add the client's subnet (ECS) */
+	bool use_proxy_protocol;		/* useProxyProtocol: PROXY v2 header before each
+						 * UDP query / at the start of each TCP connection */
+
+	/* transport */
+	int sockets;				/* UDP sockets per worker towards it, default 1 */
+	bool tcp_only;				/* forward everything over TCP */
+	int udp_timeout_ms;			/* 0 = global setUDPTimeout */
+	int retries;				/* TCP connection attempts, default 5 */
+	int tcp_connect_timeout;		/* s, default 5 */
+	int tcp_send_timeout;			/* s, default 30 */
+	int tcp_recv_timeout;			/* s, default 30 */
+	int max_in_flight;			/* pipelined queries per TCP connection, default 1 (0 read as 1) */
+
+	bool id_given;				/* id= was in the config (reloads match on it) */
+	int admin_file;				/* the mode the config file asked (reloads) */
+	bool removed;				/* rmServer at runtime, or gone from the file at a
+						 * reload: listed, down, in no pool (main thread) */
+
+	/* runtime state: atomic */
+	int admin;				/* enum dlb_be_admin */
+	int healthy;				/* last health-check verdict, 1 until checks say otherwise */
+	int qps_limit_rt;			/* setQPS() at runtime */
+	/* TCP connections to it over all workers (tcp.c, when one opens or closes) */
+	uint32_t tcp_current, tcp_max;
+	double tcp_avg_queries, tcp_avg_duration;	/* dnsdist's running averages (ms) */
+};
+
+/** A point of a pool's consistent-hashing ring (chashed). */
+struct dlb_ch_point {
+	uint32_t hash;
+	struct dlb_backend *be;
+};
+
+/** The most points a pool's ring holds (16 bytes each): see ring_build. */
+#define DLB_CH_MAX_POINTS	(1u << 20)
+
+/**
+ * A pool's consistent-hashing ring: `weight` points per member (in
+ * proportion to it past DLB_CH_MAX_POINTS in all), sorted by hash. Immutable once published; a membership or weight change at runtime
+ * publishes a new one and retires the old through the epoch.
+ */
+struct dlb_ch_ring {
+	ck_epoch_entry_t epoch;
+	int n;
+	struct dlb_ch_point p[];
+};
+
+/** One backend's figures summed over the workers (for Lua and the console). */
+struct dlb_be_totals {
+	uint64_t queries, responses, drops, send_errors, outstanding, servfails, refused;
+	/* TCP (struct dlb_be_stats) */
+	uint64_t tcp_new, tcp_reused, tcp_died_sending, tcp_died_reading, tcp_gave_up;
+	uint64_t tcp_connect_timeouts, tcp_read_timeouts, tcp_write_timeouts;
+	double latency_us;		/* mean of the workers' EWMAs that saw answers */
+	double qps, drate;		/* over the last second */
+};
+
+/** Filled in by the daemon once its workers exist; zeros before. */
+typedef void dlb_be_totals_fn(int be_index, struct dlb_be_totals *out);
+
+/** A pool of backends; built at config time, policy per pool or global. */
+struct dlb_pool {
+	char name[64];				/* "" is the default pool */
+	struct dlb_backend **members;		/* sorted by (order, index) */
+	int n;
+	int policy;				/* -1 = use the global policy */
+	int necs;				/* atomic: members with useClientSubnet */
+	bool use_ecs;				/* atomic: setECS(), ECS when no server is up */
+	struct dlb_cache *cache;		/* setCache(); NULL = none. Owned by cfg->caches */
+	struct dlb_ch_ring *ring;		/* chashed (atomic): NULL = no points */
+};
+
+struct dlb_config {
+	struct dlb_frontend_cfg frontends[DLB_MAX_FRONTENDS];
+	int nfrontends;				/* atomic at runtime: a reload appends */
+	unsigned fe_gen;			/* atomic: bumped when listeners must be synced */
+
+	struct dlb_backend *backends[DLB_MAX_BACKENDS];
+	int nbackends;
+	struct dlb_pool *pools[DLB_MAX_POOLS];	/* created by getPool() or a backend's pool= */
+	int npools;
+
+	struct dlb_nmg acl;			/* default: dnsdist's private ranges. The main
+						 * thread's copy, edited by setACL & co. */
+	struct dlb_nmg *acl_live;		/* atomic: the copy workers check, published by
+						 * dlb_config_publish_acl; NULL (config time): &acl */
+
+	struct dlb_cache *caches[DLB_MAX_POOLS * 2];	/* every newPacketCache(), freed with cfg */
+	struct dlb_cache_opts *cache_opts;	/* [DLB_MAX_POOLS * 2]: the options each was asked
+						 * with (a reload's caches are built tiny) */
+	int ncaches;
+	uint32_t stale_cache_ttl;		/* setStaleCacheEntriesTTL, s; 0 = off */
+	bool stale_on_timeout;			/* setServeStaleOnTimeout (dnslb, RFC 8767) */
+	/* setFailover{} (dnslb): retry a UDP query once on another server */
+	bool failover_on_timeout;
+	bool failover_on_servfail;
+	char failover_pool[64];			/* retry in this pool; "" = the query's own */
+	bool failover_other_pool;
+	double failover_budget;			/* s since the query arrived, default 3 */
+	int cache_cleaning_delay;		/* setCacheCleaningDelay, s, default 60 */
+	int cache_cleaning_pct;			/* setCacheCleaningPercentage, default 100 */
+
+	int workers;				/* 0 = number of CPUs */
+	int policy;				/* enum dlb_policy, global (atomic) */
+	struct dlb_lua_policy lua_policies[DLB_MAX_LUA_POLICIES];
+	int nlua_policies;			/* slots in use (atomic); config time: appended */
+	int lua_policy_next;			/* reloads: the next slot, as a ring (main thread) */
+	int udp_timeout_ms;			/* setUDPTimeout, default 2000 */
+	int max_udp_outstanding;		/* setMaxUDPOutstanding, per backend and worker, default 65535 */
+	bool servfail_when_no_server;
+	bool drop_empty_queries;
+	bool allow_empty_response;
+	uint16_t max_udp_answer;		/* setMaxUDPAnswerSize, default 4096 */
+	bool truncate_tc;			/* truncateTC: a TC=1 answer loses its records (UDP) */
+	bool roundrobin_fail_on_no_server;
+	bool fixup_case;			/* fixupCase: the client's qname case in answers */
+	struct dlb_selfanswer_opts selfans;
+	uint32_t whashed_perturbation;
+	int ecs_prefix_v4;			/* setECSSourcePrefixV4, default 24 */
+	int ecs_prefix_v6;			/* setECSSourcePrefixV6, default 56 */
+	bool ecs_override;			/* setECSOverride: replace the client's own ECS */
+	double weighted_balancing_factor;	/* setWeightedBalancingFactor, 0 = off */
+	double ch_balancing_factor;		/* setConsistentHashingBalancingFactor, 0 = off */
+	dlb_be_totals_fn *be_totals;		/* NULL until the workers run */
+
+	int tcp_recv_timeout;			/* s, default 2 */
+	int tcp_send_timeout;			/* s, default 2 */
+	int max_tcp_queries_per_conn;		/* 0 = unlimited */
+	int max_tcp_conns_per_client;		/* 0 = unlimited */
+	int max_tcp_conn_duration;		/* s, 0 = unlimited */
+	int max_tcp_client_threads;		/* accepted for compatibility; workers serve TCP */
+	/* abuse limits (dnslb/pipeline/abuse.h, docs/abuse.md; lua/abuse_lua.c sets them) */
+	int max_tcp_conn_rate_per_client;	/* setMaxTCPConnectionRatePerClient, /s; 0 = off */
+	int tcp_conn_rate_interval;		/* setTCPConnectionRateInterval, min, default 5 */
+	int tcp_ban_duration_rate;		/* setBanDurationForExceedingTCPTLSRate, s, default 10 */
+	int max_tcp_read_ios_per_query;		/* setMaxTCPReadIOsPerQuery, default 50; 0 = off */
+	int tcp_ban_duration_read_ios;		/* setBanDurationForExceedingMaxReadIOsPerQuery, s, 60 */
+	int tcp_conns_mask_v4, tcp_conns_mask_v6;	/* setTCPConnectionsMaskV4/V6, 32 / 128 */
+	int tcp_overload_threshold;		/* setTCPConnectionsOverloadThreshold, %, default 90 */
+	size_t max_tcp_out_bytes;		/* setMaxTCPOutputBufferSize, default 256 KiB */
+	int max_outstanding_per_client;		/* setMaxOutstandingPerClient, per worker; 0 = off */
+	int oc_action;				/* enum dlb_oc_action (drop, REFUSED, SERVFAIL) */
+	int oc_mask_v4, oc_mask_v6;		/* its client masks, default 32 / 64 */
+
+	int udp_vector_size;			/* recvmmsg batch, default DLB_UDP_BATCH */
+	bool blocking_receive;			/* setWorkerBlockingReceive, default true */
+	int recv_coalesce_us;			/* setWorkerReceiveCoalescing, 0 = off */
+	int udp_rcvbuf, udp_sndbuf;		/* setUDPSocketBufferSizes, 0 = kernel default */
+
+	bool verbose;
+	bool verbose_health_checks;
+};
+
+/** Name of policy @p: a built-in's, or the Lua policy's own name. */
+const char *dlb_config_policy_name(const struct dlb_config *cfg, int p);
+
+/** The ACL in force (a reload may have replaced it). Thread: any, in an epoch section. */
+static inline const struct dlb_nmg *
+dlb_config_acl(const struct dlb_config *cfg)
+{
+	const struct dlb_nmg *g = __atomic_load_n(&cfg->acl_live, __ATOMIC_ACQUIRE);
+
+	return g != NULL ? g : &cfg->acl;
+}
+
+struct dlb_rcu_thread;
+/**
+ * Publish a copy of cfg->acl as the ACL workers check (before they start,
+ * and after every change at runtime or by a reload). The previous copy is
+ * retired through @rt (NULL: freed at once). Main thread. @return 0 or -1.
+ */
+int dlb_config_publish_acl(struct dlb_config *cfg, struct dlb_rcu_thread *rt);
+
+/**
+ * How a reload's configuration @b maps onto the running one @a: which
+ * running server each of @b's servers is (or -1: a new one), and which
+ * running packet cache each of @b's caches is (or -1: a new one).
+ *
+ * A server is the same when its address, source, name, transport settings
+ * (sockets, tcpOnly, timeouts, retries, maxInFlight, useClientSubnet,
+ * useProxyProtocol) and lazy mode are, and, when the file gives `id=`, its
+ * UUID; the rest (order, weight, qps, pools, health-check settings,
+ * healthCheckMode) is changed in place (dlb_config_update_backend). Servers
+ * removed at runtime are never matched. A cache is the same when it was
+ * asked with the same options (size included).
+ */
+struct dlb_reload_plan {
+	int fe_map[DLB_MAX_FRONTENDS];		/* running listener of the same address, or -1 */
+	int be_map[DLB_MAX_BACKENDS];
+	int cache_map[DLB_MAX_POOLS * 2];
+};
+
+/**
+ * Fill @plan (a listener is the same when its address is; a removed one is
+ * revived). @return NULL, or a phrase naming what a reload cannot do.
+ */
+const char *dlb_config_plan_reload(const struct dlb_config *a, const struct dlb_config *b,
+				   struct dlb_reload_plan *plan);
+
+/**
+ * Give running server @be the in-place settings of @nb (its match in a
+ * reload): order, weight, qps, health-check settings, and the forced state
+ * when the file's healthCheckMode changed (a setUp/setDown from the console
+ * otherwise stays). Pool membership is the caller's. Main thread.
+ */
+void dlb_config_update_backend(struct dlb_backend *be, const struct dlb_backend *nb);
+
+/**
+ * Take @be out of service for good at runtime: out of every pool, forced
+ * down, marked removed (its index stays). Rings are the caller's. Main thread.
+ */
+void dlb_config_retire_backend(struct dlb_config *cfg, struct dlb_backend *be);
+
+/** Do options @x and @y build the same cache? */
+bool dlb_cache_opts_same(const struct dlb_cache_opts *x, const struct dlb_cache_opts *y);
+
+/** Defaults as dnsdist 1.7.3 has them. Ownership: caller frees with dlb_config_free. */
+struct dlb_config *dlb_config_new(void);
+void dlb_config_free(struct dlb_config *cfg);
+
+/** Backend with defaults filled in; the caller sets the address. Not yet attached. */
+struct dlb_backend *dlb_backend_new(void);
+/** Attach @be: index, default name, pool membership. @return 0 or -1 (too many). */
+int dlb_config_add_backend(struct dlb_config *cfg, struct dlb_backend *be);
+/**
+ * The two halves of dlb_config_add_backend, for a server added at runtime:
+ * append @be to cfg->backends (index, default name; nbackends published
+ * with a release store, so workers can open their sockets towards it), and
+ * later put it in its pools (be->pools, or the default pool). @return 0 or
+ * -1 (too many servers or pools).
+ */
+int dlb_config_append_backend(struct dlb_config *cfg, struct dlb_backend *be);
+int dlb_config_attach_backend(struct dlb_config *cfg, struct dlb_backend *be);
+/**
+ * The index in cfg->backends of the server shown at position @pos: dnsdist
+ * lists its servers sorted by order (a stable sort at each newServer: equal
+ * orders keep the order they were added in; a later change of a server's
+ * order does not move it), and numbers them so in showServers(),
+ * getServer(n), rmServer(n) and the web API. @return -1 past the end.
+ */
+int dlb_config_backend_at(const struct dlb_config *cfg, int pos);
+/** Detach and free backend @idx, re-indexing the rest (config time only). */
+int dlb_config_remove_backend(struct dlb_config *cfg, int idx);
+/** Find or create a pool. @return NULL when there are too many. */
+struct dlb_pool *dlb_config_get_pool(struct dlb_config *cfg, const char *name);
+struct dlb_pool *dlb_config_find_pool(const struct dlb_config *cfg, const char *name);
+/** Add/remove backend @be to/from pool @name (membership array kept sorted). */
+int dlb_config_pool_add(struct dlb_config *cfg, const char *name, struct dlb_backend *be);
+void dlb_config_pool_remove(struct dlb_config *cfg, const char *name, struct dlb_backend *be);
+/** Re-sort every pool's members by (order, index), after a backend's order changed. */
+void dlb_config_resort_pools(struct dlb_config *cfg);
+/** Add a listener; an identical address is merged (repeating addLocal with reusePort). */
+int dlb_config_add_frontend(struct dlb_config *cfg, const struct dlb_frontend_cfg *fe);
+/**
+ * Build every pool's consistent-hashing ring from its members' weights and
+ * IDs (stable across restarts with id=) and publish it. Before the workers
+ * start @rt is NULL and old rings are freed at once; at runtime (a server
+ * added, removed, re-weighted or moved between pools) they are retired
+ * through @rt. Main thread. @return 0 or -1 (no memory: the old rings stay).
+ */
+int dlb_config_build_rings(struct dlb_config *cfg, struct dlb_rcu_thread *rt);
+
+/** The published ring of @pool, or NULL. Thread: any, in an epoch section. */
+static inline const struct dlb_ch_ring *
+dlb_pool_ring(const struct dlb_pool *pool)
+{
+	return __atomic_load_n(&pool->ring, __ATOMIC_ACQUIRE);
+}
+
+/** Hash of a lowercased wire name for whashed/chashed (not keyed: stable across restarts). */
+uint32_t dlb_name_hash_seeded(const uint8_t *lc, size_t len, uint32_t seed);
+/**
+ * dnsdist's burtleCI: Bob Jenkins' lookup2 hash of @len bytes of @k, ASCII
+ * letters taken as lowercase, from @init. whashed and chashed hash the
+ * query name's wire form with it, and chashed places a server's points at
+ * the hashes of "<id>-<n>", as dnsdist does.
+ */
+uint32_t dlb_burtle_ci(const void *k, size_t len, uint32_t init);
+
+/** dnsdist's default ACL (RFC 1918, CGNAT, loopback, link-local, ULA). */
+void dlb_config_default_acl(struct dlb_nmg *acl);
+
+/** Is @be eligible for traffic (forced up, or auto and healthy)? Thread: any. */
+static inline bool
+dlb_backend_is_up(const struct dlb_backend *be)
+{
+	int admin = __atomic_load_n(&be->admin, __ATOMIC_RELAXED);
+
+	if (admin == DLB_BE_FORCED_UP)
+		return true;
+	if (admin == DLB_BE_FORCED_DOWN)
+		return false;
+	return __atomic_load_n(&be->healthy, __ATOMIC_RELAXED) != 0;
+}
+
+#endif

@@ -1,0 +1,539 @@
+/*
+ * health.c - active health checks of backends, on the main thread's loop,
+ * with dnsdist's semantics (dnsdist-api.md §1.4):
+ *
+ *  - every checkInterval seconds, a query for checkName/checkType/checkClass
+ *    with RD=1 (CD with setCD) and a random ID, over UDP, or TCP with
+ *    checkTCP or tcpOnly, from the backend's source address;
+ *  - a failure is a timeout (checkTimeout ms), a short or malformed answer, a
+ *    wrong ID, QR=0, a different question, SERVFAIL, and with mustResolve
+ *    also NXDOMAIN and REFUSED;
+ *  - maxCheckFailures failures in a row take an up backend down, rise
+ *    successes in a row bring a down one up; each change is logged as
+ *    "Marking downstream <name> (<addr>) as 'up'|'down'";
+ *  - a backend forced up or down (setUp/setDown, healthCheckMode) is not
+ *    checked;
+ *  - before the workers start, one check of every backend decides its
+ *    initial state;
+ *  - healthCheckMode="lazy": no checks while the backend is up; real traffic
+ *    judges it (dlb_health_lazy_tick), and once down it is probed with
+ *    backoff until `rise` probes succeed.
+ *
+ * The verdict is published with an atomic store to be->healthy; workers read
+ * it with dlb_backend_is_up().
+ *
+ * Thread: main only.
+ */
+#include "dnslb/upstream/health.h"
+
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "dnslb/core/config.h"
+#include "dnslb/core/log.h"
+#include "dnslb/core/proxyproto.h"
+#include "dnslb/core/util.h"
+#include "dnslb/core/wire.h"
+
+#define container_of(p, T, m) ((T *)(void *)((char *)(p) - offsetof(T, m)))
+
+struct hc {
+	struct dlb_health *h;
+	struct dlb_backend *be;
+	ev_timer next;			/* the next check */
+	ev_timer timeout;		/* the running check's deadline */
+	ev_io io;
+	int fd;
+	bool running;
+	bool tcp;
+	bool connected;			/* TCP: connect finished */
+	uint16_t id;
+	/* [PROXY LOCAL header][TCP length][query]: what is sent starts at `out` */
+	uint8_t query[DLB_PP2_MAX + 2 + DLB_DNS_HDR + DLB_MAX_NAME + 4];
+	size_t qlen;			/* the DNS query alone */
+	uint8_t *out;
+	size_t outlen;
+	size_t written;
+	uint8_t resp[1024];
+	size_t rlen;
+	int fails, successes;		/* in a row */
+	uint64_t checks;		/* sent */
+	/* lazy mode */
+	uint64_t last_q, last_f;	/* totals at the previous tick */
+	uint64_t win_q, win_f;		/* queries and failures in the current window */
+	int backoff_n;			/* probes failed since it went down */
+};
+
+struct dlb_health {
+	struct ev_loop *loop;
+	struct dlb_config *cfg;
+	struct dlb_rng rng;
+	struct hc *hcs[DLB_MAX_BACKENDS];	/* [n]; each one stays put (ev watchers) */
+	int n;
+	int initial_pending;		/* initial checks still running */
+};
+
+/* Lazy mode: seconds until the next probe of a down backend. */
+static double
+lazy_interval(const struct hc *c)
+{
+	const struct dlb_backend *be = c->be;
+	double iv = be->lazy_failed_interval > 0 ? be->lazy_failed_interval : 30;
+
+	if (be->lazy_backoff) {
+		for (int i = 0; i < c->backoff_n && iv < be->lazy_max_backoff; i++)
+			iv *= 2;
+		if (be->lazy_max_backoff > 0 && iv > be->lazy_max_backoff)
+			iv = be->lazy_max_backoff;
+	}
+	return iv;
+}
+
+static void check_start(struct hc *c);
+
+/* dnsdist's log line; an unnamed server is shown by its address alone. */
+static void
+log_state(const struct dlb_backend *be, bool up)
+{
+	if (strcmp(be->name, be->addr_text) == 0)
+		dlb_warn("Marking downstream %s as '%s'", be->addr_text, up ? "up" : "down");
+	else
+		dlb_warn("Marking downstream %s (%s) as '%s'", be->name, be->addr_text,
+			 up ? "up" : "down");
+}
+
+/* Publish a new verdict; @always logs it even without a change (the initial check). */
+static void
+set_state(struct hc *c, bool up, bool always)
+{
+	struct dlb_backend *be = c->be;
+	bool changed = (__atomic_load_n(&be->healthy, __ATOMIC_RELAXED) != 0) != up;
+
+	if (changed)
+		__atomic_store_n(&be->healthy, up ? 1 : 0, __ATOMIC_RELEASE);
+	if (changed || always)
+		log_state(be, up);
+}
+
+static void
+check_stop_io(struct hc *c)
+{
+	struct ev_loop *loop = c->h->loop;
+
+	ev_io_stop(loop, &c->io);
+	ev_timer_stop(loop, &c->timeout);
+	if (c->fd >= 0) {
+		close(c->fd);
+		c->fd = -1;
+	}
+	c->running = false;
+}
+
+/* One check is over: update the state machine and schedule the next. */
+static void
+check_done(struct hc *c, bool ok, const char *why)
+{
+	struct dlb_health *h = c->h;
+	struct dlb_backend *be = c->be;
+	bool initial = c->checks == 1 && !be->lazy;
+
+	check_stop_io(c);
+	if (!ok && h->cfg->verbose_health_checks)
+		dlb_info("Health check of %s (%s) failed: %s", be->name, be->addr_text, why);
+	if (ok) {
+		c->fails = 0;
+		c->successes++;
+	} else {
+		c->successes = 0;
+		c->fails++;
+	}
+	if (initial) {
+		/* the first check decides the state and is logged, as dnsdist's initial check */
+		set_state(c, ok, true);
+		if (h->initial_pending > 0 && --h->initial_pending == 0)
+			ev_break(h->loop, EVBREAK_ONE);
+	} else if (__atomic_load_n(&be->healthy, __ATOMIC_RELAXED)) {
+		if (c->fails >= be->max_check_failures)
+			set_state(c, false, false);
+	} else if (c->successes >= be->rise) {
+		set_state(c, true, false);
+	}
+	if (be->lazy) {
+		if (__atomic_load_n(&be->healthy, __ATOMIC_RELAXED)) {
+			/* back up: traffic judges it again, from a fresh window */
+			c->backoff_n = 0;
+			c->win_q = c->win_f = 0;
+			return;
+		}
+		if (!ok)
+			c->backoff_n++;
+		ev_timer_set(&c->next, ok ? (be->check_interval > 0 ? be->check_interval : 1)
+					  : lazy_interval(c), 0.);
+		ev_timer_start(h->loop, &c->next);
+		return;
+	}
+	ev_timer_set(&c->next, be->check_interval > 0 ? be->check_interval : 1, 0.);
+	ev_timer_start(h->loop, &c->next);
+}
+
+static void
+check_validate(struct hc *c, const uint8_t *p, size_t n)
+{
+	const struct dlb_backend *be = c->be;
+	const uint8_t *sent;
+	struct dlb_dnsmsg m;
+	unsigned rcode;
+	int rc;
+
+	if (n < DLB_DNS_HDR) {
+		check_done(c, false, "short answer");
+		return;
+	}
+	if (dlb_rd16(p) != c->id) {
+		check_done(c, false, "ID mismatch");
+		return;
+	}
+	rc = dlb_wire_parse_response_question(p, n, &m);
+	if (rc != DLB_OK && rc != DLB_EEMPTY) {
+		check_done(c, false, "malformed answer");
+		return;
+	}
+	if (!(m.flags & DLB_F_QR)) {
+		check_done(c, false, "QR not set");
+		return;
+	}
+	rcode = DLB_RCODE(m.flags);
+	if (rcode == DLB_RCODE_SERVFAIL) {
+		check_done(c, false, "SERVFAIL");
+		return;
+	}
+	if (be->must_resolve && (rcode == DLB_RCODE_NXDOMAIN || rcode == DLB_RCODE_REFUSED)) {
+		check_done(c, false, rcode == DLB_RCODE_NXDOMAIN ? "NXDOMAIN" : "REFUSED");
+		return;
+	}
+	/* the question sent (a checkFunction may have changed it) */
+	sent = c->query + DLB_PP2_MAX + 2;
+	if (rc == DLB_OK &&
+	    (m.qtype != dlb_rd16(sent + c->qlen - 4) || m.qclass != dlb_rd16(sent + c->qlen - 2) ||
+	     !dlb_wire_name_equal_ci(m.qname_lc, m.qname_len, sent + DLB_DNS_HDR,
+				     c->qlen - DLB_DNS_HDR - 4))) {
+		check_done(c, false, "question mismatch");
+		return;
+	}
+	check_done(c, true, NULL);
+}
+
+static void
+check_io_cb(struct ev_loop *loop, ev_io *io, int revents)
+{
+	struct hc *c = container_of(io, struct hc, io);
+	ssize_t n;
+
+	if (!c->tcp) {
+		n = recv(c->fd, c->resp, sizeof(c->resp), MSG_DONTWAIT);
+		if (n == -1) {
+			if (errno != EAGAIN && errno != EINTR)
+				check_done(c, false, strerror(errno));
+			return;
+		}
+		check_validate(c, c->resp, (size_t)n);
+		return;
+	}
+	if (!c->connected) {
+		int err = 0;
+		socklen_t el = sizeof(err);
+
+		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el) == -1 || err != 0) {
+			check_done(c, false, err ? strerror(err) : "connect failed");
+			return;
+		}
+		c->connected = true;
+	}
+	if (c->written < c->outlen) {
+		n = send(c->fd, c->out + c->written, c->outlen - c->written,
+			 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n == -1) {
+			if (errno != EAGAIN && errno != EINTR)
+				check_done(c, false, strerror(errno));
+			return;
+		}
+		c->written += (size_t)n;
+		if (c->written == c->outlen) {
+			ev_io_stop(loop, &c->io);
+			ev_io_set(&c->io, c->fd, EV_READ);
+			ev_io_start(loop, &c->io);
+		}
+		return;
+	}
+	n = recv(c->fd, c->resp + c->rlen, sizeof(c->resp) - c->rlen, MSG_DONTWAIT);
+	if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR)) {
+		check_done(c, false, n == 0 ? "connection closed" : strerror(errno));
+		return;
+	}
+	if (n == -1)
+		return;
+	c->rlen += (size_t)n;
+	if (c->rlen >= 2) {
+		size_t flen = dlb_rd16(c->resp);
+
+		if (flen + 2 > sizeof(c->resp)) {
+			/* a health-check answer has no business being this big */
+			check_done(c, false, "answer too large");
+			return;
+		}
+		if (c->rlen >= flen + 2)
+			check_validate(c, c->resp + 2, flen);
+	}
+}
+
+static void
+check_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	check_done(container_of(t, struct hc, timeout), false, "timeout");
+}
+
+static void
+check_next_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	check_start(container_of(t, struct hc, next));
+}
+
+int (*dlb_health_check_hook)(const struct dlb_backend *be, uint8_t *name, int *name_len,
+			     uint16_t *type, uint16_t *cls, uint16_t *flags, char *err,
+			     size_t errlen);
+
+static void
+check_start(struct hc *c)
+{
+	struct dlb_health *h = c->h;
+	struct dlb_backend *be = c->be;
+	uint8_t *q = c->query + DLB_PP2_MAX + 2;
+	uint8_t pp[DLB_PP2_MAX];
+	uint8_t name[DLB_MAX_NAME];
+	int name_len = be->check_name_len;
+	uint16_t type = be->check_type, cls = be->check_class;
+	uint16_t flags = (uint16_t)(DLB_F_RD | (be->set_cd ? DLB_F_CD : 0));
+	char err[256];
+	size_t hl = 0;
+	int one = 1;
+
+	if (__atomic_load_n(&be->admin, __ATOMIC_RELAXED) != DLB_BE_AUTO) {
+		/* forced up or down: no checks, but look again later */
+		ev_timer_set(&c->next, be->check_interval > 0 ? be->check_interval : 1, 0.);
+		ev_timer_start(h->loop, &c->next);
+		return;
+	}
+	c->tcp = be->check_tcp || be->tcp_only;
+	c->id = (uint16_t)dlb_rng_u32(&h->rng);
+	memcpy(name, be->check_name, (size_t)name_len);
+	if (be->check_fn && dlb_health_check_hook != NULL &&
+	    dlb_health_check_hook(be, name, &name_len, &type, &cls, &flags, err,
+				  sizeof(err)) != 0) {
+		c->checks++;
+		c->running = true;
+		c->fd = -1;
+		check_done(c, false, err);
+		return;
+	}
+	dlb_wr16(q, c->id);
+	dlb_wr16(q + 2, flags);
+	dlb_wr16(q + 4, 1);
+	memset(q + 6, 0, 6);
+	memcpy(q + DLB_DNS_HDR, name, (size_t)name_len);
+	dlb_wr16(q + DLB_DNS_HDR + name_len, type);
+	dlb_wr16(q + DLB_DNS_HDR + name_len + 2, cls);
+	c->qlen = DLB_DNS_HDR + (size_t)name_len + 4;
+	/* a backend expecting PROXY headers gets a LOCAL one, as dnsdist sends */
+	if (be->use_proxy_protocol)
+		hl = dlb_pp2_local(pp);
+	if (c->tcp) {
+		dlb_wr16(q - 2, (uint16_t)c->qlen);
+		c->out = q - 2 - hl;
+		c->outlen = hl + 2 + c->qlen;
+	} else {
+		c->out = q - hl;
+		c->outlen = hl + c->qlen;
+	}
+	memcpy(c->out, pp, hl);
+	c->written = 0;
+	c->rlen = 0;
+	c->connected = false;
+	c->checks++;
+	c->running = true;
+
+	c->fd = socket(be->addr.ss_family,
+		       (c->tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (c->fd == -1) {
+		check_done(c, false, strerror(errno));
+		return;
+	}
+	if (be->source_iface[0] != '\0')
+		setsockopt(c->fd, SOL_SOCKET, SO_BINDTODEVICE, be->source_iface,
+			   (socklen_t)strlen(be->source_iface));
+	if (be->source.ss_family != 0) {
+		setsockopt(c->fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one));
+		if (bind(c->fd, (const struct sockaddr *)&be->source, be->sourcelen) == -1) {
+			check_done(c, false, strerror(errno));
+			return;
+		}
+	}
+	if (connect(c->fd, (const struct sockaddr *)&be->addr, be->addrlen) == -1 &&
+	    errno != EINPROGRESS) {
+		check_done(c, false, strerror(errno));
+		return;
+	}
+	if (!c->tcp && send(c->fd, c->out, c->outlen, MSG_DONTWAIT) == -1) {
+		check_done(c, false, strerror(errno));
+		return;
+	}
+	ev_io_set(&c->io, c->fd, c->tcp ? EV_WRITE : EV_READ);
+	ev_io_start(h->loop, &c->io);
+	ev_timer_set(&c->timeout, (be->check_timeout > 0 ? be->check_timeout : 1000) / 1000.0, 0.);
+	ev_timer_start(h->loop, &c->timeout);
+}
+
+static struct hc *
+hc_new(struct dlb_health *h, struct dlb_backend *be)
+{
+	struct hc *c = calloc(1, sizeof(*c));
+
+	if (c == NULL)
+		return NULL;
+	c->h = h;
+	c->be = be;
+	c->fd = -1;
+	ev_init(&c->next, check_next_cb);
+	ev_init(&c->timeout, check_timeout_cb);
+	ev_init(&c->io, check_io_cb);
+	return c;
+}
+
+struct dlb_health *
+dlb_health_new(struct ev_loop *loop, struct dlb_config *cfg)
+{
+	struct dlb_health *h = calloc(1, sizeof(*h));
+
+	if (h == NULL)
+		return NULL;
+	h->loop = loop;
+	h->cfg = cfg;
+	dlb_rng_init(&h->rng);
+	for (int i = 0; i < cfg->nbackends; i++) {
+		h->hcs[i] = hc_new(h, cfg->backends[i]);
+		if (h->hcs[i] == NULL) {
+			dlb_health_free(h);
+			return NULL;
+		}
+		h->n = i + 1;
+	}
+	return h;
+}
+
+int
+dlb_health_add(struct dlb_health *h, struct dlb_backend *be)
+{
+	struct hc *c;
+
+	if (be->index != h->n || h->n >= DLB_MAX_BACKENDS)
+		return -1;
+	c = hc_new(h, be);
+	if (c == NULL)
+		return -1;
+	h->hcs[h->n++] = c;
+	if (be->lazy) {
+		__atomic_store_n(&be->healthy, 1, __ATOMIC_RELEASE);
+	} else if (__atomic_load_n(&be->admin, __ATOMIC_RELAXED) == DLB_BE_AUTO) {
+		/* down until its first check answers, which decides and is logged */
+		__atomic_store_n(&be->healthy, 0, __ATOMIC_RELEASE);
+		check_start(c);
+	} else {
+		ev_timer_set(&c->next, be->check_interval > 0 ? be->check_interval : 1, 0.);
+		ev_timer_start(h->loop, &c->next);
+	}
+	return 0;
+}
+
+void
+dlb_health_initial(struct dlb_health *h)
+{
+	h->initial_pending = 0;
+	for (int i = 0; i < h->n; i++) {
+		struct hc *c = h->hcs[i];
+
+		if (c->be->lazy) {
+			/* lazy: up until traffic says otherwise, no initial check */
+			continue;
+		} else if (__atomic_load_n(&c->be->admin, __ATOMIC_RELAXED) == DLB_BE_AUTO) {
+			h->initial_pending++;
+			check_start(c);
+		} else {
+			ev_timer_set(&c->next, c->be->check_interval > 0 ? c->be->check_interval : 1,
+				     0.);
+			ev_timer_start(h->loop, &c->next);
+		}
+	}
+	/* run only the checks until each has an answer or timed out */
+	if (h->initial_pending > 0)
+		ev_run(h->loop, 0);
+	h->initial_pending = 0;
+}
+
+void
+dlb_health_lazy_tick(struct dlb_health *h)
+{
+	for (int i = 0; i < h->n; i++) {
+		struct hc *c = h->hcs[i];
+		const struct dlb_backend *be = c->be;
+		struct dlb_be_totals t;
+		uint64_t fails;
+
+		if (!be->lazy || h->cfg->be_totals == NULL)
+			continue;
+		h->cfg->be_totals(be->index, &t);
+		fails = t.drops + (be->lazy_timeouts_only ? 0 : t.servfails);
+		c->win_q += t.queries - c->last_q;
+		c->win_f += fails - c->last_f;
+		c->last_q = t.queries;
+		c->last_f = fails;
+		if (__atomic_load_n(&be->admin, __ATOMIC_RELAXED) != DLB_BE_AUTO ||
+		    !__atomic_load_n(&be->healthy, __ATOMIC_RELAXED) || c->running)
+			continue;
+		if (c->win_q >= (uint64_t)(be->lazy_min_samples > 0 ? be->lazy_min_samples : 1) &&
+		    c->win_f * 100 >= c->win_q * (uint64_t)be->lazy_threshold) {
+			if (h->cfg->verbose_health_checks)
+				dlb_info("Lazy health check of %s (%s): %llu failures in %llu queries",
+					 be->name, be->addr_text, (unsigned long long)c->win_f,
+					 (unsigned long long)c->win_q);
+			set_state(c, false, false);
+			c->successes = 0;
+			c->backoff_n = 0;
+			ev_timer_stop(h->loop, &c->next);
+			ev_timer_set(&c->next, lazy_interval(c), 0.);
+			ev_timer_start(h->loop, &c->next);
+		}
+		if (c->win_q >= (uint64_t)(be->lazy_sample_size > 0 ? be->lazy_sample_size : 100))
+			c->win_q = c->win_f = 0;	/* start a new window */
+	}
+}
+
+uint64_t
+dlb_health_checks_sent(const struct dlb_health *h, int be_index)
+{
+	return be_index >= 0 && be_index < h->n ? h->hcs[be_index]->checks : 0;
+}
+
+void
+dlb_health_free(struct dlb_health *h)
+{
+	if (h == NULL)
+		return;
+	for (int i = 0; i < h->n; i++) {
+		check_stop_io(h->hcs[i]);
+		ev_timer_stop(h->loop, &h->hcs[i]->next);
+		free(h->hcs[i]);
+	}
+	free(h);
+}
