@@ -1,7 +1,7 @@
 /*
  * worker_fx.h - a real worker (dnslb/worker.h) over a config with one
  * backend, not started: the unit tests of the data plane (test_backend.c,
- * test_forward.c) drive its loop themselves and replace its sinks.
+ * test_forward.c, test_query.c) drive its loop themselves and replace its sinks.
  *
  * Header-only (static inline). Include after <cmocka.h>.
  */
@@ -16,18 +16,16 @@
 #include "dnslb/worker.h"
 
 /*
- * A worker over a new config (*@cfgp) whose one backend is @be_addr, with
- * that backend's UDP timeout @udp_timeout_ms (0: the default) and
- * setMaxUDPOutstanding @max_outstanding (0: the default). Its backend
- * sockets are open, its RCU record registered.
+ * A new config whose one backend is @be_addr, with that backend's UDP
+ * timeout @udp_timeout_ms (0: the default) and setMaxUDPOutstanding
+ * @max_outstanding (0: the default). A test may change it before
+ * wfx_worker_on.
  */
-static inline struct dlb_worker *
-wfx_worker(struct dlb_config **cfgp, const struct sockaddr_in *be_addr, int udp_timeout_ms,
-	   int max_outstanding)
+static inline struct dlb_config *
+wfx_config(const struct sockaddr_in *be_addr, int udp_timeout_ms, int max_outstanding)
 {
 	struct dlb_config *cfg = dlb_config_new();
 	struct dlb_backend *be = dlb_backend_new();
-	struct dlb_worker *w;
 
 	cfg->workers = 1;
 	if (max_outstanding > 0)
@@ -37,11 +35,27 @@ wfx_worker(struct dlb_config **cfgp, const struct sockaddr_in *be_addr, int udp_
 	snprintf(be->addr_text, sizeof(be->addr_text), "127.0.0.1:%u", ntohs(be_addr->sin_port));
 	be->udp_timeout_ms = udp_timeout_ms;
 	assert_int_equal(dlb_config_add_backend(cfg, be), 0);
-	w = dlb_worker_new(0, cfg);
+	return cfg;
+}
+
+/* A worker over @cfg: its backend sockets open, its RCU record registered. */
+static inline struct dlb_worker *
+wfx_worker_on(struct dlb_config *cfg)
+{
+	struct dlb_worker *w = dlb_worker_new(0, cfg);
+
 	assert_non_null(w);
 	assert_int_equal(dlb_rcu_register(&w->rcu), 0);
-	*cfgp = cfg;
 	return w;
+}
+
+/* wfx_config, then wfx_worker_on; the config in *@cfgp. */
+static inline struct dlb_worker *
+wfx_worker(struct dlb_config **cfgp, const struct sockaddr_in *be_addr, int udp_timeout_ms,
+	   int max_outstanding)
+{
+	*cfgp = wfx_config(be_addr, udp_timeout_ms, max_outstanding);
+	return wfx_worker_on(*cfgp);
 }
 
 static inline void
