@@ -1,0 +1,426 @@
+/*
+ * doh_req.c - DNS over HTTPS requests as dnsdist 1.7 reads them (doh_req.h).
+ */
+#include "dnslb/frontend/doh_req.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DNS_HEADER 12
+
+static const struct {
+	int status;
+	const char *text;
+} verdicts[DLB_DOH__COUNT] = {
+	[DLB_DOH_QUERY] = { 200, "" },
+	[DLB_DOH_NOT_FOUND] = { 404, "not found" },
+	[DLB_DOH_NO_ENDPOINT] = { 404, "there is no endpoint configured for this path" },
+	[DLB_DOH_BAD_REQUEST] = { 400, "Unable to parse the request" },
+	[DLB_DOH_NO_DNS_PARAM] = { 400, "Unable to find the DNS parameter" },
+	[DLB_DOH_BAD_BASE64] = { 400, "Unable to decode BASE64-URL" },
+	[DLB_DOH_NOT_DNS] = { 400, "The DNS query could not be parsed" },
+	[DLB_DOH_TOO_LARGE] = { 413, "Payload Too Large" },
+};
+
+int
+dlb_doh_status(enum dlb_doh_verdict v)
+{
+	return (unsigned)v < DLB_DOH__COUNT ? verdicts[v].status : 500;
+}
+
+const char *
+dlb_doh_text(enum dlb_doh_verdict v)
+{
+	return (unsigned)v < DLB_DOH__COUNT ? verdicts[v].text : "Internal Server Error";
+}
+
+/* ---- paths ------------------------------------------------------------------- */
+
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = (char)(c | 0x20);
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static bool
+unreserved(int c)
+{
+	return isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+size_t
+dlb_doh_normalize(const char *path, size_t len, char *out, size_t cap)
+{
+	size_t n = 0;
+	const char *q = memchr(path, '?', len);
+
+	if (q != NULL)
+		len = (size_t)(q - path);
+	if (len == 0 || path[0] != '/' || cap < 2)
+		return 0;
+	for (size_t i = 0; i < len; i++) {
+		char c = path[i];
+
+		if (c == '%' && i + 2 < len) {
+			int hi = hexval(path[i + 1]), lo = hexval(path[i + 2]);
+
+			if (hi >= 0 && lo >= 0 && unreserved(hi << 4 | lo)) {
+				c = (char)(hi << 4 | lo);
+				i += 2;
+			}
+		}
+		if (n + 1 >= cap)
+			return 0;
+		out[n++] = c;
+		/* a segment just ended (or the path did): resolve "." and ".." */
+		if (c == '/' || i + 1 == len) {
+			size_t end = c == '/' ? n - 1 : n;	/* the segment is out[start, end) */
+			size_t start = end;
+
+			while (start > 0 && out[start - 1] != '/')
+				start--;
+			if (end - start == 1 && out[start] == '.') {
+				n = start;	/* "/./" -> "/" */
+			} else if (end - start == 2 && out[start] == '.' && out[start + 1] == '.') {
+				size_t prev = start > 0 ? start - 1 : 0;	/* the '/' before ".." */
+
+				while (prev > 0 && out[prev - 1] != '/')
+					prev--;
+				n = prev > 0 ? prev : 1;	/* never above the root */
+			}
+		}
+	}
+	if (n == 0)
+		out[n++] = '/';
+	out[n] = '\0';
+	return n;
+}
+
+bool
+dlb_doh_route(const struct dlb_doh_paths *p, const char *norm, size_t len)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		size_t pl = strlen(p->paths[i]);
+
+		if (pl > len || memcmp(p->paths[i], norm, pl) != 0)
+			continue;
+		/* "/a" takes "/a" and "/a/...", never "/ab"; "/a/" takes "/a/..." */
+		if (pl == len || p->paths[i][pl - 1] == '/' || norm[pl] == '/')
+			return true;
+	}
+	return false;
+}
+
+bool
+dlb_doh_exact(const struct dlb_doh_paths *p, const char *norm, size_t len)
+{
+	if (!p->exact)
+		return true;
+	for (size_t i = 0; i < p->n; i++)
+		if (strlen(p->paths[i]) == len && memcmp(p->paths[i], norm, len) == 0)
+			return true;
+	return false;
+}
+
+/* ---- the query ------------------------------------------------------------------ */
+
+/*
+ * One base64 character as dnsdist 1.7's decoder reads it: the standard
+ * alphabet, '=' as zero, and, by the arithmetic of that decoder, a few
+ * more: the bytes 0x00-0x2f read as 4-51, 0x5b-0x60 as 20-25 and 0xfc-0xff
+ * as 0-3. -1: a byte it refuses (0x3a-0x40, 0x7b-0xfb).
+ */
+static int
+b64_value(unsigned char c)
+{
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	if (c == '=')
+		return 0;
+	if (c <= '9')
+		return c + 4;
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 0x5b && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= 0xfc)
+		return c - 0xfc;
+	return -1;
+}
+
+static bool
+b64_space(unsigned char c)
+{
+	return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+long
+dlb_doh_base64url_decode(const char *in, size_t len, uint8_t *out, size_t cap)
+{
+	size_t n = 0, i = 0, total = len;
+	unsigned pad = 0;
+
+	/* '-' and '_' read as '+' and '/', and the padding a client may leave
+	 * out is added back to a multiple of four: "==" or "=" */
+	if (len % 4 == 2)
+		total += 2;
+	else if (len % 4 == 3)
+		total += 1;
+	while (i < total) {
+		uint32_t group = 0;
+
+		pad = 0;
+		for (int k = 0; k < 4; k++) {
+			unsigned char c = 0;
+			int v = 0;
+
+			if (i < total) {
+				c = i < len ? (unsigned char)in[i] : '=';
+				if (c == '=')
+					pad++;
+				while (b64_space(c)) {
+					if (++i >= total)
+						return -1;	/* dnsdist fails there too, without an answer */
+					c = i < len ? (unsigned char)in[i] : '=';
+				}
+				i++;
+				c = c == '-' ? '+' : c == '_' ? '/' : c;
+				v = b64_value(c);
+				if (v < 0)
+					return -1;
+			}
+			group = group << 6 | (uint32_t)v;
+		}
+		if (n + 3 > cap)
+			return -1;
+		out[n++] = (uint8_t)(group >> 16);
+		out[n++] = (uint8_t)(group >> 8);
+		out[n++] = (uint8_t)group;
+	}
+	/* the last group's '=' take back as many bytes */
+	if (pad > n)
+		return -1;
+	return (long)(n - pad);
+}
+
+enum dlb_doh_verdict
+dlb_doh_query(const char *method, size_t mlen, const char *path, size_t len, const uint8_t *body,
+	      size_t blen, uint8_t *out, size_t cap, size_t *outlen)
+{
+	const char *q, *param = NULL;
+	size_t qat, plen;
+	long got;
+
+	*outlen = 0;
+	if (mlen == 4 && memcmp(method, "POST", 4) == 0) {
+		if (blen > cap)
+			return DLB_DOH_TOO_LARGE;
+		if (blen < DNS_HEADER)
+			return DLB_DOH_NOT_DNS;
+		memcpy(out, body, blen);
+		*outlen = blen;
+		return DLB_DOH_QUERY;
+	}
+	/* any other method reads as a GET: dnsdist 1.7 does not look at it */
+	q = memchr(path, '?', len);
+	if (q == NULL)
+		return DLB_DOH_BAD_REQUEST;
+	qat = (size_t)(q - path);
+	if (len - qat <= 5)
+		return DLB_DOH_BAD_REQUEST;	/* "?dns=" and nothing after it */
+	for (size_t i = qat; i + 5 <= len; i++) {
+		if (memcmp(path + i, "?dns=", 5) == 0) {
+			param = path + i + 5;
+			break;
+		}
+	}
+	if (param == NULL) {
+		for (size_t i = qat; i + 5 <= len; i++) {
+			if (memcmp(path + i, "&dns=", 5) == 0) {
+				param = path + i + 5;
+				break;
+			}
+		}
+	}
+	if (param == NULL)
+		return DLB_DOH_NO_DNS_PARAM;
+	/* dnsdist decodes everything after "dns=", later parameters included */
+	plen = len - (size_t)(param - path);
+	if (plen > (cap / 3 + 2) * 4)
+		return DLB_DOH_TOO_LARGE;
+	got = dlb_doh_base64url_decode(param, plen, out, cap);
+	if (got < 0)
+		return DLB_DOH_BAD_BASE64;
+	if (got < DNS_HEADER)
+		return DLB_DOH_NOT_DNS;
+	*outlen = (size_t)got;
+	return DLB_DOH_QUERY;
+}
+
+/* ---- the response map ------------------------------------------------------------ */
+
+static void
+entry_free(struct dlb_doh_map_entry *e)
+{
+	regfree(&e->re);
+	free(e->regex_text);
+	free(e->content);
+	for (size_t i = 0; i < e->nheaders; i++) {
+		free(e->headers[i].name);
+		free(e->headers[i].value);
+	}
+	free(e->headers);
+}
+
+int
+dlb_doh_map_add(struct dlb_doh_map *m, const char *regex, int status, const void *content,
+		size_t content_len, const struct dlb_doh_header *headers, size_t nh, char *err,
+		size_t errsz)
+{
+	struct dlb_doh_map_entry *v, *e;
+	int rc;
+
+	if (status < 100 || status > 599) {
+		snprintf(err, errsz, "invalid HTTP status code %d", status);
+		return -1;
+	}
+	v = realloc(m->v, (m->n + 1) * sizeof(*v));
+	if (v == NULL)
+		goto nomem;
+	m->v = v;
+	e = &v[m->n];
+	memset(e, 0, sizeof(*e));
+	rc = regcomp(&e->re, regex, REG_ICASE | REG_NOSUB | REG_EXTENDED);
+	if (rc != 0) {
+		char why[128];
+
+		regerror(rc, &e->re, why, sizeof(why));
+		snprintf(err, errsz, "invalid regular expression '%s': %s", regex, why);
+		return -1;
+	}
+	e->status = status;
+	e->regex_text = strdup(regex);
+	e->content = malloc(content_len + 1);
+	if (e->regex_text == NULL || e->content == NULL)
+		goto nomem_entry;
+	if (content_len > 0)
+		memcpy(e->content, content, content_len);
+	e->content_len = content_len;
+	if (headers != NULL) {
+		e->headers = calloc(nh ? nh : 1, sizeof(*e->headers));
+		if (e->headers == NULL)
+			goto nomem_entry;
+		for (size_t i = 0; i < nh; i++) {
+			e->headers[i].name = strdup(headers[i].name);
+			e->headers[i].value = strdup(headers[i].value);
+			e->nheaders = i + 1;
+			if (e->headers[i].name == NULL || e->headers[i].value == NULL)
+				goto nomem_entry;
+			for (char *c = e->headers[i].name; *c; c++)
+				*c = (char)tolower((unsigned char)*c);
+		}
+	}
+	m->n++;
+	return 0;
+nomem_entry:
+	entry_free(e);
+nomem:
+	snprintf(err, errsz, "out of memory");
+	return -1;
+}
+
+void
+dlb_doh_map_clear(struct dlb_doh_map *m)
+{
+	for (size_t i = 0; i < m->n; i++)
+		entry_free(&m->v[i]);
+	free(m->v);
+	m->v = NULL;
+	m->n = 0;
+}
+
+const struct dlb_doh_map_entry *
+dlb_doh_map_match(const struct dlb_doh_map *m, const char *path)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (regexec(&m->v[i].re, path, 0, NULL, 0) == 0)
+			return &m->v[i];
+	return NULL;
+}
+
+/* ---- X-Forwarded-For ---------------------------------------------------------------- */
+
+bool
+dlb_doh_forwarded_for(const char *value, size_t len, struct sockaddr_storage *out)
+{
+	char text[INET6_ADDRSTRLEN + 16];
+	const char *v = value, *comma = NULL, *colon;
+	struct sockaddr_in *sin = (struct sockaddr_in *)out;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)out;
+	unsigned long port = 0;
+	char *end;
+
+	for (size_t i = 0; i < len; i++)
+		if (value[i] == ',')
+			comma = value + i;
+	if (comma != NULL) {
+		const char *p = comma + 1;
+
+		while (p < value + len && *p == ' ')
+			p++;
+		if (p < value + len) {
+			len -= (size_t)(p - value);
+			v = p;
+		}
+	}
+	if (len == 0 || len >= sizeof(text))
+		return false;
+	memcpy(text, v, len);
+	text[len] = '\0';
+	memset(out, 0, sizeof(*out));
+	if (text[0] == '[') {
+		/* "[v6]" or "[v6]:port" */
+		char *close = strchr(text, ']');
+
+		if (close == NULL)
+			return false;
+		*close = '\0';
+		if (close[1] == ':') {
+			port = strtoul(close + 2, &end, 10);
+			if (close[2] == '\0' || *end != '\0' || port > 65535)
+				return false;
+		} else if (close[1] != '\0') {
+			return false;
+		}
+		if (inet_pton(AF_INET6, text + 1, &sin6->sin6_addr) != 1)
+			return false;
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons((uint16_t)port);
+		return true;
+	}
+	if (inet_pton(AF_INET6, text, &sin6->sin6_addr) == 1) {
+		sin6->sin6_family = AF_INET6;
+		return true;
+	}
+	colon = strchr(text, ':');
+	if (colon != NULL) {
+		port = strtoul(colon + 1, &end, 10);
+		if (colon[1] == '\0' || *end != '\0' || port > 65535)
+			return false;
+		text[colon - text] = '\0';
+	}
+	if (inet_pton(AF_INET, text, &sin->sin_addr) != 1)
+		return false;
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons((uint16_t)port);
+	return true;
+}

@@ -1,0 +1,144 @@
+/*
+ * doh_req.h - DNS over HTTPS requests read as dnsdist 1.7 reads them, with
+ * no socket and no HTTP/2 session: which endpoint a path reaches, the query
+ * a GET or a POST carries, the response map (newDOHResponseMapEntry) and the
+ * client address of X-Forwarded-For. The DoH listener feeds these functions
+ * the request's method, path and body and answers with the status and body
+ * they return (docs/doh.md states each status and its text).
+ *
+ * A request goes through them in dnsdist's order:
+ *   1. dlb_doh_route: does the path reach an endpoint at all (the HTTP
+ *      server's prefix routing)? If not: 404 "not found".
+ *   2. the caller: X-Forwarded-For (dlb_doh_forwarded_for) and the ACL (403).
+ *   3. dlb_doh_exact: with exactPathMatching (the default), the path must
+ *      be one of the endpoint's URLs: else 404 "there is no endpoint
+ *      configured for this path".
+ *   4. dlb_doh_map_match: a response map entry whose regex matches the
+ *      path (query string included) answers with its status and content.
+ *   5. dlb_doh_query: the DNS query of a POST body or of a GET's dns=
+ *      parameter (base64url), or a 400.
+ *
+ * Thread: any; the functions keep no state. A response map is immutable
+ * once built and may be read by any thread.
+ */
+#ifndef DNSLB_DOH_REQ_H
+#define DNSLB_DOH_REQ_H
+
+#include <regex.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* What a request gets (the 4xx carry dnsdist's status and body text). */
+enum dlb_doh_verdict {
+	DLB_DOH_QUERY = 0,		/* the DNS query is in the caller's buffer */
+	DLB_DOH_NOT_FOUND,		/* 404 "not found" */
+	DLB_DOH_NO_ENDPOINT,		/* 404 "there is no endpoint configured for this path" */
+	DLB_DOH_BAD_REQUEST,		/* 400 "Unable to parse the request" */
+	DLB_DOH_NO_DNS_PARAM,		/* 400 "Unable to find the DNS parameter" */
+	DLB_DOH_BAD_BASE64,		/* 400 "Unable to decode BASE64-URL" */
+	DLB_DOH_NOT_DNS,		/* 400 "The DNS query could not be parsed": shorter than a header */
+	DLB_DOH_TOO_LARGE,		/* 413: the query would not fit a DNS message (dnslb) */
+	DLB_DOH__COUNT
+};
+
+/** The HTTP status of @v (200 for DLB_DOH_QUERY). */
+int dlb_doh_status(enum dlb_doh_verdict v);
+/** The text/plain body dnsdist sends with @v ("" for DLB_DOH_QUERY). */
+const char *dlb_doh_text(enum dlb_doh_verdict v);
+
+/* An endpoint: the URL paths of one addDOHLocal. */
+struct dlb_doh_paths {
+	const char *const *paths;	/* each begins with '/' */
+	size_t n;
+	bool exact;			/* exactPathMatching (default true) */
+};
+
+/**
+ * The path part of @path (@len bytes: up to '?' or the end), normalised as
+ * the HTTP server normalises it before routing: "." and ".." segments
+ * resolved, "%XX" of unreserved characters decoded. Writes at most @cap - 1
+ * bytes and a NUL to @out. @return its length, or 0 when it does not fit or
+ * is not a path (does not begin with '/').
+ */
+size_t dlb_doh_normalize(const char *path, size_t len, char *out, size_t cap);
+
+/** Step 1: does the normalised path @norm reach one of @p's URLs by prefix
+ * (a URL "/a" takes "/a", "/a/..."; a URL "/a/" takes "/a/...")? */
+bool dlb_doh_route(const struct dlb_doh_paths *p, const char *norm, size_t len);
+
+/** Step 3: is @norm exactly one of @p's URLs (always true without exactPathMatching)? */
+bool dlb_doh_exact(const struct dlb_doh_paths *p, const char *norm, size_t len);
+
+/**
+ * Step 5: the DNS query of a request. @method "POST": @body as is; "GET"
+ * (any other method: DLB_DOH_BAD_REQUEST): the first "?dns=" parameter, else
+ * the first "&dns=", of @path (@len bytes, query string included), decoded
+ * from base64url (the missing padding added back; the standard alphabet is
+ * accepted too, as dnsdist's decoder does). The query goes to @out (@cap
+ * bytes), its length to *@outlen. A query longer than @cap: DLB_DOH_TOO_LARGE;
+ * shorter than a DNS header: DLB_DOH_NOT_DNS.
+ */
+enum dlb_doh_verdict dlb_doh_query(const char *method, size_t mlen, const char *path, size_t len,
+				   const uint8_t *body, size_t blen, uint8_t *out, size_t cap,
+				   size_t *outlen);
+
+/**
+ * Decode base64url @in (@len bytes) into @out (@cap bytes) as dnsdist does:
+ * '-' and '_' read as '+' and '/', padding added back to a multiple of four,
+ * then standard base64. @return the decoded length, or -1 when it is not
+ * base64 or does not fit.
+ */
+long dlb_doh_base64url_decode(const char *in, size_t len, uint8_t *out, size_t cap);
+
+/* ---- the response map (newDOHResponseMapEntry, setResponsesMap) ------------- */
+
+struct dlb_doh_header {
+	char *name;			/* lowercase */
+	char *value;
+};
+
+struct dlb_doh_map_entry {
+	char *regex_text;
+	regex_t re;			/* POSIX extended, case-insensitive, as dnsdist's Regex */
+	int status;
+	uint8_t *content;
+	size_t content_len;
+	struct dlb_doh_header *headers;	/* NULL: the frontend's customResponseHeaders */
+	size_t nheaders;
+};
+
+struct dlb_doh_map {
+	struct dlb_doh_map_entry *v;
+	size_t n;
+};
+
+/**
+ * Add an entry to @m: @regex (compiled here), @status, @content (copied),
+ * @headers (@nh, copied; NULL: none of its own). @return 0, or -1 with
+ * @err (@errsz bytes) saying why (a bad regex, a status outside 100..599,
+ * no memory).
+ */
+int dlb_doh_map_add(struct dlb_doh_map *m, const char *regex, int status, const void *content,
+		    size_t content_len, const struct dlb_doh_header *headers, size_t nh, char *err,
+		    size_t errsz);
+void dlb_doh_map_clear(struct dlb_doh_map *m);
+
+/** Step 4: the first entry of @m whose regex matches @path (NUL-terminated,
+ * query string included), or NULL. */
+const struct dlb_doh_map_entry *dlb_doh_map_match(const struct dlb_doh_map *m, const char *path);
+
+/* ---- X-Forwarded-For --------------------------------------------------------- */
+
+/**
+ * The client address of an X-Forwarded-For value (@len bytes), as dnsdist's
+ * trustForwardedForHeader reads it: the last address of the list (after the
+ * last ',' and its spaces), with or without a port ("192.0.2.1:53",
+ * "[2001:db8::1]:53"). @return true with *@out (its port 0 when none)
+ * filled, false when the value is not an address (the connection's address
+ * stays).
+ */
+bool dlb_doh_forwarded_for(const char *value, size_t len, struct sockaddr_storage *out);
+
+#endif
