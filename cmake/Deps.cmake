@@ -1,7 +1,7 @@
 # All dependencies come from Debian 12 packages:
 #   libev-dev liblua5.4-dev libck-dev libhiredis-dev libsodium-dev libxxhash-dev libcmocka-dev
 #   libedit-dev (console line editing) libmicrohttpd-dev (web server) libcjson-dev (JSON)
-#   libsystemd-dev (sd_notify)
+#   libsystemd-dev (sd_notify) libssl-dev (OpenSSL 3: DNS over TLS and HTTPS)
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 
@@ -24,6 +24,7 @@ pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)
 pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
 pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)   # sd_notify (dnslb/core/notify.c)
+pkg_check_modules(OPENSSL REQUIRED IMPORTED_TARGET libssl libcrypto)   # TLS contexts (dnslb/core/tls.c)
 
 # libev ships no pkg-config file on Debian.
 find_path(LIBEV_INCLUDE_DIR ev.h REQUIRED)
@@ -33,4 +34,5 @@ add_library(dlb_deps INTERFACE)
 target_include_directories(dlb_deps INTERFACE ${LIBEV_INCLUDE_DIR})
 target_link_libraries(dlb_deps INTERFACE ${LIBEV_LIBRARY} PkgConfig::LUA54 PkgConfig::CK
                       PkgConfig::SODIUM PkgConfig::XXHASH PkgConfig::EDIT PkgConfig::MHD
-                      PkgConfig::CJSON PkgConfig::HIREDIS PkgConfig::SYSTEMD Threads::Threads m)
+                      PkgConfig::CJSON PkgConfig::HIREDIS PkgConfig::SYSTEMD PkgConfig::OPENSSL
+                      Threads::Threads m)

@@ -1,0 +1,137 @@
+/*
+ * tls.h - OpenSSL contexts for DNS over TLS and DNS over HTTPS, as dnsdist
+ * 1.7 builds them: a server context per TLS listener (addTLSLocal,
+ * addDOHLocal) with its certificates, ciphers, minimum version, session
+ * tickets and their key ring, session cache, OCSP stapling and key log;
+ * a client context per encrypted backend (newServer's tls keys) with
+ * certificate validation on by default.
+ *
+ * The TLS stream (one connection) takes its SSL object from here:
+ * dlb_tls_server_ssl_new / dlb_tls_client_ssl_new. Certificates are
+ * reloaded by building a new SSL_CTX and swapping it in: connections
+ * already open keep the context they began with (OpenSSL counts its
+ * references), new ones get the new one. The ticket key ring outlives
+ * reloads, so tickets issued before a reload still resume after it.
+ *
+ * Thread: a context is built and reloaded on the main thread; SSL objects
+ * are made by any thread (a mutex guards the swap). The ticket key ring is
+ * read by the threads doing handshakes and rotated by the main thread
+ * (a read-write lock).
+ */
+#ifndef DNSLB_TLS_H
+#define DNSLB_TLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <openssl/ssl.h>
+
+#define DLB_TLS_MAX_CERTS	8
+
+/* One ticket key as dnsdist's OpenSSL provider keeps it, and as 80 bytes of
+ * a ticketKeyFile: name, then AES-256-CBC key, then HMAC-SHA256 key. */
+#define DLB_TLS_TICKET_NAME	16
+#define DLB_TLS_TICKET_CIPHER	32
+#define DLB_TLS_TICKET_HMAC	32
+#define DLB_TLS_TICKET_KEY	(DLB_TLS_TICKET_NAME + DLB_TLS_TICKET_CIPHER + DLB_TLS_TICKET_HMAC)
+
+/* addTLSLocal/addDOHLocal options, with dnsdist 1.7's defaults from dlb_tls_server_opts_default. */
+struct dlb_tls_server_opts {
+	const char *certs[DLB_TLS_MAX_CERTS];	/* PEM chains */
+	const char *keys[DLB_TLS_MAX_CERTS];	/* PEM keys, in the order of certs */
+	size_t ncerts;
+	const char *ocsp[DLB_TLS_MAX_CERTS];	/* ocspResponses: DER files, in the order of certs */
+	size_t nocsp;
+	const char *ciphers;		/* ciphers (TLS <= 1.2); NULL: OpenSSL's */
+	const char *ciphers13;		/* ciphersTLS13; NULL: OpenSSL's */
+	int min_version;		/* TLS1_VERSION ... TLS1_3_VERSION (minTLSVersion, default tls1.0) */
+	bool tickets;			/* sessionTickets (default true) */
+	unsigned ticket_keys;		/* numberOfTicketsKeys (default 5); 0: no tickets */
+	const char *ticket_key_file;	/* ticketKeyFile: keys loaded instead of generated */
+	unsigned stored_sessions;	/* numberOfStoredSessions (default 20480); 0: no cache */
+	unsigned session_timeout;	/* sessionTimeout, s (0: OpenSSL's 300) */
+	bool prefer_server_ciphers;	/* preferServerCiphers (default true) */
+	bool release_buffers;		/* releaseBuffers (default true) */
+	bool renegotiation;		/* enableRenegotiation (default false) */
+	const char *keylog_file;	/* keyLogFile: NSS key log lines appended */
+	const char *alpn;		/* ALPN protocols offered, wire format ("\x02h2"...); NULL: none */
+	size_t alpn_len;
+};
+
+/* newServer's TLS keys. */
+struct dlb_tls_client_opts {
+	bool validate;			/* validateCertificates (default true) */
+	const char *ca_store;		/* caStore: a PEM file or a hashed directory; NULL: the system's */
+	const char *ciphers;
+	const char *ciphers13;
+	bool release_buffers;		/* default true */
+	bool renegotiation;		/* default false */
+	const char *keylog_file;
+	const char *alpn;		/* ALPN asked ("\x02h2" for DoH); NULL: none */
+	size_t alpn_len;
+};
+
+void dlb_tls_server_opts_default(struct dlb_tls_server_opts *o);
+void dlb_tls_client_opts_default(struct dlb_tls_client_opts *o);
+
+/** minTLSVersion's names ("tls1.0", "tls1.1", "tls1.2", "tls1.3") to an
+ * OpenSSL version; -1 for any other. */
+int dlb_tls_version_parse(const char *name);
+
+struct dlb_tls_server;
+struct dlb_tls_client;
+
+/**
+ * A server context from @o (copied). Every certificate and key is loaded
+ * and checked against each other, every OCSP file read, the ciphers and the
+ * version set: any failure is an error (@err, @errsz), never a weaker
+ * context. @return NULL on error.
+ */
+struct dlb_tls_server *dlb_tls_server_new(const struct dlb_tls_server_opts *o, char *err,
+					  size_t errsz);
+void dlb_tls_server_free(struct dlb_tls_server *s);
+
+/** A new server-side SSL for one connection (its SSL_CTX the current one), or NULL. */
+SSL *dlb_tls_server_ssl_new(struct dlb_tls_server *s);
+
+/**
+ * Reload the certificates, keys and OCSP responses from their files
+ * (reloadCertificates, SIGHUP): a new context, swapped in when it is
+ * complete. On error (@err) the running context stays. @return 0 or -1.
+ */
+int dlb_tls_server_reload(struct dlb_tls_server *s, char *err, size_t errsz);
+
+/** rotateTicketsKey(): a new random key encrypts from now on; the oldest of
+ * more than numberOfTicketsKeys goes. */
+int dlb_tls_server_rotate_ticket_key(struct dlb_tls_server *s, char *err, size_t errsz);
+
+/** loadTicketsKeys(file): the keys of @file (80 bytes each) pushed in the
+ * file's order, so the last one encrypts. At least one key must load. */
+int dlb_tls_server_load_ticket_keys(struct dlb_tls_server *s, const char *file, char *err,
+				    size_t errsz);
+
+/** How many ticket keys the ring holds. */
+size_t dlb_tls_server_ticket_keys(struct dlb_tls_server *s);
+
+/** The options the context was built with. */
+const struct dlb_tls_server_opts *dlb_tls_server_opts(const struct dlb_tls_server *s);
+
+/** A client context from @o: peer certificates validated against the CA
+ * store unless !validate. @return NULL on error (@err). */
+struct dlb_tls_client *dlb_tls_client_new(const struct dlb_tls_client_opts *o, char *err,
+					  size_t errsz);
+void dlb_tls_client_free(struct dlb_tls_client *c);
+
+/**
+ * A new client-side SSL for one connection: SNI and the certificate's
+ * expected name @subject_name (NULL: none, then only the chain is checked),
+ * or the IP address @subject_addr (text; NULL: none).
+ */
+SSL *dlb_tls_client_ssl_new(struct dlb_tls_client *c, const char *subject_name,
+			    const char *subject_addr);
+
+/** OpenSSL's error queue as one line (emptied), for messages. */
+const char *dlb_tls_error(char *buf, size_t bufsz);
+
+#endif
