@@ -2,6 +2,7 @@
 #   libev-dev liblua5.4-dev libck-dev libhiredis-dev libsodium-dev libxxhash-dev libcmocka-dev
 #   libedit-dev (console line editing) libmicrohttpd-dev (web server) libcjson-dev (JSON)
 #   libsystemd-dev (sd_notify) libssl-dev (OpenSSL 3: DNS over TLS and HTTPS)
+#   libnghttp2-dev (HTTP/2 for DNS over HTTPS)
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 
@@ -25,6 +26,7 @@ pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
 pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)   # sd_notify (dnslb/core/notify.c)
 pkg_check_modules(OPENSSL REQUIRED IMPORTED_TARGET libssl libcrypto)   # TLS contexts (dnslb/core/tls.c)
+pkg_check_modules(NGHTTP2 REQUIRED IMPORTED_TARGET libnghttp2)   # HTTP/2 for DoH (dnslb/frontend/doh_h2.c)
 
 # libev ships no pkg-config file on Debian.
 find_path(LIBEV_INCLUDE_DIR ev.h REQUIRED)
@@ -34,5 +36,5 @@ add_library(dlb_deps INTERFACE)
 target_include_directories(dlb_deps INTERFACE ${LIBEV_INCLUDE_DIR})
 target_link_libraries(dlb_deps INTERFACE ${LIBEV_LIBRARY} PkgConfig::LUA54 PkgConfig::CK
                       PkgConfig::SODIUM PkgConfig::XXHASH PkgConfig::EDIT PkgConfig::MHD
-                      PkgConfig::CJSON PkgConfig::HIREDIS PkgConfig::SYSTEMD PkgConfig::OPENSSL
+                      PkgConfig::CJSON PkgConfig::HIREDIS PkgConfig::SYSTEMD PkgConfig::OPENSSL PkgConfig::NGHTTP2
                       Threads::Threads m)
