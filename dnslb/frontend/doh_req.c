@@ -2,6 +2,7 @@
  * doh_req.c - DNS over HTTPS requests as dnsdist 1.7 reads them (doh_req.h).
  */
 #include "dnslb/frontend/doh_req.h"
+#include "dnslb/core/wire.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -11,6 +12,23 @@
 #include <string.h>
 
 #define DNS_HEADER 12
+
+/*
+ * What dnsdist 1.7 checks before it takes a DoH query: a header, then a
+ * question name that parses, then its type (the class may be missing).
+ */
+static bool
+looks_like_dns(const uint8_t *q, size_t len)
+{
+	uint8_t name[DLB_MAX_NAME];
+	size_t next;
+
+	if (len < DNS_HEADER)
+		return false;
+	if (dlb_wire_decode_name(q, len, DNS_HEADER, name, &next, NULL) < 0)
+		return false;
+	return next + 2 <= len;
+}
 
 static const struct {
 	int status;
@@ -224,7 +242,7 @@ dlb_doh_query(const char *method, size_t mlen, const char *path, size_t len, con
 	if (mlen == 4 && memcmp(method, "POST", 4) == 0) {
 		if (blen > cap)
 			return DLB_DOH_TOO_LARGE;
-		if (blen < DNS_HEADER)
+		if (!looks_like_dns(body, blen))
 			return DLB_DOH_NOT_DNS;
 		memcpy(out, body, blen);
 		*outlen = blen;
@@ -260,7 +278,7 @@ dlb_doh_query(const char *method, size_t mlen, const char *path, size_t len, con
 	got = dlb_doh_base64url_decode(param, plen, out, cap);
 	if (got < 0)
 		return DLB_DOH_BAD_BASE64;
-	if (got < DNS_HEADER)
+	if (!looks_like_dns(out, (size_t)got))
 		return DLB_DOH_NOT_DNS;
 	*outlen = (size_t)got;
 	return DLB_DOH_QUERY;

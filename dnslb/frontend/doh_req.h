@@ -38,7 +38,8 @@ enum dlb_doh_verdict {
 	DLB_DOH_BAD_REQUEST,		/* 400 "Unable to parse the request" */
 	DLB_DOH_NO_DNS_PARAM,		/* 400 "Unable to find the DNS parameter" */
 	DLB_DOH_BAD_BASE64,		/* 400 "Unable to decode BASE64-URL" */
-	DLB_DOH_NOT_DNS,		/* 400 "The DNS query could not be parsed": shorter than a header */
+	DLB_DOH_NOT_DNS,		/* 400 "The DNS query could not be parsed": no header,
+					 * question name and type */
 	DLB_DOH_TOO_LARGE,		/* 413: the query would not fit a DNS message (dnslb) */
 	DLB_DOH__COUNT
 };
@@ -78,7 +79,9 @@ bool dlb_doh_exact(const struct dlb_doh_paths *p, const char *norm, size_t len);
  * from base64url (the missing padding added back; the standard alphabet is
  * accepted too, as dnsdist's decoder does). The query goes to @out (@cap
  * bytes), its length to *@outlen. A query longer than @cap: DLB_DOH_TOO_LARGE;
- * shorter than a DNS header: DLB_DOH_NOT_DNS.
+ * one without a header, a question name that parses and a type (dnsdist's
+ * check; the class may be missing, and so may the question count):
+ * DLB_DOH_NOT_DNS.
  */
 enum dlb_doh_verdict dlb_doh_query(const char *method, size_t mlen, const char *path, size_t len,
 				   const uint8_t *body, size_t blen, uint8_t *out, size_t cap,

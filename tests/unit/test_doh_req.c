@@ -154,6 +154,15 @@ test_methods(void **state)
 	assert_memory_equal(out, Q, n);
 	assert_int_equal(dlb_doh_query("POST", 4, "/dns-query", 10, Q, 0, out, sizeof(out), &n),
 			 DLB_DOH_NOT_DNS);
+	/* a header alone, a name cut short, no type: not taken (the class may be missing) */
+	assert_int_equal(dlb_doh_query("POST", 4, "/dns-query", 10, Q, 12, out, sizeof(out), &n),
+			 DLB_DOH_NOT_DNS);
+	assert_int_equal(dlb_doh_query("POST", 4, "/dns-query", 10, Q, 20, out, sizeof(out), &n),
+			 DLB_DOH_NOT_DNS);
+	assert_int_equal(dlb_doh_query("POST", 4, "/dns-query", 10, Q, 30, out, sizeof(out), &n),
+			 DLB_DOH_NOT_DNS);
+	assert_int_equal(dlb_doh_query("POST", 4, "/dns-query", 10, Q, 31, out, sizeof(out), &n),
+			 DLB_DOH_QUERY);
 	assert_int_equal(dlb_doh_query("POST", 4, "/dns-query", 10, Q, sizeof(Q) - 1, out, 20, &n),
 			 DLB_DOH_TOO_LARGE);
 	assert_int_equal(get("PUT", "/dns-query", &n, out, sizeof(out)), DLB_DOH_BAD_REQUEST);
