@@ -284,6 +284,139 @@ dlb_doh_query(const char *method, size_t mlen, const char *path, size_t len, con
 	return DLB_DOH_QUERY;
 }
 
+/* ---- answers ------------------------------------------------------------------------ */
+
+uint32_t
+dlb_doh_min_ttl(const uint8_t *pkt, size_t len)
+{
+	uint32_t min = UINT32_MAX;
+	size_t off = DNS_HEADER;
+	unsigned qd, nrec;
+
+	if (len < DNS_HEADER)
+		return min;
+	qd = dlb_rd16(pkt + 4);
+	nrec = (unsigned)dlb_rd16(pkt + 6) + dlb_rd16(pkt + 8) + dlb_rd16(pkt + 10);
+	for (unsigned i = 0; i < qd; i++) {
+		int next = dlb_wire_skip_name(pkt, len, off);
+
+		if (next < 0 || (size_t)next + 4 > len)
+			return min;
+		off = (size_t)next + 4;
+	}
+	for (unsigned i = 0; i < nrec; i++) {
+		int next = dlb_wire_skip_name(pkt, len, off);
+		uint16_t type, class, rdlen;
+
+		if (next < 0 || (size_t)next + 10 > len)
+			return min;
+		off = (size_t)next;
+		type = dlb_rd16(pkt + off);
+		class = dlb_rd16(pkt + off + 2);
+		if (type == 41)
+			break;	/* OPT: dnsdist stops there */
+		if (class == 1 && dlb_rd32(pkt + off + 4) < min)
+			min = dlb_rd32(pkt + off + 4);
+		rdlen = dlb_rd16(pkt + off + 8);
+		off += 10 + (size_t)rdlen;
+		if (off > len)
+			return min;
+	}
+	return min;
+}
+
+static void
+add_header(struct dlb_doh_answer *a, const char *name, const char *value)
+{
+	if (a->nheaders < DLB_DOH_ANSWER_HEADERS)
+		a->headers[a->nheaders++] = (struct dlb_doh_header){ (char *)name, (char *)value };
+}
+
+void
+dlb_doh_answer_build(struct dlb_doh_answer *a, int status, const uint8_t *body, size_t len,
+		     const struct dlb_doh_answer_opts *o)
+{
+	static const char text_plain[] = "text/plain; charset=utf-8";
+	size_t ncustom = o->ncustom < DLB_DOH_MAX_CUSTOM ? o->ncustom : DLB_DOH_MAX_CUSTOM;
+	size_t n;
+
+	a->nheaders = 0;
+	a->status = status;
+	a->body = body;
+	a->len = len;
+	if (o->server != NULL)
+		add_header(a, "server", o->server);
+	if (o->date != NULL)
+		add_header(a, "date", o->date);
+	if (status == 200) {
+		uint32_t ttl;
+
+		for (size_t i = 0; i < ncustom; i++)
+			add_header(a, o->custom[i].name, o->custom[i].value);
+		if (o->add_content_type)
+			add_header(a, "content-type", o->content_type ? o->content_type :
+				   "application/dns-message");
+		if (o->cache_control && len > DNS_HEADER &&
+		    (ttl = dlb_doh_min_ttl(body, len)) != UINT32_MAX) {
+			snprintf(a->value, sizeof(a->value), "max-age=%u", ttl);
+			add_header(a, "cache-control", a->value);
+		}
+		return;
+	}
+	if (status >= 300 && status < 400) {
+		/* the body is the URL; the page says so */
+		static const char head[] = "<!DOCTYPE html><TITLE>Moved</TITLE><P>The document has moved <A HREF=\"";
+
+		n = len < sizeof(a->value) - 1 ? len : sizeof(a->value) - 1;
+		if (n > 0)
+			memcpy(a->value, body, n);
+		a->value[n] = '\0';
+		add_header(a, "location", a->value);
+		snprintf(a->text, sizeof(a->text), "%s%s\">here</A>", head, a->value);
+		n = strlen(a->text);
+		add_header(a, "content-type", "text/html; charset=utf-8");
+		a->body = (const uint8_t *)a->text;
+		a->len = n;
+		return;
+	}
+	if (len > 0) {
+		for (size_t i = 0; i < ncustom; i++)
+			add_header(a, o->custom[i].name, o->custom[i].value);
+		add_header(a, "content-type", text_plain);
+		return;
+	}
+	switch (status) {
+	case 400:
+		snprintf(a->text, sizeof(a->text), "invalid DNS query");
+		break;
+	case 403:
+		snprintf(a->text, sizeof(a->text), "dns query not allowed");
+		break;
+	case 502:
+		snprintf(a->text, sizeof(a->text), "no downstream server available");
+		break;
+	default:
+		a->status = 500;
+		snprintf(a->text, sizeof(a->text), "Internal Server Error");
+		break;
+	}
+	add_header(a, "content-type", text_plain);
+	a->body = (const uint8_t *)a->text;
+	a->len = strlen(a->text);
+}
+
+void
+dlb_doh_answer_verdict(struct dlb_doh_answer *a, enum dlb_doh_verdict v,
+		       const struct dlb_doh_answer_opts *o)
+{
+	struct dlb_doh_answer_opts plain = *o;
+
+	/* h2o's own errors: no custom field */
+	plain.ncustom = 0;
+	snprintf(a->text, sizeof(a->text), "%s", dlb_doh_text(v));
+	dlb_doh_answer_build(a, dlb_doh_status(v), (const uint8_t *)a->text, strlen(a->text), &plain);
+}
+
 /* ---- the response map ------------------------------------------------------------ */
 
 static void

@@ -95,12 +95,66 @@ enum dlb_doh_verdict dlb_doh_query(const char *method, size_t mlen, const char *
  */
 long dlb_doh_base64url_decode(const char *in, size_t len, uint8_t *out, size_t cap);
 
-/* ---- the response map (newDOHResponseMapEntry, setResponsesMap) ------------- */
+/* ---- answers ------------------------------------------------------------------ */
 
+/* An HTTP header field. */
 struct dlb_doh_header {
 	char *name;			/* lowercase */
 	char *value;
 };
+
+
+#define DLB_DOH_ANSWER_HEADERS	(DLB_DOH_MAX_CUSTOM + 4)
+#define DLB_DOH_MAX_CUSTOM	32	/* customResponseHeaders kept */
+
+/* An answer as dnsdist 1.7 sends it: status, header fields, body. */
+struct dlb_doh_answer {
+	int status;
+	struct dlb_doh_header headers[DLB_DOH_ANSWER_HEADERS];	/* content-length aside */
+	size_t nheaders;
+	const uint8_t *body;
+	size_t len;
+	char text[384];			/* a body built here */
+	char value[256];		/* a field value built here (location, cache-control) */
+};
+
+/* What shapes an answer besides its status and body. */
+struct dlb_doh_answer_opts {
+	const char *server;		/* serverTokens ("h2o/dnsdist", dnsdist's default); NULL: none */
+	const char *date;		/* the Date field's value; NULL: none */
+	const struct dlb_doh_header *custom;	/* customResponseHeaders, or a map entry's */
+	size_t ncustom;
+	const char *content_type;	/* a 200's type (setHTTPResponse); NULL: application/dns-message */
+	bool add_content_type;		/* false for a response map entry's 200 */
+	bool cache_control;		/* sendCacheControlHeaders (default true) */
+};
+
+/**
+ * Build in @a the answer dnsdist 1.7 gives for @status and @body (@len):
+ *   - 200: the custom fields, content-type, cache-control "max-age=<the
+ *     smallest TTL of the records before any OPT, class IN>" when the body
+ *     is a DNS message with such a record, and the body;
+ *   - 3xx: "location: <body>" and a short HTML page, no custom field;
+ *   - anything else with a body: that status, the custom fields, the body
+ *     as text/plain;
+ *   - anything else without: 400 "invalid DNS query", 403 "dns query not
+ *     allowed", 502 "no downstream server available", or 500 "Internal
+ *     Server Error" for any other status; no custom field.
+ * @body is borrowed (must live until the answer is sent), except for the
+ * texts built in @a.
+ */
+void dlb_doh_answer_build(struct dlb_doh_answer *a, int status, const uint8_t *body, size_t len,
+			  const struct dlb_doh_answer_opts *o);
+
+/** The answer of a reader's verdict (dlb_doh_query, routing): its status and text. */
+void dlb_doh_answer_verdict(struct dlb_doh_answer *a, enum dlb_doh_verdict v,
+			    const struct dlb_doh_answer_opts *o);
+
+/** dnsdist's getDNSPacketMinTTL: the smallest TTL of the records of class IN
+ * before the first OPT; UINT32_MAX when none (or @pkt is malformed before one). */
+uint32_t dlb_doh_min_ttl(const uint8_t *pkt, size_t len);
+
+/* ---- the response map (newDOHResponseMapEntry, setResponsesMap) ------------- */
 
 struct dlb_doh_map_entry {
 	char *regex_text;

@@ -12,7 +12,10 @@
  *     a text;
  *   - the base64url decoder gives at most 3 bytes per 4 characters (padding
  *     included) and never more than its buffer;
- *   - X-Forwarded-For gives an IPv4 or IPv6 address or nothing.
+ *   - X-Forwarded-For gives an IPv4 or IPv6 address or nothing;
+ *   - an answer built from the input as body (status from the control byte)
+ *     has a status, at most its fields, and a body within bounds;
+ *     dlb_doh_min_ttl reads only the message.
  *
  * Input: a control byte (bit 0: POST, bit 1: exactPathMatching off), then
  * the path; for a POST the path ends at the first NUL and the body follows.
@@ -105,5 +108,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (dlb_doh_forwarded_for(path, plen, &ss))
 		CHECK(ss.ss_family == AF_INET || ss.ss_family == AF_INET6);
+
+	{
+		static const int statuses[] = { 200, 302, 403, 418, 400, 502 };
+		struct dlb_doh_answer_opts o = { .server = "h2o/dnsdist", .add_content_type = true,
+						 .cache_control = true };
+		struct dlb_doh_answer a;
+
+		dlb_doh_answer_build(&a, statuses[(data[0] >> 2) % 6], (const uint8_t *)path, plen, &o);
+		CHECK(a.status >= 200 && a.status < 600);
+		CHECK(a.nheaders <= DLB_DOH_ANSWER_HEADERS);
+		CHECK(a.len <= plen || a.body == (const uint8_t *)a.text);
+		(void)dlb_doh_min_ttl((const uint8_t *)path, plen);
+	}
 	return 0;
 }

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -276,6 +277,115 @@ test_forwarded_for(void **state)
 	xff("10.0.0.1,", false, NULL, 0);
 }
 
+/* The fields of @a, "name: value" one per line, for comparison. */
+static const char *
+fields(const struct dlb_doh_answer *a)
+{
+	static char out[1024];
+	size_t n = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < a->nheaders; i++)
+		n += (size_t)snprintf(out + n, sizeof(out) - n, "%s: %s\n", a->headers[i].name,
+				      a->headers[i].value);
+	return out;
+}
+
+static void
+assert_body(const struct dlb_doh_answer *a, const char *text)
+{
+	if (a->len != strlen(text) || memcmp(a->body, text, a->len) != 0)
+		fail_msg("body '%.*s', want '%s'", (int)a->len, (const char *)a->body, text);
+}
+
+/* Answers as dnsdist 1.7.3 sent them (serverTokens left at its default,
+ * customResponseHeaders x-foo: bar; the date aside). */
+static void
+test_answers(void **state)
+{
+	static const struct dlb_doh_header foo = { "x-foo", "bar" }, why = { "x-why", "policy" };
+	/* www.example.com A 192.0.2.1 TTL 60, then an OPT */
+	static const uint8_t ans[] = "\0\0\x81\x80\0\1\0\1\0\0\0\1\3www\7example\3com\0\0\1\0\1"
+				     "\xc0\x0c\0\1\0\1\0\0\0\x3c\0\4\xc0\0\2\1"
+				     "\0\0\x29\x04\xd0\0\0\0\0\0\0";
+	struct dlb_doh_answer_opts o = { .server = "h2o/dnsdist", .custom = &foo, .ncustom = 1,
+					 .add_content_type = true, .cache_control = true };
+	struct dlb_doh_answer a;
+
+	(void)state;
+	dlb_doh_answer_build(&a, 200, ans, sizeof(ans) - 1, &o);
+	assert_int_equal(a.status, 200);
+	assert_string_equal(fields(&a), "server: h2o/dnsdist\nx-foo: bar\n"
+			    "content-type: application/dns-message\ncache-control: max-age=60\n");
+	assert_int_equal(a.len, sizeof(ans) - 1);
+
+	/* response map entries: a redirect, a refusal with its own fields, an
+	 * empty 418, a 200 with plain content */
+	dlb_doh_answer_build(&a, 302, (const uint8_t *)"https://example.net/", 20, &o);
+	assert_int_equal(a.status, 302);
+	assert_string_equal(fields(&a), "server: h2o/dnsdist\nlocation: https://example.net/\n"
+			    "content-type: text/html; charset=utf-8\n");
+	assert_body(&a, "<!DOCTYPE html><TITLE>Moved</TITLE><P>The document has moved "
+		    "<A HREF=\"https://example.net/\">here</A>");
+	assert_int_equal(a.len, 100);
+	o.custom = &why;
+	dlb_doh_answer_build(&a, 403, (const uint8_t *)"go away", 7, &o);
+	assert_int_equal(a.status, 403);
+	assert_string_equal(fields(&a), "server: h2o/dnsdist\nx-why: policy\n"
+			    "content-type: text/plain; charset=utf-8\n");
+	assert_body(&a, "go away");
+	dlb_doh_answer_build(&a, 418, NULL, 0, &o);
+	assert_int_equal(a.status, 500);
+	assert_string_equal(fields(&a), "server: h2o/dnsdist\ncontent-type: text/plain; charset=utf-8\n");
+	assert_body(&a, "Internal Server Error");
+	o.custom = &foo;
+	o.add_content_type = false;
+	dlb_doh_answer_build(&a, 200, (const uint8_t *)"plain body", 10, &o);
+	assert_string_equal(fields(&a), "server: h2o/dnsdist\nx-foo: bar\n");
+	assert_body(&a, "plain body");
+	o.add_content_type = true;
+
+	/* the pipeline's refusals without a body */
+	dlb_doh_answer_build(&a, 400, NULL, 0, &o);
+	assert_body(&a, "invalid DNS query");
+	dlb_doh_answer_build(&a, 403, NULL, 0, &o);
+	assert_body(&a, "dns query not allowed");
+	dlb_doh_answer_build(&a, 502, NULL, 0, &o);
+	assert_body(&a, "no downstream server available");
+	assert_int_equal(a.status, 502);
+
+	/* the reader's verdicts: h2o's own errors, no custom field */
+	dlb_doh_answer_verdict(&a, DLB_DOH_NOT_FOUND, &o);
+	assert_int_equal(a.status, 404);
+	assert_string_equal(fields(&a), "server: h2o/dnsdist\ncontent-type: text/plain; charset=utf-8\n");
+	assert_body(&a, "not found");
+	dlb_doh_answer_verdict(&a, DLB_DOH_BAD_BASE64, &o);
+	assert_int_equal(a.status, 400);
+	assert_body(&a, "Unable to decode BASE64-URL");
+
+	/* no cache-control without a record, nor when turned off */
+	o.cache_control = false;
+	dlb_doh_answer_build(&a, 200, ans, sizeof(ans) - 1, &o);
+	assert_null(strstr(fields(&a), "cache-control"));
+}
+
+static void
+test_min_ttl(void **state)
+{
+	/* A (CH class, TTL 5: skipped), A TTL 300, OPT, A TTL 1 (after OPT: ignored) */
+	static const uint8_t m[] = "\0\0\x81\x80\0\1\0\2\0\0\0\2\1a\0\0\1\0\1"
+				   "\xc0\x0c\0\1\0\3\0\0\0\5\0\4\1\2\3\4"
+				   "\xc0\x0c\0\1\0\1\0\0\1\x2c\0\4\1\2\3\4"
+				   "\0\0\x29\x04\xd0\0\0\0\0\0\0"
+				   "\xc0\x0c\0\1\0\1\0\0\0\1\0\4\1\2\3\4";
+
+	(void)state;
+	assert_int_equal(dlb_doh_min_ttl(m, sizeof(m) - 1), 300);
+	assert_int_equal(dlb_doh_min_ttl(m, 17), UINT32_MAX);		/* the question only */
+	assert_int_equal(dlb_doh_min_ttl(m, 40), UINT32_MAX);		/* the CH record, cut */
+	assert_int_equal(dlb_doh_min_ttl(m, 5), UINT32_MAX);
+}
+
 int
 main(void)
 {
@@ -287,6 +397,8 @@ main(void)
 		cmocka_unit_test(test_base64url),
 		cmocka_unit_test(test_response_map),
 		cmocka_unit_test(test_forwarded_for),
+		cmocka_unit_test(test_answers),
+		cmocka_unit_test(test_min_ttl),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
