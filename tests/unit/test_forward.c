@@ -159,7 +159,7 @@ test_answer_to_tcp_client(void **state)
 	struct pb b;
 	size_t n = backend_answer(&b, 0);
 
-	f->w->up_sink->xfr_part(f->w, slot(f, DLB_CLIENT_TCP, 7), b.b, n);
+	f->w->up_sink->xfr_part(f->w, slot(f, DLB_CLIENT_TCP, 7), b.b, n, false);
 	assert_int_equal(rec.parts, 1);
 	f->w->up_sink->answer(f->w, slot(f, DLB_CLIENT_TCP, 7), b.b, n, false);
 	assert_int_equal(rec.replies, 1);
