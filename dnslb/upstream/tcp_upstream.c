@@ -607,7 +607,8 @@ dlb_tcp_up_send(struct dlb_worker *w, const struct dlb_backend *be, const struct
 		up_refuse(w, be, s, false);
 		return;
 	}
-	memcpy(r->frame, pre, prelen);
+	if (prelen > 0)
+		memcpy(r->frame, pre, prelen);
 	dlb_wr16(r->frame + prelen, (uint16_t)len);
 	memcpy(r->frame + prelen + 2, msg, len);
 	dlb_wr16(r->frame + prelen + 2, id);
