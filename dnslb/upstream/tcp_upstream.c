@@ -190,7 +190,9 @@ up_connect(struct dlb_tcp_up *u)
 	struct dlb_stream_target t;
 
 	dlb_tcp_up_target(be, IP_BIND_ADDRESS_NO_PORT, &t);
-	if (dlb_stream_connect(&u->st, &t, be->tcp_connect_timeout) != 0)
+	/* tcpConnectTimeout=0 leaves no time at all, never an endless wait */
+	if (dlb_stream_connect(&u->st, &t,
+			       be->tcp_connect_timeout > 0 ? be->tcp_connect_timeout : 0.001) != 0)
 		return -1;
 	u->attempts++;
 	u->last_use = u->opened = ev_now(w->loop);
