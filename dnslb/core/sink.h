@@ -85,6 +85,12 @@ struct dlb_client_sink {
 	 * is told nothing.
 	 */
 	void (*no_answer)(struct dlb_worker *w, const struct dlb_client *c, enum dlb_slot_end why);
+	/*
+	 * Optional (NULL: nothing): @c's query timed out at the backend; a
+	 * stale answer or ->no_answer follows. A stream counts it on its
+	 * frontend, as dnsdist, whether or not a stale answer is served.
+	 */
+	void (*timed_out)(struct dlb_worker *w, const struct dlb_client *c);
 	/* Send what ->reply queued. */
 	void (*flush)(struct dlb_worker *w);
 };

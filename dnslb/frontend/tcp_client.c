@@ -613,12 +613,14 @@ static void tcp_sink_reply(struct dlb_worker *w, const struct dlb_client *cl, ui
 static void tcp_sink_no_answer(struct dlb_worker *w, const struct dlb_client *cl,
 			       enum dlb_slot_end why);
 static void tcp_sink_flush(struct dlb_worker *w);
+static void tcp_sink_timed_out(struct dlb_worker *w, const struct dlb_client *cl);
 
 /* How the pipeline answers TCP clients (dnslb/core/sink.h). */
 const struct dlb_client_sink dlb_tcp_client_sink = {
 	.reply = tcp_sink_reply,
 	.no_answer = tcp_sink_no_answer,
 	.flush = tcp_sink_flush,
+	.timed_out = tcp_sink_timed_out,
 };
 
 static void
@@ -640,9 +642,18 @@ tcp_sink_no_answer(struct dlb_worker *w, const struct dlb_client *cl, enum dlb_s
 	/* dnsdist counts these per query on the client's frontend */
 	if (c != NULL && why == DLB_END_GAVE_UP)
 		c->l->tcp_gave_up++;
-	else if (c != NULL && (why == DLB_END_TIMEOUT || why == DLB_END_CONNECT_TIMEOUT))
-		c->l->tcp_downstream_timeouts++;
+	else if (c != NULL && why == DLB_END_CONNECT_TIMEOUT)
+		c->l->tcp_downstream_timeouts++;	/* a timeout: counted by ->timed_out */
 	client_drop(w, cl);
+}
+
+static void
+tcp_sink_timed_out(struct dlb_worker *w, const struct dlb_client *cl)
+{
+	struct dlb_tcp_client *c = client_lookup(w, cl);
+
+	if (c != NULL)
+		c->l->tcp_downstream_timeouts++;
 }
 
 static void

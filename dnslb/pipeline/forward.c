@@ -450,6 +450,8 @@ up_end(struct dlb_worker *w, struct dlb_slot *s, enum dlb_slot_end why)
 			dlb_dyn_answer(w, &c->peer.sa, s->key.qname_lc, s->key.qname_len, 0, 0,
 				       DLB_DYN_FROM_TIMEOUT);
 		}
+		if (w->client_sink[c->proto]->timed_out != NULL)
+			w->client_sink[c->proto]->timed_out(w, c);
 		if (!dlb_query_answer_stale(w, s))
 			w->client_sink[c->proto]->no_answer(w, c, why);
 		break;
