@@ -27,7 +27,8 @@
 #include "dnslb/core/probe.h"
 #include "dnslb/store/redis.h"
 #include "dnslb/pipeline/rings.h"
-#include "dnslb/frontend/tcp.h"
+#include "dnslb/frontend/tcp_client.h"
+#include "dnslb/upstream/tcp_upstream.h"
 #include "lua/worker.h"
 
 static void
@@ -331,6 +332,19 @@ dlb_worker_new(int id, const struct dlb_config *cfg)
 	return w;
 }
 
+/*
+ * Close every TCP connection of @w (shutdown): the clients' first, so the
+ * backends' queries then end (through the sink) for clients already gone;
+ * then free the per-client outstanding table (dnslb/pipeline/abuse.h).
+ */
+static void
+worker_close_streams(struct dlb_worker *w)
+{
+	dlb_tcp_clients_close_all(w);
+	dlb_tcp_up_close_all(w);
+	dlb_oc_worker_free(w);	/* the worker is ending: its UDP slots are freed without release */
+}
+
 static void *
 worker_main(void *arg)
 {
@@ -361,7 +375,7 @@ worker_main(void *arg)
 	park_choose(w);
 	ev_run(w->loop, 0);
 	/* (outside any section now) close connections, then free what we retired */
-	dlb_tcp_worker_close_all(w);
+	worker_close_streams(w);
 	dlb_rcu_unregister(&w->rcu);
 	return NULL;
 }
@@ -394,7 +408,7 @@ dlb_worker_free(struct dlb_worker *w)
 	if (w == NULL)
 		return;
 	if (w->loop != NULL) {
-		dlb_tcp_worker_close_all(w);
+		worker_close_streams(w);
 		ev_timer_stop(w->loop, &w->timeout_timer);
 		ev_timer_stop(w->loop, &w->delay_timer);
 		ev_timer_stop(w->loop, &w->fe_grace);

@@ -42,6 +42,10 @@ LUA_HEADERS = {"lua.h", "lauxlib.h", "lualib.h", "luaconf.h"}
 KNOWN_CYCLES = [
     "dnslb/pipeline/dynblock dnslb/pipeline/dynblock_int",
     "dnslb/control/fleet dnslb/control/metrics",
+    # the pipeline's halves: query hands slots to forward, forward finishes
+    # answers through query's response path, both record in the rings, and
+    # the L2 cache sits between query and forward
+    "dnslb/pipeline/forward dnslb/pipeline/l2cache dnslb/pipeline/query dnslb/pipeline/rings",
     "dnslb/runtime dnslb/worker lua/abuse_lua lua/args lua/compat_lua lua/conf"
     " lua/console_lua lua/dynblock_lua lua/explain lua/fleet_lua lua/globals_lua"
     " lua/kvstore_lua lua/objects lua/redis_lua lua/rings_lua lua/rules_lua"

@@ -22,7 +22,7 @@
 #include "dnslb/pipeline/l2cache.h"
 #include "dnslb/store/redis.h"
 #include "dnslb/core/stats.h"
-#include "dnslb/frontend/tcp.h"
+#include "dnslb/frontend/tcp_client.h"
 #include "dnslb/core/wstate.h"
 #include "rules/rules.h"
 #include "rules/tee.h"

@@ -142,7 +142,7 @@ struct dlb_backend {
 	int admin;				/* enum dlb_be_admin */
 	int healthy;				/* last health-check verdict, 1 until checks say otherwise */
 	int qps_limit_rt;			/* setQPS() at runtime */
-	/* TCP connections to it over all workers (tcp.c, when one opens or closes) */
+	/* TCP connections to it over all workers (tcp_upstream.c, when one opens or closes) */
 	uint32_t tcp_current, tcp_max;
 	double tcp_avg_queries, tcp_avg_duration;	/* dnsdist's running averages (ms) */
 };

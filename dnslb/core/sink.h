@@ -6,8 +6,8 @@
  *   frontend <-client sink-- pipeline <-upstream sink-- backend transport
  *
  * The pipeline (dnslb/pipeline/forward.c) hands a query, already in an in-flight slot,
- * to a backend transport (dnslb/upstream/backend.c for UDP, the upstream side of
- * dnslb/frontend/tcp.c for streams). The transport reports the end of every slot
+ * to a backend transport (dnslb/upstream/backend.c for UDP,
+ * dnslb/upstream/tcp_upstream.c for streams). The transport reports the end of every slot
  * exactly once, through the worker's upstream sink: an answer that matched
  * (ID, source and question), or the reason there is none. After the call
  * the slot is the transport's again, which frees it: a sink never keeps a
@@ -42,6 +42,8 @@ enum dlb_slot_end {
 	DLB_END_CLOSED,		/* stream: the answer did not match or the stream went out
 				 * of step: no answer, the client's stream closes */
 	DLB_END_DROPPED,	/* pipeline only: a rule dropped the answer */
+	DLB_END_CONNECT_TIMEOUT,	/* stream: the connection was not made in time
+					 * (tcpConnectTimeout); no other attempt */
 };
 
 /** What a backend transport reports to the pipeline. */
@@ -56,10 +58,12 @@ struct dlb_upstream_sink {
 	void (*answer)(struct dlb_worker *w, struct dlb_slot *s, uint8_t *pkt, size_t len,
 		       bool batched);
 	/*
-	 * One message of a zone transfer of @s that is not the last (the last
-	 * comes as ->answer): passed on as the backend wrote it, ID aside.
+	 * One message of a zone transfer of @s, passed on as the backend wrote
+	 * it, ID aside (as dnsdist: no response rules, not counted as a
+	 * response). @last: the transfer's final message; @s ends with it.
 	 */
-	void (*xfr_part)(struct dlb_worker *w, struct dlb_slot *s, uint8_t *pkt, size_t len);
+	void (*xfr_part)(struct dlb_worker *w, struct dlb_slot *s, uint8_t *pkt, size_t len,
+			 bool last);
 	/* @s ends without an answer, for @why. */
 	void (*end)(struct dlb_worker *w, struct dlb_slot *s, enum dlb_slot_end why);
 	/* A receive batch of answers is done: send what was queued. */
@@ -81,6 +85,12 @@ struct dlb_client_sink {
 	 * is told nothing.
 	 */
 	void (*no_answer)(struct dlb_worker *w, const struct dlb_client *c, enum dlb_slot_end why);
+	/*
+	 * Optional (NULL: nothing): @c's query timed out at the backend; a
+	 * stale answer or ->no_answer follows. A stream counts it on its
+	 * frontend, as dnsdist, whether or not a stale answer is served.
+	 */
+	void (*timed_out)(struct dlb_worker *w, const struct dlb_client *c);
 	/* Send what ->reply queued. */
 	void (*flush)(struct dlb_worker *w);
 };

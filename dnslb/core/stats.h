@@ -103,7 +103,7 @@ struct dlb_be_stats {
 	uint64_t refused;			/* not sent: the in-flight table was full */
 	uint32_t outstanding;			/* in flight now (UDP and TCP) */
 	double latency_us;			/* EWMA 127/128 */
-	/* TCP towards the backend, dnsdist's meanings (tcp.c, docs/web.md) */
+	/* TCP towards the backend, dnsdist's meanings (tcp_upstream.c, docs/web.md) */
 	uint64_t tcp_new;			/* connections opened (each attempt) */
 	uint64_t tcp_reused;			/* queries sent on a connection already open */
 	uint64_t tcp_died_sending;		/* I/O errors sending a query */

@@ -58,7 +58,7 @@ struct dlb_listener {
 	uint32_t tcp_conns;		/* current TCP connections (this worker) */
 	uint64_t udp_queries, tcp_queries;
 	uint64_t udp_responses, tcp_responses;	/* answers queued for clients */
-	/* TCP connections that ended badly, dnsdist's meanings (tcp.c, docs/web.md) */
+	/* TCP connections that ended badly, dnsdist's meanings (tcp_client.c, docs/web.md) */
 	uint64_t tcp_died_reading;		/* the client closed or failed mid-query */
 	uint64_t tcp_died_sending;		/* I/O error sending an answer */
 	uint64_t tcp_gave_up;			/* a query whose backend connection gave up */

@@ -25,7 +25,7 @@
 #include "dnslb/pipeline/query.h"
 #include "dnslb/store/redis.h"
 #include "dnslb/pipeline/rings.h"
-#include "dnslb/frontend/tcp.h"
+#include "dnslb/frontend/tcp_client.h"
 #include "dnslb/core/wstate.h"
 
 

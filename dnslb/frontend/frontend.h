@@ -1,7 +1,7 @@
 /*
  * frontend.h - client-facing sockets of one worker: UDP listeners with
  * recvmmsg/sendmmsg batches and IP_PKTINFO, and the TCP listening sockets
- * (connections themselves live in tcp.c).
+ * (connections themselves live in tcp_client.c).
  *
  * Thread: the owning worker, except dlb_listener_open (main thread, before
  * the worker starts, so sockets are bound before privileges are dropped).

@@ -4,7 +4,7 @@
  *
  * Out: dlb_forward fills an in-flight slot from the query (client, question,
  * cache key, what the rules decided) and hands it to the transport: UDP
- * (dnslb/upstream/backend.h) or a stream (dnslb/frontend/tcp.h). In: each slot ends once,
+ * (dnslb/upstream/backend.h) or a stream (dnslb/upstream/tcp_upstream.h). In: each slot ends once,
  * through dlb_forward_sink; response rules, cache insertion and failover
  * run there, and dlb_forward_reply sends the answer through the client sink
  * of its protocol. Neither transports nor frontends are called back by
@@ -28,7 +28,7 @@
 #include "dnslb/core/proxyproto.h"
 #include "dnslb/pipeline/query.h"
 #include "dnslb/pipeline/rings.h"
-#include "dnslb/frontend/tcp.h"
+#include "dnslb/upstream/tcp_upstream.h"
 #include "dnslb/core/wstate.h"
 
 /* ---- replies -------------------------------------------------------------------- */
@@ -167,6 +167,8 @@ dlb_forward_over_cap(struct dlb_worker *w, struct dlb_query *q, const struct dlb
 
 /* ---- out ------------------------------------------------------------------------ */
 
+static void up_end(struct dlb_worker *w, struct dlb_slot *s, enum dlb_slot_end why);
+
 /*
  * setFailover{}: send the query of @old once more, to another server of its
  * pool (or of the failover pool), if the client's budget allows. Only a UDP
@@ -226,6 +228,79 @@ failover_retry(struct dlb_worker *w, const struct dlb_slot *old)
 	return true;
 }
 
+/*
+ * setMaxOutstandingPerClient: stream client @c already has its cap of
+ * queries in flight (slot @s, not handed over). Answer by cfg->oc_action
+ * (drop: the connection closes, as for a dropped query on a stream).
+ */
+static void
+stream_over_cap(struct dlb_worker *w, const struct dlb_client *c, const struct dlb_slot *s)
+{
+	uint8_t buf[DLB_DNS_HDR + DLB_MAX_NAME + 4];
+	size_t n;
+
+	if (w->cfg->oc_action == DLB_OC_DROP) {
+		w->client_sink[c->proto]->no_answer(w, c, DLB_END_DROPPED);
+		return;
+	}
+	n = dlb_query_slot_servfail(s, c, buf);
+	if (w->cfg->oc_action == DLB_OC_REFUSED)
+		buf[3] = (uint8_t)((buf[3] & 0xf0) | DLB_RCODE_REFUSED);
+	w->stats.self_answered++;
+	dlb_rings_slot(w, s, buf, n, DLB_RING_BE_SELF);
+	dlb_query_account_answer(w, buf, n, c->t_start);
+	w->client_sink[c->proto]->reply(w, c, buf, n, false, false);
+}
+
+/*
+ * Forward @q over a stream (a TCP client, or a tcpOnly backend): the slot
+ * is a copy the transport keeps with the framed query, which it resends on
+ * a new connection if need be.
+ */
+static void
+forward_stream(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *c)
+{
+	const struct dlb_backend *be = q->be;
+	bool xfr = c->proto == DLB_CLIENT_TCP && q->m.qdcount > 0 &&
+		   (q->m.qtype == DLB_TYPE_AXFR || q->m.qtype == DLB_TYPE_IXFR);
+	size_t room = q->len + (q->ecslen > 0 ? 11u + q->ecslen : 0);
+	uint8_t pre[DLB_PP2_MAX];
+	size_t prelen = 0, len;
+	uint8_t *msg;
+	struct dlb_slot s;
+
+	memset(&s, 0, offsetof(struct dlb_slot, key));
+	dlb_query_fill_slot(&s, q, c);
+	if (c->proto != DLB_CLIENT_INTERNAL) {
+		switch (dlb_oc_acquire(w, &c->peer.sa)) {
+		case DLB_COC_OVER:
+			if (c->proto == DLB_CLIENT_TCP)
+				stream_over_cap(w, c, &s);
+			else
+				dlb_forward_over_cap(w, q, c);
+			return;
+		case DLB_COC_ACQUIRED:
+			s.client_counted = 1;	/* given back when the slot ends */
+			break;
+		case DLB_COC_UNTRACKED:
+			break;
+		}
+	}
+	/* room for an ECS option or OPT RR added on the way */
+	msg = malloc(room);
+	if (msg == NULL) {
+		w->stats.downstream_send_errors++;
+		up_end(w, &s, DLB_END_NO_MEMORY);
+		return;
+	}
+	memcpy(msg, q->pkt, q->len);
+	len = dlb_query_add_ecs(w, q, msg, q->len, room, &s.ecs_added);
+	if (be->use_proxy_protocol)
+		prelen = dlb_query_pp_header(w, c, c->proto != DLB_CLIENT_UDP, pre);
+	dlb_tcp_up_send(w, be, &s, pre, prelen, msg, len, xfr);
+	free(msg);
+}
+
 void
 dlb_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *c)
 {
@@ -236,7 +311,7 @@ dlb_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *
 	enum dlb_coc_result oc;
 
 	if (q->tcp || be->tcp_only) {
-		dlb_tcp_forward(w, q, c);	/* checks setMaxOutstandingPerClient itself */
+		forward_stream(w, q, c);
 		return;
 	}
 	oc = dlb_oc_acquire(w, &c->peer.sa);
@@ -298,8 +373,8 @@ dlb_forward_prefetch(struct dlb_worker *w, const struct dlb_query *q)
 	if (q->tcp || be->tcp_only) {
 		struct dlb_query copy = *q;
 
-		/* dlb_tcp_forward copies the query into its own frame */
-		dlb_tcp_forward(w, &copy, &c);
+		/* forward_stream copies the query into its own frame */
+		forward_stream(w, &copy, &c);
 		return;
 	}
 	if (q->len > sizeof(buf))
@@ -342,10 +417,12 @@ up_answer(struct dlb_worker *w, struct dlb_slot *s, uint8_t *pkt, size_t len, bo
 }
 
 static void
-up_xfr_part(struct dlb_worker *w, struct dlb_slot *s, uint8_t *pkt, size_t len)
+up_xfr_part(struct dlb_worker *w, struct dlb_slot *s, uint8_t *pkt, size_t len, bool last)
 {
 	if (s->client.proto == DLB_CLIENT_TCP)
-		w->client_sink[DLB_CLIENT_TCP]->reply(w, &s->client, pkt, len, false, true);
+		w->client_sink[DLB_CLIENT_TCP]->reply(w, &s->client, pkt, len, false, !last);
+	if (last)
+		dlb_oc_release(w, s);
 }
 
 static void
@@ -373,6 +450,8 @@ up_end(struct dlb_worker *w, struct dlb_slot *s, enum dlb_slot_end why)
 			dlb_dyn_answer(w, &c->peer.sa, s->key.qname_lc, s->key.qname_len, 0, 0,
 				       DLB_DYN_FROM_TIMEOUT);
 		}
+		if (w->client_sink[c->proto]->timed_out != NULL)
+			w->client_sink[c->proto]->timed_out(w, c);
 		if (!dlb_query_answer_stale(w, s))
 			w->client_sink[c->proto]->no_answer(w, c, why);
 		break;
@@ -388,6 +467,7 @@ up_end(struct dlb_worker *w, struct dlb_slot *s, enum dlb_slot_end why)
 		break;
 	case DLB_END_SEND_ERROR:
 	case DLB_END_GAVE_UP:
+	case DLB_END_CONNECT_TIMEOUT:
 	case DLB_END_CLOSED:
 	case DLB_END_DROPPED:
 		if (c->proto != DLB_CLIENT_INTERNAL)

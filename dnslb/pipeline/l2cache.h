@@ -98,7 +98,7 @@ enum dlb_l2_verdict dlb_l2_decode(const uint8_t *v, size_t vlen, const struct dl
 
 /**
  * Called where a query that missed its cache is about to be forwarded
- * (frontend.c, tcp.c) with its client @c (TCP: its connection already counts
+ * (frontend.c, tcp_client.c) with its client @c (TCP: its connection already counts
  * it in flight). @return true when @q is parked: it will be answered or
  * forwarded from the Redis reply, and the caller must not touch it again;
  * false: forward it now. Ownership: copies what it keeps.

@@ -2,7 +2,7 @@
  * query.h - the query pipeline shared by the UDP and TCP frontends:
  * parse, header checks, (rules: later issue), pool and backend selection,
  * local answers. Transport-specific work (sending, framing) stays in
- * frontend.c, tcp.c and backend.c.
+ * frontend.c, tcp_client.c, backend.c and tcp_upstream.c.
  *
  * Thread: the owning worker.
  */

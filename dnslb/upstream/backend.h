@@ -2,7 +2,7 @@
  * backend.h - a worker's traffic to backends over UDP: the shared unconnected
  * socket(s), each backend's own connected sockets (`sockets=N`), ID tables,
  * batched sends, answers and timeouts.
- * TCP towards backends is in tcp.c.
+ * TCP towards backends is in dnslb/upstream/tcp_upstream.c.
  *
  * Thread: the owning worker, except dlb_backend_local_open (main thread,
  * before the worker starts).

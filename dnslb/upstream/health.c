@@ -22,6 +22,10 @@
  * The verdict is published with an atomic store to be->healthy; workers read
  * it with dlb_backend_is_up().
  *
+ * A TCP check goes over a stream (dnslb/core/stream.h) connected from the
+ * backend's source as the workers' connections are (dnslb/upstream/tcp_upstream.h),
+ * its answer cut out by dnslb/core/dnsframe.h; a UDP check has a socket of its own.
+ *
  * Thread: main only.
  */
 #include "dnslb/upstream/health.h"
@@ -33,10 +37,13 @@
 #include <unistd.h>
 
 #include "dnslb/core/config.h"
+#include "dnslb/core/dnsframe.h"
 #include "dnslb/core/log.h"
 #include "dnslb/core/proxyproto.h"
+#include "dnslb/core/stream.h"
 #include "dnslb/core/util.h"
 #include "dnslb/core/wire.h"
+#include "dnslb/upstream/tcp_upstream.h"
 
 #define container_of(p, T, m) ((T *)(void *)((char *)(p) - offsetof(T, m)))
 
@@ -45,20 +52,19 @@ struct hc {
 	struct dlb_backend *be;
 	ev_timer next;			/* the next check */
 	ev_timer timeout;		/* the running check's deadline */
-	ev_io io;
-	int fd;
+	ev_io io;			/* UDP */
+	int fd;				/* UDP */
+	struct dlb_stream st;		/* TCP */
+	struct dlb_frame_rx rx;		/* TCP: answers up to sizeof(resp) */
 	bool running;
 	bool tcp;
-	bool connected;			/* TCP: connect finished */
 	uint16_t id;
-	/* [PROXY LOCAL header][TCP length][query]: what is sent starts at `out` */
-	uint8_t query[DLB_PP2_MAX + 2 + DLB_DNS_HDR + DLB_MAX_NAME + 4];
+	/* [PROXY LOCAL header][query] (UDP: what is sent starts at `out`) */
+	uint8_t query[DLB_PP2_MAX + DLB_DNS_HDR + DLB_MAX_NAME + 4];
 	size_t qlen;			/* the DNS query alone */
 	uint8_t *out;
 	size_t outlen;
-	size_t written;
-	uint8_t resp[1024];
-	size_t rlen;
+	uint8_t resp[1024];		/* UDP */
 	int fails, successes;		/* in a row */
 	uint64_t checks;		/* sent */
 	/* lazy mode */
@@ -129,6 +135,8 @@ check_stop_io(struct hc *c)
 		close(c->fd);
 		c->fd = -1;
 	}
+	dlb_stream_close(&c->st);
+	dlb_frame_rx_free(&c->rx);
 	c->running = false;
 }
 
@@ -215,7 +223,7 @@ check_validate(struct hc *c, const uint8_t *p, size_t n)
 		return;
 	}
 	/* the question sent (a checkFunction may have changed it) */
-	sent = c->query + DLB_PP2_MAX + 2;
+	sent = c->query + DLB_PP2_MAX;
 	if (rc == DLB_OK &&
 	    (m.qtype != dlb_rd16(sent + c->qlen - 4) || m.qclass != dlb_rd16(sent + c->qlen - 2) ||
 	     !dlb_wire_name_equal_ci(m.qname_lc, m.qname_len, sent + DLB_DNS_HDR,
@@ -232,62 +240,55 @@ check_io_cb(struct ev_loop *loop, ev_io *io, int revents)
 	struct hc *c = container_of(io, struct hc, io);
 	ssize_t n;
 
-	if (!c->tcp) {
-		n = recv(c->fd, c->resp, sizeof(c->resp), MSG_DONTWAIT);
-		if (n == -1) {
-			if (errno != EAGAIN && errno != EINTR)
-				check_done(c, false, strerror(errno));
-			return;
-		}
-		check_validate(c, c->resp, (size_t)n);
+	(void)loop, (void)revents;
+	n = recv(c->fd, c->resp, sizeof(c->resp), MSG_DONTWAIT);
+	if (n == -1) {
+		if (errno != EAGAIN && errno != EINTR)
+			check_done(c, false, strerror(errno));
 		return;
 	}
-	if (!c->connected) {
-		int err = 0;
-		socklen_t el = sizeof(err);
-
-		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el) == -1 || err != 0) {
-			check_done(c, false, err ? strerror(err) : "connect failed");
-			return;
-		}
-		c->connected = true;
-	}
-	if (c->written < c->outlen) {
-		n = send(c->fd, c->out + c->written, c->outlen - c->written,
-			 MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n == -1) {
-			if (errno != EAGAIN && errno != EINTR)
-				check_done(c, false, strerror(errno));
-			return;
-		}
-		c->written += (size_t)n;
-		if (c->written == c->outlen) {
-			ev_io_stop(loop, &c->io);
-			ev_io_set(&c->io, c->fd, EV_READ);
-			ev_io_start(loop, &c->io);
-		}
-		return;
-	}
-	n = recv(c->fd, c->resp + c->rlen, sizeof(c->resp) - c->rlen, MSG_DONTWAIT);
-	if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR)) {
-		check_done(c, false, n == 0 ? "connection closed" : strerror(errno));
-		return;
-	}
-	if (n == -1)
-		return;
-	c->rlen += (size_t)n;
-	if (c->rlen >= 2) {
-		size_t flen = dlb_rd16(c->resp);
-
-		if (flen + 2 > sizeof(c->resp)) {
-			/* a health-check answer has no business being this big */
-			check_done(c, false, "answer too large");
-			return;
-		}
-		if (c->rlen >= flen + 2)
-			check_validate(c, c->resp + 2, flen);
-	}
+	check_validate(c, c->resp, (size_t)n);
 }
+
+static void
+check_stream_readable(struct dlb_stream *st, void *ud)
+{
+	struct hc *c = ud;
+	ssize_t n = dlb_frame_rx_fill(&c->rx, st);
+	uint8_t *msg;
+	size_t len;
+	int rc;
+
+	if (n == -1 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		check_done(c, false, n == 0 ? "connection closed"
+					    : n == -1 ? strerror(errno) : "out of memory");
+		return;
+	}
+	rc = dlb_frame_rx_next(&c->rx, &msg, &len);
+	if (rc == DLB_ESPACE)
+		check_done(c, false, "answer too large");	/* no business being this big */
+	else if (rc < 0)
+		check_done(c, false, "out of memory");
+	else if (rc == 1)
+		check_validate(c, msg, len);
+}
+
+static void
+check_stream_failed(struct dlb_stream *st, void *ud, enum dlb_stream_fail why, int err)
+{
+	(void)st;
+	check_done(ud, false, err != 0 ? strerror(err)
+			      : why == DLB_STREAM_WRITE ? "send failed" : "connect failed");
+}
+
+static const struct dlb_stream_cb check_stream_cb = {
+	.connected = NULL,
+	.readable = check_stream_readable,
+	.drained = NULL,
+	.failed = check_stream_failed,
+};
 
 static void
 check_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
@@ -310,7 +311,8 @@ check_start(struct hc *c)
 {
 	struct dlb_health *h = c->h;
 	struct dlb_backend *be = c->be;
-	uint8_t *q = c->query + DLB_PP2_MAX + 2;
+	uint8_t *q = c->query + DLB_PP2_MAX;
+	struct dlb_stream_target t;
 	uint8_t pp[DLB_PP2_MAX];
 	uint8_t name[DLB_MAX_NAME];
 	int name_len = be->check_name_len;
@@ -318,7 +320,6 @@ check_start(struct hc *c)
 	uint16_t flags = (uint16_t)(DLB_F_RD | (be->set_cd ? DLB_F_CD : 0));
 	char err[256];
 	size_t hl = 0;
-	int one = 1;
 
 	if (__atomic_load_n(&be->admin, __ATOMIC_RELAXED) != DLB_BE_AUTO) {
 		/* forced up or down: no checks, but look again later */
@@ -349,48 +350,32 @@ check_start(struct hc *c)
 	/* a backend expecting PROXY headers gets a LOCAL one, as dnsdist sends */
 	if (be->use_proxy_protocol)
 		hl = dlb_pp2_local(pp);
-	if (c->tcp) {
-		dlb_wr16(q - 2, (uint16_t)c->qlen);
-		c->out = q - 2 - hl;
-		c->outlen = hl + 2 + c->qlen;
-	} else {
-		c->out = q - hl;
-		c->outlen = hl + c->qlen;
-	}
+	c->out = q - hl;
+	c->outlen = hl + c->qlen;
 	memcpy(c->out, pp, hl);
-	c->written = 0;
-	c->rlen = 0;
-	c->connected = false;
 	c->checks++;
 	c->running = true;
 
-	c->fd = socket(be->addr.ss_family,
-		       (c->tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (c->fd == -1) {
-		check_done(c, false, strerror(errno));
-		return;
-	}
-	if (be->source_iface[0] != '\0')
-		setsockopt(c->fd, SOL_SOCKET, SO_BINDTODEVICE, be->source_iface,
-			   (socklen_t)strlen(be->source_iface));
-	if (be->source.ss_family != 0) {
-		setsockopt(c->fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one));
-		if (bind(c->fd, (const struct sockaddr *)&be->source, be->sourcelen) == -1) {
+	/* from the backend's source, as the workers' connections (free-bound: it may not be up yet) */
+	dlb_tcp_up_target(be, IP_FREEBIND, &t);
+	if (c->tcp) {
+		/* the query waits in the stream until the connection is up */
+		dlb_frame_rx_init(&c->rx, sizeof(c->resp));
+		if (dlb_stream_connect(&c->st, &t, 0) != 0 ||
+		    dlb_frame_send(&c->st, c->out, hl, q, c->qlen) != 0) {
 			check_done(c, false, strerror(errno));
 			return;
 		}
+	} else {
+		c->fd = dlb_stream_socket(&t, SOCK_DGRAM);
+		if (c->fd == -1 || connect(c->fd, t.addr, t.addrlen) == -1 ||
+		    send(c->fd, c->out, c->outlen, MSG_DONTWAIT) == -1) {
+			check_done(c, false, strerror(errno));
+			return;
+		}
+		ev_io_set(&c->io, c->fd, EV_READ);
+		ev_io_start(h->loop, &c->io);
 	}
-	if (connect(c->fd, (const struct sockaddr *)&be->addr, be->addrlen) == -1 &&
-	    errno != EINPROGRESS) {
-		check_done(c, false, strerror(errno));
-		return;
-	}
-	if (!c->tcp && send(c->fd, c->out, c->outlen, MSG_DONTWAIT) == -1) {
-		check_done(c, false, strerror(errno));
-		return;
-	}
-	ev_io_set(&c->io, c->fd, c->tcp ? EV_WRITE : EV_READ);
-	ev_io_start(h->loop, &c->io);
 	ev_timer_set(&c->timeout, (be->check_timeout > 0 ? be->check_timeout : 1000) / 1000.0, 0.);
 	ev_timer_start(h->loop, &c->timeout);
 }
@@ -408,6 +393,7 @@ hc_new(struct dlb_health *h, struct dlb_backend *be)
 	ev_init(&c->next, check_next_cb);
 	ev_init(&c->timeout, check_timeout_cb);
 	ev_init(&c->io, check_io_cb);
+	dlb_stream_init(&c->st, h->loop, &dlb_stream_tcp_ops, &check_stream_cb, c, SIZE_MAX);
 	return c;
 }
 

@@ -44,9 +44,9 @@ rec_answer(struct dlb_worker *w, struct dlb_slot *s, uint8_t *pkt, size_t len, b
 }
 
 static void
-rec_xfr_part(struct dlb_worker *w, struct dlb_slot *s, uint8_t *pkt, size_t len)
+rec_xfr_part(struct dlb_worker *w, struct dlb_slot *s, uint8_t *pkt, size_t len, bool last)
 {
-	(void)w, (void)s, (void)pkt, (void)len;
+	(void)w, (void)s, (void)pkt, (void)len, (void)last;
 	fail_msg("no zone transfers over UDP");
 }
 

@@ -21,7 +21,7 @@
 #include "worker_fx.h"
 
 static struct {
-	int replies, no_answers, parts;
+	int replies, no_answers, parts, timed_out;
 	int proto;			/* of the last call */
 	enum dlb_slot_end why;
 	bool batched;
@@ -59,10 +59,18 @@ rec_flush(struct dlb_worker *w)
 	(void)w;
 }
 
+static void
+rec_timed_out(struct dlb_worker *w, const struct dlb_client *c)
+{
+	(void)w, (void)c;
+	rec.timed_out++;
+}
+
 static const struct dlb_client_sink rec_sink = {
 	.reply = rec_reply,
 	.no_answer = rec_no_answer,
 	.flush = rec_flush,
+	.timed_out = rec_timed_out,
 };
 
 struct fx {
@@ -159,7 +167,7 @@ test_answer_to_tcp_client(void **state)
 	struct pb b;
 	size_t n = backend_answer(&b, 0);
 
-	f->w->up_sink->xfr_part(f->w, slot(f, DLB_CLIENT_TCP, 7), b.b, n);
+	f->w->up_sink->xfr_part(f->w, slot(f, DLB_CLIENT_TCP, 7), b.b, n, false);
 	assert_int_equal(rec.parts, 1);
 	f->w->up_sink->answer(f->w, slot(f, DLB_CLIENT_TCP, 7), b.b, n, false);
 	assert_int_equal(rec.replies, 1);
@@ -203,6 +211,14 @@ test_timeouts(void **state)
 	assert_int_equal(f->w->stats.downstream_timeouts, 1);
 	assert_int_equal(f->w->be_stats[0].drops, 1);
 	assert_int_equal(rec.replies, 0);
+	/* each client sink heard of both timeouts (a stream counts them on its frontend) */
+	assert_int_equal(rec.timed_out, 2);
+	/* a connection not made in time: no answer, not a timeout of the query itself */
+	f->w->up_sink->end(f->w, slot(f, DLB_CLIENT_TCP, 1), DLB_END_CONNECT_TIMEOUT);
+	assert_int_equal(rec.no_answers, 3);
+	assert_int_equal(rec.why, DLB_END_CONNECT_TIMEOUT);
+	assert_int_equal(rec.timed_out, 2);
+	assert_int_equal(f->w->be_stats[0].drops, 1);
 }
 
 /* A stream out of memory: its client gets a SERVFAIL for its question. */
