@@ -308,8 +308,12 @@ dlb_stream_read(struct dlb_stream *s, uint8_t *buf, size_t len)
 
 	s->want = 0;
 	n = s->ops->recv(s, buf, len);
-	if (n > 0)
+	if (n > 0) {
 		s->last_io = ev_now(s->loop);
+		/* what the ops hold already will not wake the socket: report it */
+		if (s->ops->pending != NULL && s->reading && s->ops->pending(s))
+			ev_feed_event(s->loop, &s->io, EV_READ);
+	}
 	return n;
 }
 

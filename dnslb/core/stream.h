@@ -69,6 +69,12 @@ struct dlb_stream_ops {
 	ssize_t (*recv)(struct dlb_stream *s, uint8_t *buf, size_t len);
 	/* Write what it can of @iov: bytes written, -1 errno (EAGAIN: nothing now; s->want). */
 	ssize_t (*sendv)(struct dlb_stream *s, const struct iovec *iov, int iovcnt);
+	/*
+	 * Bytes already read from the socket and waiting in the ops' own
+	 * buffer (TLS decrypts whole records): the stream then reports
+	 * ->readable again without waiting for the socket. NULL: never.
+	 */
+	bool (*pending)(struct dlb_stream *s);
 	/* Release the ops' own state (s->ctx); the stream closes the socket. */
 	void (*release)(struct dlb_stream *s);
 };
