@@ -48,6 +48,7 @@
 #include <time.h>
 
 #include "dnslb/core/config.h"
+#include "dnslb/core/hash.h"
 #include "dnslb/core/log.h"
 #include "dnslb/core/netmask.h"
 #include "dnslb/core/wire.h"
@@ -1602,10 +1603,9 @@ log_error(struct dlb_lua_worker *lw, const char *what, const char *src, const ch
 static lua_Integer
 pool_signature(const struct dlb_pool *pool)
 {
-	uint64_t h = 1469598103934665603ULL ^ (uint64_t)pool->n;
+	uint64_t h = DLB_FNV1A64_INIT ^ (uint64_t)pool->n;
 
-	for (int i = 0; i < pool->n; i++)
-		h = (h ^ (uint64_t)(uintptr_t)pool->members[i]) * 1099511628211ULL;
+	h = dlb_fnv1a64(pool->members, (size_t)pool->n * sizeof(pool->members[0]), h);
 	return (lua_Integer)(h >> 1);
 }
 

@@ -35,7 +35,8 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
+
+#include "dnslb/core/hash.h"
 
 #define NAMES_SEED	0x6c62646e735f7365ULL	/* fixed: see the file comment */
 #define SFX_LIST_LOG2	2			/* up to 4 children: a plain list */
@@ -86,7 +87,7 @@ name_labels(const uint8_t *n, size_t len, uint8_t *off, uint8_t *lc)
 static uint64_t
 label_hash(const uint8_t *l, size_t n)
 {
-	return XXH3_64bits_withSeed(l, n, NAMES_SEED);
+	return dlb_hash_bytes(l, n, NAMES_SEED);
 }
 
 /* ---- suffix set ------------------------------------------------------------ */
@@ -852,7 +853,7 @@ dlb_name_set_free(struct dlb_name_set *s)
 static uint32_t
 ns_hash(const uint8_t *lc, size_t len)
 {
-	return (uint32_t)XXH3_64bits_withSeed(lc, len, NAMES_SEED);
+	return (uint32_t)dlb_hash_bytes(lc, len, NAMES_SEED);
 }
 
 /* The slot holding @lc, or the empty slot ending its probe sequence. */

@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dnslb/core/hash.h"
 #include "dnslb/core/netmask.h"
 
 /* ---- the global bucket ---------------------------------------------------- */
@@ -151,7 +152,7 @@ make_key(const struct dlb_qps_ip *q, const struct sockaddr *sa, uint64_t *k0, ui
 static inline uint64_t
 key_hash(const struct dlb_qps_ip *q, uint64_t k0, uint64_t k1, uint32_t fam)
 {
-	return dlb_fmix64(k0 ^ q->seed0) ^ dlb_fmix64(k1 ^ q->seed1 ^ ((uint64_t)fam << 56));
+	return dlb_hash_key128(k0, k1 ^ ((uint64_t)fam << 56), q->seed0, q->seed1);
 }
 
 struct dlb_qps_ip *

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dnslb/core/hash.h"
 #include "dnslb/core/netmask.h"
 
 #define TIPS_SHARD_BITS	6
@@ -69,7 +70,7 @@ static struct dlb_timed_ipset *registry;
 static inline uint64_t
 key_hash(const struct dlb_timed_ipset *t, uint64_t k0, uint64_t k1, uint32_t fam)
 {
-	return dlb_fmix64(k0 ^ t->seed0) ^ dlb_fmix64(k1 ^ t->seed1 ^ ((uint64_t)fam << 56));
+	return dlb_hash_key128(k0, k1 ^ ((uint64_t)fam << 56), t->seed0, t->seed1);
 }
 
 struct dlb_timed_ipset *

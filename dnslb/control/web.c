@@ -47,6 +47,7 @@
 #include "dnslb/core/dnslb.h"
 #include "dnslb/pipeline/dynblock.h"
 #include "dnslb/control/fleet.h"
+#include "dnslb/core/hash.h"
 #include "dnslb/core/log.h"
 #include "dnslb/control/metrics.h"
 #include "dnslb/core/netmask.h"
@@ -841,11 +842,7 @@ collect_rules(struct rule_vec *rv)
 static uint64_t
 fnv1a(const char *s)
 {
-	uint64_t h = 1469598103934665603ULL;
-
-	for (; *s != '\0'; s++)
-		h = (h ^ (uint8_t)*s) * 1099511628211ULL;
-	return h;
+	return dlb_fnv1a64_str(s, DLB_FNV1A64_INIT);
 }
 
 /*

@@ -35,6 +35,7 @@
 #include "dnslb/upstream/backend.h"
 #include "dnslb/core/config.h"
 #include "dnslb/core/log.h"
+#include "dnslb/core/hash.h"
 #include "dnslb/core/netmask.h"
 #include "dnslb/frontend/tcp.h"
 #include "dnslb/core/wstate.h"
@@ -74,7 +75,7 @@ seed_init(void)
 static inline uint64_t
 key_hash(uint64_t k0, uint64_t k1)
 {
-	return dlb_fmix64(k0 ^ seed0) ^ dlb_fmix64(k1 ^ seed1);
+	return dlb_hash_key128(k0, k1, seed0, seed1);
 }
 
 /* ---- TCP client table ------------------------------------------------------------- */

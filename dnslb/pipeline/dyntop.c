@@ -36,6 +36,7 @@
 #include <sys/socket.h>
 
 #include "dnslb/pipeline/dynblock.h"
+#include "dnslb/core/hash.h"
 #include "dnslb/core/log.h"
 
 #define TOP_N		20
@@ -358,11 +359,7 @@ struct collect_ctx {
 static uint64_t
 group_hash(bool smt, const char *reason)
 {
-	uint64_t h = 1469598103934665603ULL ^ (uint64_t)smt;
-
-	for (; *reason != '\0'; reason++)
-		h = (h ^ (uint8_t)*reason) * 1099511628211ULL;
-	return h;
+	return dlb_fnv1a64_str(reason, DLB_FNV1A64_INIT ^ (uint64_t)smt);
 }
 
 /* The group of (@smt, @reason), made if new. NULL when out of memory. */

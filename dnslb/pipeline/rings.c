@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 
 #include "dnslb/core/daemon.h"
+#include "dnslb/core/hash.h"
 #include "dnslb/core/inflight.h"
 #include "dnslb/core/log.h"
 #include "dnslb/pipeline/query.h"
@@ -598,11 +599,7 @@ struct counter {
 static uint64_t
 key_hash(const uint8_t *k, size_t len, uint16_t flags)
 {
-	uint64_t h = 0xcbf29ce484222325ULL ^ flags;	/* FNV-1a */
-
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ k[i]) * 0x100000001b3ULL;
-	return h | 1;	/* never 0 */
+	return dlb_fnv1a64(k, len, DLB_FNV1A64_INIT ^ flags) | 1;	/* never 0 */
 }
 
 static bool
