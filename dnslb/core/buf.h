@@ -31,7 +31,7 @@ struct dlb_buf {
 	int err;		/* sticky: DLB_OK, DLB_ENOMEM, or DLB_ESPACE (over @max) */
 };
 
-/** An empty buffer bounded to @max bytes (0: unbounded); allocates nothing. */
+/** An empty buffer bounded to @max bytes (0: unbounded; a zeroed struct is one). */
 #define DLB_BUF_INIT(bound)	((struct dlb_buf){ .max = (bound) })
 
 /** Make @b empty, bounded to @max bytes (0: unbounded). Allocates nothing. */
@@ -67,6 +67,14 @@ static inline bool
 dlb_buf_failed(const struct dlb_buf *b)
 {
 	return b->err != 0;
+}
+
+/** Fail @b with @err (< 0) as an append would, e.g. when a helper allocation fails. */
+static inline void
+dlb_buf_set_error(struct dlb_buf *b, int err)
+{
+	if (b->err == 0)
+		b->err = err;
 }
 
 #endif
