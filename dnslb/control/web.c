@@ -49,6 +49,7 @@
 #include "dnslb/pipeline/dynblock.h"
 #include "dnslb/control/fleet.h"
 #include "dnslb/core/hash.h"
+#include "dnslb/core/hashtab.h"
 #include "dnslb/core/log.h"
 #include "dnslb/control/metrics.h"
 #include "dnslb/core/netmask.h"
@@ -760,11 +761,16 @@ collect_rules(struct rule_vec *rv)
 	return rv->failed ? -1 : 0;
 }
 
-/* FNV-1a, for the set of rule ids already written. */
-static uint64_t
-fnv1a(const char *s)
+/* The set of rule ids already written: a dnslb/core/hashtab table of the strings. */
+struct idslot {
+	const char *id;			/* borrowed from the rule vector */
+	uint32_t tag;			/* the table's */
+};
+
+static bool
+idslot_eq(const void *e, const void *key)
 {
-	return dlb_fnv1a64_str(s, DLB_FNV1A64_INIT);
+	return strcmp(((const struct idslot *)e)->id, key) == 0;
 }
 
 /*
@@ -775,35 +781,31 @@ fnv1a(const char *s)
 static void
 prom_rules(struct dlb_buf *b, const struct rule_vec *rv)
 {
-	size_t cap = 16;
-	const char **set;
+	struct dlb_hashtab set;
 
 	prom_head(b, "dnsdist_rule_hits", "Number of hits of that rule", "counter");
-	while (cap < rv->n * 2)
-		cap *= 2;
-	set = calloc(cap, sizeof(*set));
-	if (set == NULL) {
-		dlb_buf_set_error(b, DLB_ENOMEM);
-		return;
-	}
+	dlb_hashtab_init(&set, sizeof(struct idslot), offsetof(struct idslot, tag), 16, 1u << 30);
 	for (size_t i = 0; i < rv->n; i++) {
 		const char *id = rv->v[i].id;
-		size_t h = (size_t)fnv1a(id) & (cap - 1);
+		uint64_t h = dlb_fnv1a64_str(id, DLB_FNV1A64_INIT);
+		struct idslot *e;
 
-		while (set[h] != NULL && strcmp(set[h], id) != 0)
-			h = (h + 1) & (cap - 1);
-		if (set[h] != NULL) {
+		if (dlb_hashtab_find(&set, h, idslot_eq, id) != NULL) {
 			id = rv->v[i].uuid;
-			h = (size_t)fnv1a(id) & (cap - 1);
-			while (set[h] != NULL && strcmp(set[h], id) != 0)
-				h = (h + 1) & (cap - 1);
+			h = dlb_fnv1a64_str(id, DLB_FNV1A64_INIT);
 		}
-		set[h] = id;
+		if (dlb_hashtab_find(&set, h, idslot_eq, id) == NULL) {
+			if ((e = dlb_hashtab_add(&set, h)) == NULL) {
+				dlb_buf_set_error(b, DLB_ENOMEM);
+				break;
+			}
+			e->id = id;
+		}
 		dlb_buf_puts(b, "dnsdist_rule_hits{id=\"");
 		sb_text(b, id, true);
 		dlb_buf_printf(b, "\"} %" PRIu64 "\n", rv->v[i].matches);
 	}
-	free(set);
+	dlb_hashtab_deinit(&set);
 }
 
 /*
