@@ -121,6 +121,27 @@ dlb_hashtab_shrink(struct dlb_hashtab *t)
 		(void)resize(t, slots / 2);	/* no memory: keep the big one */
 }
 
+int
+dlb_hashtab_copy(struct dlb_hashtab *dst, const struct dlb_hashtab *src)
+{
+	size_t bytes = dlb_hashtab_memory(src);
+
+	dlb_hashtab_clear(dst);
+	*dst = *src;
+	dst->v = NULL;
+	dst->mask = 0;
+	dst->count = 0;
+	if (bytes == 0)
+		return 0;
+	dst->v = malloc(bytes);
+	if (dst->v == NULL)
+		return -1;
+	memcpy(dst->v, src->v, bytes);
+	dst->mask = src->mask;
+	dst->count = src->count;
+	return 0;
+}
+
 size_t
 dlb_hashtab_memory(const struct dlb_hashtab *t)
 {

@@ -169,6 +169,13 @@ void dlb_hashtab_remove(struct dlb_hashtab *t, void *e);
  */
 void dlb_hashtab_shrink(struct dlb_hashtab *t);
 
+/**
+ * Make @dst (empty, or cleared first) a slot-for-slot copy of @src: the same
+ * parameters and entries (bytes copied; the caller deep-copies what entries
+ * point to). @return 0, or -1 when out of memory (@dst left empty).
+ */
+int dlb_hashtab_copy(struct dlb_hashtab *dst, const struct dlb_hashtab *src);
+
 /** Bytes of slots allocated. */
 size_t dlb_hashtab_memory(const struct dlb_hashtab *t);
 

@@ -232,6 +232,31 @@ test_hashtab_sweep(void **state)
 	dlb_hashtab_deinit(&t);
 }
 
+static void
+test_hashtab_copy(void **state)
+{
+	struct dlb_hashtab t, c;
+
+	(void)state;
+	collide = false;
+	init(&t, 16, 1024);
+	init(&c, 2, 2);
+	assert_int_equal(dlb_hashtab_copy(&c, &t), 0);	/* of an empty one */
+	assert_int_equal(dlb_hashtab_slots(&c), 0);
+	for (uint32_t k = 1; k <= 100; k++)
+		assert_non_null(add(&t, k, k * 3));
+	assert_int_equal(dlb_hashtab_copy(&c, &t), 0);
+	assert_int_equal(dlb_hashtab_count(&c), 100);
+	assert_int_equal(dlb_hashtab_slots(&c), dlb_hashtab_slots(&t));
+	assert_int_equal(c.max_slots, 1024);
+	dlb_hashtab_remove(&t, find(&t, 7));	/* the copy is its own */
+	for (uint32_t k = 1; k <= 100; k++)
+		assert_int_equal(find(&c, k)->val, k * 3);
+	assert_int_equal(dlb_hashtab_check(&c), 0);
+	dlb_hashtab_deinit(&t);
+	dlb_hashtab_deinit(&c);
+}
+
 struct sent {
 	char name[16];
 	void *ptr;		/* a table of pointers: the value is a pointer */
@@ -300,6 +325,7 @@ main(void)
 		cmocka_unit_test(test_hashtab_collisions),
 		cmocka_unit_test(test_hashtab_growth_and_bound),
 		cmocka_unit_test(test_hashtab_sweep),
+		cmocka_unit_test(test_hashtab_copy),
 		cmocka_unit_test(test_hashtab_bytes),
 		cmocka_unit_test(test_hash_helpers),
 	};
