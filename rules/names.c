@@ -885,7 +885,7 @@ ns_find(const struct dlb_name_set *s, const uint8_t *lc, size_t len, uint32_t h)
 {
 	struct ns_key k = { lc, len };
 
-	return dlb_hashtab_find(&s->t, h, ns_eq, &k);
+	return DLB_HASHTAB_FIND(&s->t, h, struct ns_slot, tag, ns_eq, &k);
 }
 
 int

@@ -226,7 +226,7 @@ dlb_qps_ip_over(struct dlb_qps_ip *q, const struct sockaddr *sa, double now)
 	s = &q->shards[h >> (64 - QPSIP_SHARD_BITS)];
 
 	ck_spinlock_lock(&s->lock);
-	e = dlb_hashtab_find(&s->t, h, qent_eq, &key);
+	e = DLB_HASHTAB_FIND(&s->t, h, struct qent, tag, qent_eq, &key);
 	if (e == NULL) {
 		/* a new subnet: grow at load 1/2 (rare, amortized), fill to 3/4 at the cap */
 		e = dlb_hashtab_add(&s->t, h);

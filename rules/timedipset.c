@@ -191,7 +191,7 @@ dlb_timed_ipset_add(struct dlb_timed_ipset *t, const struct sockaddr *sa, int64_
 	h = key_hash(t, key.k0, key.k1, key.fam);
 	s = &t->shards[h >> (64 - TIPS_SHARD_BITS)];
 	ck_spinlock_lock(&s->lock);
-	e = dlb_hashtab_find(&s->t, h, tent_eq, &key);
+	e = DLB_HASHTAB_FIND(&s->t, h, struct tent, tag, tent_eq, &key);
 	if (e != NULL) {
 		if (e->ttd < ttd)
 			e->ttd = ttd;
@@ -236,7 +236,7 @@ dlb_timed_ipset_match(struct dlb_timed_ipset *t, const struct sockaddr *sa)
 	if (dlb_hashtab_count_relaxed(&s->t) == 0)
 		return false;
 	ck_spinlock_lock(&s->lock);
-	e = dlb_hashtab_find(&s->t, h, tent_eq, &key);
+	e = DLB_HASHTAB_FIND(&s->t, h, struct tent, tag, tent_eq, &key);
 	found = e != NULL;
 	if (found)
 		ttd = e->ttd;

@@ -101,14 +101,17 @@ dlb_hashtab_count_relaxed(const struct dlb_hashtab *t)
 }
 
 /**
- * The entry of @key (hash @h, compared with @eq), or NULL. Inline so that a
- * static @eq is inlined into the probe loop: the hot-path lookups cost what
- * a hand-written loop does. Allocates nothing.
+ * The entry of @key (hash @h, compared with @eq), or NULL, in a table of
+ * @esize-byte entries with their tag at @hoff (the table's own). Inline so
+ * that a static @eq is inlined into the probe loop and, through
+ * DLB_HASHTAB_FIND, the entry size and tag offset are constants: the
+ * hot-path lookups cost what a hand-written loop does. Allocates nothing.
  */
 static inline void *
-dlb_hashtab_find(const struct dlb_hashtab *t, uint64_t h, dlb_hashtab_eq_fn *eq, const void *key)
+dlb_hashtab_find_sized(const struct dlb_hashtab *t, uint64_t h, size_t esize, size_t hoff,
+		       dlb_hashtab_eq_fn *eq, const void *key)
 {
-	uint32_t tag = dlb_hashtab_tag(h), mask = t->mask, esize = t->esize, hoff = t->hoff;
+	uint32_t tag = dlb_hashtab_tag(h), mask = t->mask;
 	char *v = t->v;
 
 	if (v == NULL)
@@ -122,6 +125,17 @@ dlb_hashtab_find(const struct dlb_hashtab *t, uint64_t h, dlb_hashtab_eq_fn *eq,
 		if (et == tag && eq(e, key))
 			return e;
 	}
+}
+
+/** dlb_hashtab_find_sized for a table of entries of type @T with tag member @tag. */
+#define DLB_HASHTAB_FIND(t, h, T, tag, eq, key)                                                 \
+	((T *)dlb_hashtab_find_sized((t), (h), sizeof(T), offsetof(T, tag), (eq), (key)))
+
+/** The entry of @key (hash @h, compared with @eq), or NULL. Allocates nothing. */
+static inline void *
+dlb_hashtab_find(const struct dlb_hashtab *t, uint64_t h, dlb_hashtab_eq_fn *eq, const void *key)
+{
+	return dlb_hashtab_find_sized(t, h, t->esize, t->hoff, eq, key);
 }
 
 /** As dlb_hashtab_find, for a key of @klen bytes stored at offset @koff of the entry. */

@@ -167,7 +167,7 @@ tcl_find(struct tcl_shard *s, uint64_t h, uint64_t k0, uint64_t k1, bool create,
 {
 	struct tcl_ent key = { .k0 = k0, .k1 = k1 }, *e;
 
-	e = dlb_hashtab_find(&s->t, h, tcl_eq, &key);
+	e = DLB_HASHTAB_FIND(&s->t, h, struct tcl_ent, tag, tcl_eq, &key);
 	if (e != NULL || !create)
 		return e;
 	/* forget the idle ones before growing (rare: at each doubling) */
@@ -406,7 +406,7 @@ coc_find(const struct dlb_coc *t, const struct sockaddr *sa, struct coc_ent *key
 	if (!*tracked)
 		return NULL;
 	*h = key_hash(key->k0, key->k1);
-	return dlb_hashtab_find(&t->t, *h, coc_eq, key);
+	return DLB_HASHTAB_FIND(&t->t, *h, struct coc_ent, tag, coc_eq, key);
 }
 
 enum dlb_coc_result

@@ -38,7 +38,11 @@ hash_of(uint64_t k)
 static struct ent *
 find(const struct dlb_hashtab *t, uint64_t k)
 {
-	return dlb_hashtab_find(t, hash_of(k), ent_eq, &k);
+	struct ent *e = dlb_hashtab_find(t, hash_of(k), ent_eq, &k);
+
+	/* the constant-size form finds the same */
+	assert_ptr_equal(e, DLB_HASHTAB_FIND(t, hash_of(k), struct ent, tag, ent_eq, &k));
+	return e;
 }
 
 static struct ent *
