@@ -8,6 +8,7 @@
 #include <lauxlib.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -311,6 +312,25 @@ dlb_lua_box_free(struct dlb_lua_box *b)
 	free(b->p);
 	b->p = NULL;
 	b->n = b->cap = 0;
+}
+
+void *
+dlb_lua_box_push(struct dlb_lua_box *b, size_t esize)
+{
+	char *e;
+
+	if (b->n == b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 16;
+		void *p = cap <= SIZE_MAX / esize ? realloc(b->p, cap * esize) : NULL;
+
+		if (p == NULL)
+			return NULL;
+		b->p = p;
+		b->cap = cap;
+	}
+	e = (char *)b->p + b->n++ * esize;
+	memset(e, 0, esize);
+	return e;
 }
 
 /* ---- output ------------------------------------------------------------------------------ */

@@ -134,6 +134,13 @@ struct dlb_lua_box {
 struct dlb_lua_box *dlb_lua_box_new(lua_State *L);
 /** Free what @b holds now (the box itself goes with the GC). */
 void dlb_lua_box_free(struct dlb_lua_box *b);
+/**
+ * Append one zeroed element of @esize bytes to the array @b holds (doubling
+ * from 16), the way the visitors of shared tables (rings, dynamic blocks)
+ * collect into a box. The array may move. @return the element, or NULL when
+ * out of memory (nothing changed).
+ */
+void *dlb_lua_box_push(struct dlb_lua_box *b, size_t esize);
 
 /* ---- output ----------------------------------------------------------------------- */
 

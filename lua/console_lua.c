@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dnslb/core/buf.h"
 #include "dnslb/core/config.h"
 #include "dnslb/control/console.h"
 #include "dnslb/control/console_client.h"
@@ -465,51 +466,14 @@ static const luaL_Reg console_funcs[] = {
 
 /* ---- evaluation --------------------------------------------------------------------- */
 
-/* The reply being built: bounded by @max. */
-struct reply {
-	char *buf;
-	size_t len, cap, max;
-	bool overflow;			/* more than @max was asked for */
-	bool nomem;
-};
-
-/* @return 0, or -1 (overflow or out of memory: nothing appended). */
-static int
-reply_add(struct reply *r, const char *s, size_t n)
-{
-	if (n > r->max - r->len) {
-		r->overflow = true;
-		return -1;
-	}
-	if (r->len + n + 1 > r->cap) {
-		size_t cap = r->cap == 0 ? 256 : r->cap;
-		char *nb;
-
-		while (cap < r->len + n + 1)
-			cap *= 2;
-		nb = realloc(r->buf, cap);
-		if (nb == NULL) {
-			r->nomem = true;
-			return -1;
-		}
-		r->buf = nb;
-		r->cap = cap;
-	}
-	memcpy(r->buf + r->len, s, n);
-	r->len += n;
-	r->buf[r->len] = '\0';
-	return 0;
-}
-
-static int
-reply_str(struct reply *r, const char *s)
-{
-	return reply_add(r, s, strlen(s));
-}
+/*
+ * The reply being built is a dnslb/core/buf.h buffer bounded to the output
+ * limit: DLB_ESPACE is "the reply does not fit", DLB_ENOMEM "out of memory".
+ */
 
 /* The command running: its reply and what the hook found. */
 static struct {
-	struct reply *reply;		/* NULL: no command runs (print() writes to stdout) */
+	struct dlb_buf *reply;		/* NULL: no command runs (print() writes to stdout) */
 	bool side_effect;		/* a function that changes the configuration ran */
 	bool no_side_effect;		/* a function dnsdist marks "no side effect" ran */
 	uint64_t insns;
@@ -529,8 +493,8 @@ l_console_print(lua_State *L)
 			if (i > 1)
 				fputc('\t', stdout);
 			fwrite(s, 1, len, stdout);
-		} else if ((i > 1 && reply_add(cmd.reply, "\t", 1) != 0) ||
-			   reply_add(cmd.reply, s, len) != 0) {
+		} else if ((i > 1 && dlb_buf_append(cmd.reply, "\t", 1) != 0) ||
+			   dlb_buf_append(cmd.reply, s, len) != 0) {
 			goto out_full;
 		}
 		lua_pop(L, 1);
@@ -538,13 +502,13 @@ l_console_print(lua_State *L)
 	if (cmd.reply == NULL) {
 		fputc('\n', stdout);
 		fflush(stdout);
-	} else if (reply_add(cmd.reply, "\n", 1) != 0) {
+	} else if (dlb_buf_append(cmd.reply, "\n", 1) != 0) {
 		goto out_full;
 	}
 	return 0;
 
 out_full:
-	if (cmd.reply->nomem)
+	if (cmd.reply->err == DLB_ENOMEM)
 		return luaL_error(L, "not enough memory for the console output");
 	{
 		char msg[128];
@@ -737,38 +701,38 @@ format_number(lua_State *L, int idx, char *out, size_t outsz)
 
 /* A JSON string, escaped as json11 escapes it. */
 static int
-json_string(struct reply *r, const char *s, size_t n)
+json_string(struct dlb_buf *r, const char *s, size_t n)
 {
-	int rc = reply_add(r, "\"", 1);
+	int rc = dlb_buf_append(r, "\"", 1);
 
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		unsigned char ch = (unsigned char)s[i];
 		char esc[8];
 
 		switch (ch) {
-		case '\\': rc = reply_str(r, "\\\\"); break;
-		case '"': rc = reply_str(r, "\\\""); break;
-		case '\b': rc = reply_str(r, "\\b"); break;
-		case '\f': rc = reply_str(r, "\\f"); break;
-		case '\n': rc = reply_str(r, "\\n"); break;
-		case '\r': rc = reply_str(r, "\\r"); break;
-		case '\t': rc = reply_str(r, "\\t"); break;
+		case '\\': rc = dlb_buf_puts(r, "\\\\"); break;
+		case '"': rc = dlb_buf_puts(r, "\\\""); break;
+		case '\b': rc = dlb_buf_puts(r, "\\b"); break;
+		case '\f': rc = dlb_buf_puts(r, "\\f"); break;
+		case '\n': rc = dlb_buf_puts(r, "\\n"); break;
+		case '\r': rc = dlb_buf_puts(r, "\\r"); break;
+		case '\t': rc = dlb_buf_puts(r, "\\t"); break;
 		default:
 			if (ch <= 0x1f) {
 				snprintf(esc, sizeof(esc), "\\u%04x", ch);
-				rc = reply_str(r, esc);
+				rc = dlb_buf_puts(r, esc);
 			} else if (ch == 0xe2 && i + 2 < n && (unsigned char)s[i + 1] == 0x80 &&
 				   ((unsigned char)s[i + 2] == 0xa8 ||
 				    (unsigned char)s[i + 2] == 0xa9)) {
-				rc = reply_str(r, (unsigned char)s[i + 2] == 0xa8 ? "\\u2028" :
+				rc = dlb_buf_puts(r, (unsigned char)s[i + 2] == 0xa8 ? "\\u2028" :
 					       "\\u2029");
 				i += 2;
 			} else {
-				rc = reply_add(r, (const char *)&s[i], 1);
+				rc = dlb_buf_append(r, (const char *)&s[i], 1);
 			}
 		}
 	}
-	return rc != 0 ? rc : reply_add(r, "\"", 1);
+	return rc != 0 ? rc : dlb_buf_append(r, "\"", 1);
 }
 
 struct json_kv {
@@ -798,7 +762,7 @@ cmp_kv(const void *a, const void *b)
  * keys, numeric values), -1 when the reply is full.
  */
 static int
-format_table(lua_State *L, int idx, struct reply *r)
+format_table(lua_State *L, int idx, struct dlb_buf *r)
 {
 	struct json_kv *kv = NULL;
 	size_t n = 0, cap = 0;
@@ -830,7 +794,7 @@ format_table(lua_State *L, int idx, struct reply *r)
 
 			if (nv == NULL) {
 				lua_pop(L, 2);
-				r->nomem = true;
+				dlb_buf_set_error(r, DLB_ENOMEM);
 				rc = -1;
 				goto out;
 			}
@@ -840,7 +804,7 @@ format_table(lua_State *L, int idx, struct reply *r)
 		kv[n].key = malloc(klen + 1);
 		if (kv[n].key == NULL) {
 			lua_pop(L, 2);
-			r->nomem = true;
+			dlb_buf_set_error(r, DLB_ENOMEM);
 			rc = -1;
 			goto out;
 		}
@@ -853,7 +817,7 @@ format_table(lua_State *L, int idx, struct reply *r)
 	}
 	if (n > 0)
 		qsort(kv, n, sizeof(*kv), cmp_kv);
-	rc = reply_add(r, "{", 1);
+	rc = dlb_buf_append(r, "{", 1);
 	for (size_t i = 0, out = 0; i < n && rc == 0; i++) {
 		char num[64];
 
@@ -864,13 +828,13 @@ format_table(lua_State *L, int idx, struct reply *r)
 			snprintf(num, sizeof(num), "%.17g", kv[i].v);
 		else
 			snprintf(num, sizeof(num), "null");
-		if ((out++ > 0 && reply_add(r, ", ", 2) != 0) ||
-		    json_string(r, kv[i].key, kv[i].klen) != 0 || reply_add(r, ": ", 2) != 0 ||
-		    reply_str(r, num) != 0)
+		if ((out++ > 0 && dlb_buf_append(r, ", ", 2) != 0) ||
+		    json_string(r, kv[i].key, kv[i].klen) != 0 || dlb_buf_append(r, ": ", 2) != 0 ||
+		    dlb_buf_puts(r, num) != 0)
 			rc = -1;
 	}
 	if (rc == 0)
-		rc = reply_add(r, "}\n", 2);
+		rc = dlb_buf_append(r, "}\n", 2);
 out:
 	for (size_t i = 0; i < n; i++)
 		free(kv[i].key);
@@ -883,7 +847,7 @@ out:
  * when it could be printed (or there was nothing to print).
  */
 static bool
-format_result(lua_State *L, int idx, struct reply *r)
+format_result(lua_State *L, int idx, struct dlb_buf *r)
 {
 	struct dlb_backend *be;
 	char num[64];
@@ -897,27 +861,27 @@ format_result(lua_State *L, int idx, struct reply *r)
 		size_t n;
 		const char *s = lua_tolstring(L, idx, &n);
 
-		if (reply_add(r, s, n) == 0)
-			reply_add(r, "\n", 1);
+		if (dlb_buf_append(r, s, n) == 0)
+			dlb_buf_append(r, "\n", 1);
 		return true;
 	}
 	case LUA_TNUMBER:
 		format_number(L, idx, num, sizeof(num));
-		if (reply_str(r, num) == 0)
-			reply_add(r, "\n", 1);
+		if (dlb_buf_puts(r, num) == 0)
+			dlb_buf_append(r, "\n", 1);
 		return true;
 	case LUA_TUSERDATA:
 		be = dlb_lua_to_server(L, idx);
 		if (be != NULL) {
-			if (reply_str(r, be->name) == 0)
-				reply_add(r, "\n", 1);
+			if (dlb_buf_puts(r, be->name) == 0)
+				dlb_buf_append(r, "\n", 1);
 			return true;
 		}
 		/* a ClientState (getBind) prints as its address, as in dnsdist */
 		if (luaL_testudata(L, idx, "ClientState") != NULL &&
 		    luaL_callmeta(L, idx, "__tostring") && lua_type(L, -1) == LUA_TSTRING) {
-			if (reply_str(r, lua_tostring(L, -1)) == 0)
-				reply_add(r, "\n", 1);
+			if (dlb_buf_puts(r, lua_tostring(L, -1)) == 0)
+				dlb_buf_append(r, "\n", 1);
 			lua_pop(L, 1);
 			return true;
 		}
@@ -932,27 +896,27 @@ format_result(lua_State *L, int idx, struct reply *r)
 		 * after `false` the error string that follows it (reload()).
 		 */
 		if (lua_toboolean(L, idx)) {
-			reply_str(r, "true\n");
+			dlb_buf_puts(r, "true\n");
 		} else {
-			reply_str(r, "false\n");
-			if (lua_type(L, idx + 1) == LUA_TSTRING && reply_str(r, lua_tostring(L, idx + 1)) == 0)
-				reply_add(r, "\n", 1);
+			dlb_buf_puts(r, "false\n");
+			if (lua_type(L, idx + 1) == LUA_TSTRING && dlb_buf_puts(r, lua_tostring(L, idx + 1)) == 0)
+				dlb_buf_append(r, "\n", 1);
 		}
 		return true;
 	default:
 		break;
 	}
-	reply_str(r, "Command returned an object we can't print: Trying to cast a lua variable "
+	dlb_buf_puts(r, "Command returned an object we can't print: Trying to cast a lua variable "
 		  "from \"");
-	reply_str(r, lua_typename(L, t));
-	reply_str(r, "\" to \"a string, a number, a Server or a table of numbers\"\n");
+	dlb_buf_puts(r, lua_typename(L, t));
+	dlb_buf_puts(r, "\" to \"a string, a number, a Server or a table of numbers\"\n");
 	return false;
 }
 
 struct eval_ctx {
 	const char *line;		/* NUL-terminated */
 	size_t len;
-	struct reply *reply;
+	struct dlb_buf *reply;
 	bool record;			/* goes into delta() */
 };
 
@@ -961,7 +925,7 @@ static int
 eval_protected(lua_State *L)
 {
 	struct eval_ctx *ctx = lua_touserdata(L, 1);
-	struct reply *r = ctx->reply;
+	struct dlb_buf *r = ctx->reply;
 	luaL_Buffer b;
 	const char *code;
 	size_t clen;
@@ -980,10 +944,10 @@ eval_protected(lua_State *L)
 		st = luaL_loadbuffer(L, ctx->line, ctx->len, ctx->line);
 	}
 	if (st != LUA_OK) {
-		reply_str(r, "Error: ");
-		reply_str(r, lua_tostring(L, -1) != NULL ? lua_tostring(L, -1) : "?");
+		dlb_buf_puts(r, "Error: ");
+		dlb_buf_puts(r, lua_tostring(L, -1) != NULL ? lua_tostring(L, -1) : "?");
 		if (st == LUA_ERRSYNTAX)
-			reply_str(r, ": ");	/* sic: dnsdist */
+			dlb_buf_puts(r, ": ");	/* sic: dnsdist */
 		return 0;
 	}
 	/* 4: the chunk */
@@ -1014,12 +978,10 @@ eval_protected(lua_State *L)
 		const char *msg = lua_tostring(L, -1);
 
 		/* an output overflow ended the command: say only that */
-		if (r->overflow) {
-			r->len = 0;
-			r->overflow = false;
-		}
-		reply_str(r, "Error: ");
-		reply_str(r, msg != NULL ? msg : "not enough memory");
+		if (r->err == DLB_ESPACE)
+			dlb_buf_reset(r);
+		dlb_buf_puts(r, "Error: ");
+		dlb_buf_puts(r, msg != NULL ? msg : "not enough memory");
 		return 0;
 	}
 	printable = format_result(L, nres > 0 ? base + 1 : lua_gettop(L) + 1, r);
@@ -1030,58 +992,54 @@ eval_protected(lua_State *L)
 char *
 dlb_lua_console_eval(const char *line, size_t len, size_t maxout, size_t *outlen)
 {
-	struct reply r = { .max = maxout };
+	/* the bound counts the NUL */
+	struct dlb_buf r = DLB_BUF_INIT(maxout < SIZE_MAX ? maxout + 1 : 0);
 	struct eval_ctx ctx = { .line = line, .len = len, .reply = &r };
 	struct dlb_lua_conf *lc = dlb_daemon.lc;
 	lua_State *L;
 	int top;
 
 	if (lc == NULL) {
-		reply_str(&r, "Error: no configuration state\n");
+		dlb_buf_puts(&r, "Error: no configuration state\n");
 	} else {
 		L = dlb_lua_conf_state(lc);
 		top = lua_gettop(L);
 		if (!lua_checkstack(L, 16)) {
-			reply_str(&r, "Error: not enough memory");
+			dlb_buf_puts(&r, "Error: not enough memory");
 		} else {
 			lua_pushcfunction(L, eval_protected);
 			lua_pushlightuserdata(L, &ctx);
 			if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
 				const char *msg = lua_tostring(L, -1);
 
-				r.len = 0;
+				dlb_buf_reset(&r);
 				ctx.record = false;
-				reply_str(&r, "Error: ");
-				reply_str(&r, msg != NULL ? msg : "not enough memory");
+				dlb_buf_puts(&r, "Error: ");
+				dlb_buf_puts(&r, msg != NULL ? msg : "not enough memory");
 			}
 		}
 		lua_settop(L, top);
 	}
-	if (r.overflow) {
+	if (r.err == DLB_ESPACE) {
 		char msg[160];
 
 		/* what returned did not fit: the command ran, the reply says why it is missing */
 		snprintf(msg, sizeof(msg), "Error: the reply exceeds setConsoleOutputMaxMsgSize "
 			 "(%zu bytes)\n", maxout + DLB_CONSOLE_MAC_BYTES);
-		r.len = 0;
-		r.overflow = false;
-		if (reply_str(&r, msg) != 0)
-			r.len = 0;
+		dlb_buf_reset(&r);
+		if (dlb_buf_puts(&r, msg) != 0)
+			dlb_buf_reset(&r);
 	}
-	if (r.nomem) {
-		free(r.buf);
+	if (r.err == DLB_ENOMEM) {
+		dlb_buf_deinit(&r);
 		return NULL;
 	}
 	if (ctx.record)
 		delta_add(line, len);
-	if (r.buf == NULL) {
-		r.buf = malloc(1);
-		if (r.buf == NULL)
-			return NULL;
-		r.buf[0] = '\0';
-	}
+	if (r.p == NULL && dlb_buf_append(&r, "", 0) != DLB_OK)
+		return NULL;	/* nothing said: still a string */
 	*outlen = r.len;
-	return r.buf;
+	return r.p;
 }
 
 /* ---- registration and client mode ----------------------------------------------------- */

@@ -438,18 +438,11 @@ struct hit {
 static void
 exceed_cb(const struct dlb_netmask *client, uint64_t count, void *ud)
 {
-	struct dlb_lua_box *b = ud;
+	struct hit *h = dlb_lua_box_push(ud, sizeof(*h));
 
-	if (b->n == b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 16;
-		void *p = realloc(b->p, cap * sizeof(struct hit));
-
-		if (p == NULL)
-			return;	/* out of memory: the table will miss clients */
-		b->p = p;
-		b->cap = cap;
-	}
-	((struct hit *)b->p)[b->n++] = (struct hit){ *client, count };
+	if (h == NULL)
+		return;	/* out of memory: the table will miss clients */
+	*h = (struct hit){ *client, count };
 }
 
 static int

@@ -181,9 +181,7 @@ policy_pick(const struct dlb_config *cfg, const struct dlb_pool *pool, int polic
 	static const struct dlb_be_stats zero[DLB_MAX_BACKENDS];
 	struct dlb_qps_window *qps = calloc(DLB_MAX_BACKENDS, sizeof(*qps));
 	unsigned rr = 0;
-	struct dlb_policy_view v = {
-		.cfg = cfg, .be_stats = zero, .qps = qps, .rng = rng, .rr_counter = &rr, .now = now,
-	};
+	struct dlb_policy_view v = dlb_policy_view_init(cfg, zero, qps, rng, &rr, now);
 	struct dlb_backend *be;
 
 	if (qps == NULL)

@@ -401,20 +401,16 @@ sn_child(struct sn_tree *t, uint32_t parent, const uint8_t *label, size_t llen, 
 			break;
 		link = &v[*link - 1].next;
 	}
-	if (t->box->n == t->box->cap) {
-		size_t cap = t->box->cap * 2;
-		/* @link points into the array: move it along */
+	{
+		/* @link points into the array, which may move: take it along */
 		ptrdiff_t off = (char *)link - (char *)v;
-		struct sn_node *nv = realloc(v, cap * sizeof(*nv));
 
-		if (nv == NULL)
+		if (dlb_lua_box_push(t->box, sizeof(*v)) == NULL)
 			return 0;
-		link = (uint32_t *)((char *)nv + off);
-		t->box->p = v = nv;
-		t->box->cap = cap;
+		v = t->box->p;
+		link = (uint32_t *)(void *)((char *)v + off);
 	}
-	k = (uint32_t)t->box->n++;
-	memset(&v[k], 0, sizeof(v[k]));
+	k = (uint32_t)t->box->n - 1;
 	v[k].llen = (uint8_t)llen;
 	memcpy(v[k].label, label, llen);
 	v[k].labels = labels;
@@ -560,11 +556,8 @@ l_stat_node_resp_ring(lua_State *L)
 	t.now_us = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
 	t.cutoff_us = secs > 0 ? t.now_us - (int64_t)secs * 1000000 : 0;
 	t.box = dlb_lua_box_new(L);	/* index 3: frees the tree if the visitor raises */
-	t.box->p = calloc(64, sizeof(struct sn_node));
-	if (t.box->p == NULL)
+	if (dlb_lua_box_push(t.box, sizeof(struct sn_node)) == NULL)	/* the root */
 		return luaL_error(L, "statNodeRespRing: out of memory");
-	t.box->cap = 64;
-	t.box->n = 1;	/* the root */
 	dlb_rings_visit_all(true, sn_visit_rec, &t);
 	if (t.oom)
 		return luaL_error(L, "statNodeRespRing: out of memory");

@@ -63,6 +63,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "dnslb/core/buf.h"
 #include "dnslb/core/config.h"
 #include "dnslb/core/daemon.h"
 #include "dnslb/core/dnslb.h"
@@ -103,39 +104,22 @@ struct rule_box {
 /* ---- a small string builder (no Lua calls while one is open) ------------ */
 
 struct sb {
-	char *p;
-	size_t len, cap;
+	struct dlb_buf b;	/* unbounded (zeroed); the cut is ours */
 	size_t limit;		/* 0: none; else stop at about this length, ending in "..." */
-	bool cut, oom;
+	bool cut;
 };
 
 static void
 sb_add(struct sb *b, const char *s, size_t n)
 {
-	if (b->oom || b->cut)
+	if (b->cut)
 		return;
-	if (b->limit != 0 && b->len + n > b->limit) {
+	if (b->limit != 0 && b->b.len + n > b->limit) {
 		b->cut = true;
 		s = "...";
 		n = 3;
 	}
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 64;
-		char *p;
-
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		p = realloc(b->p, cap);
-		if (p == NULL) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
+	dlb_buf_append(&b->b, s, n);
 }
 
 static void
@@ -165,15 +149,18 @@ sb_printf(struct sb *b, const char *fmt, ...)
 static void
 sb_finish(lua_State *L, struct sb *b, char **dst)
 {
-	if (b->oom) {
-		free(b->p);
+	char *p;
+
+	if (dlb_buf_failed(&b->b)) {
+		dlb_buf_deinit(&b->b);
 		luaL_error(L, "out of memory");
 	}
-	if (b->p == NULL)
-		b->p = strdup("");
-	if (b->p == NULL)
+	p = dlb_buf_take(&b->b, NULL);
+	if (p == NULL)
+		p = strdup("");
+	if (p == NULL)
 		luaL_error(L, "out of memory");
-	*dst = b->p;
+	*dst = p;
 }
 
 static void set_desc(lua_State *L, char **dst, const char *fmt, ...)
@@ -3562,12 +3549,12 @@ push_rules_text(lua_State *L, struct dlb_rule *const *v, int n, bool uuids, lua_
 		sb_puts(&b, r->act->desc ? r->act->desc : "");
 		sb_puts(&b, "\n");
 	}
-	if (b.oom) {
-		free(b.p);
+	if (dlb_buf_failed(&b.b)) {
+		dlb_buf_deinit(&b.b);
 		luaL_error(L, "out of memory");
 	}
-	lua_pushlstring(L, b.p ? b.p : "", b.len);
-	free(b.p);
+	lua_pushlstring(L, b.b.p ? b.b.p : "", b.b.len);
+	dlb_buf_deinit(&b.b);
 }
 
 static int

@@ -47,7 +47,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "dnslb/core/buf.h"
 #include "dnslb/core/config.h"
+#include "dnslb/core/hash.h"
 #include "dnslb/core/log.h"
 #include "dnslb/core/netmask.h"
 #include "dnslb/core/wire.h"
@@ -180,44 +182,19 @@ struct runtime_fn {
 static struct runtime_fn *runtime_fns[MAX_RUNTIME_FNS];
 static unsigned nruntime_fns;	/* atomic: published entries */
 
-struct dump_buf {
-	char *p;
-	size_t len, cap;
-	bool too_big;
-};
-
+/* lua_dump's writer: appends to a dnslb/core/buf.h buffer (bounded: DLB_ESPACE is too big). */
 static int
 dump_writer(lua_State *L, const void *chunk, size_t sz, void *ud)
 {
-	struct dump_buf *b = ud;
-
 	(void)L;
-	if (b->too_big || b->len + sz > MAX_RUNTIME_FN_BYTES) {
-		b->too_big = true;
-		return 1;
-	}
-	if (b->len + sz > b->cap) {
-		size_t ncap = b->cap ? b->cap * 2 : 1024;
-		char *np;
-
-		while (ncap < b->len + sz)
-			ncap *= 2;
-		np = realloc(b->p, ncap);
-		if (np == NULL)
-			return 1;
-		b->p = np;
-		b->cap = ncap;
-	}
-	memcpy(b->p + b->len, chunk, sz);
-	b->len += sz;
-	return 0;
+	return dlb_buf_append(ud, chunk, sz) != DLB_OK;
 }
 
 /* Keep the bytecode of function @idx (number @n, defined at @src) for the workers. */
 static void
 keep_runtime_fn(lua_State *L, int idx, int n, const char *src)
 {
-	struct dump_buf b = { NULL, 0, 0, false };
+	struct dlb_buf b = DLB_BUF_INIT(MAX_RUNTIME_FN_BYTES + 1);	/* + the NUL */
 	struct runtime_fn *f;
 	const char *up;
 	int rc;
@@ -237,14 +214,16 @@ keep_runtime_fn(lua_State *L, int idx, int n, const char *src)
 	lua_pushvalue(L, idx);
 	rc = lua_dump(L, dump_writer, &b, 0);
 	lua_pop(L, 1);
-	if (rc != 0 || b.too_big) {
-		free(b.p);
-		luaL_error(L, b.too_big ? "function too large to hand to the workers" :
+	if (rc != 0 || dlb_buf_failed(&b)) {
+		bool too_big = b.err == DLB_ESPACE;
+
+		dlb_buf_deinit(&b);
+		luaL_error(L, too_big ? "function too large to hand to the workers" :
 				  "out of memory");
 	}
 	f = malloc(sizeof(*f) + b.len);
 	if (f == NULL) {
-		free(b.p);
+		dlb_buf_deinit(&b);
 		luaL_error(L, "out of memory");
 	}
 	f->origin = dlb_lua_conf_origin(dlb_lua_conf_of(L));
@@ -252,7 +231,7 @@ keep_runtime_fn(lua_State *L, int idx, int n, const char *src)
 	snprintf(f->src, sizeof(f->src), "%s", src);
 	f->len = b.len;
 	memcpy(f->code, b.p, b.len);
-	free(b.p);
+	dlb_buf_deinit(&b);
 	runtime_fns[nruntime_fns] = f;
 	__atomic_store_n(&nruntime_fns, nruntime_fns + 1, __ATOMIC_RELEASE);
 }
@@ -1602,10 +1581,9 @@ log_error(struct dlb_lua_worker *lw, const char *what, const char *src, const ch
 static lua_Integer
 pool_signature(const struct dlb_pool *pool)
 {
-	uint64_t h = 1469598103934665603ULL ^ (uint64_t)pool->n;
+	uint64_t h = DLB_FNV1A64_INIT ^ (uint64_t)pool->n;
 
-	for (int i = 0; i < pool->n; i++)
-		h = (h ^ (uint64_t)(uintptr_t)pool->members[i]) * 1099511628211ULL;
+	h = dlb_fnv1a64(pool->members, (size_t)pool->n * sizeof(pool->members[0]), h);
 	return (lua_Integer)(h >> 1);
 }
 

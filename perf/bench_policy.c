@@ -153,14 +153,8 @@ static struct dlb_backend *
 select_one(struct bench_worker *w, const struct dlb_pool *pool, const struct dlb_dnsmsg *m,
 	   double now)
 {
-	const struct dlb_policy_view v = {
-		.cfg = w->cfg,
-		.be_stats = w->be_stats,
-		.qps = w->qps,
-		.rng = &w->rng,
-		.rr_counter = &w->rr_counter,
-		.now = now,
-	};
+	const struct dlb_policy_view v = dlb_policy_view_init(w->cfg, w->be_stats, w->qps, &w->rng,
+							      &w->rr_counter, now);
 
 	return dlb_policy_select(&v, pool, dlb_pool_policy(w->cfg, pool), m->qname_lc,
 				 m->qname_len);

@@ -19,9 +19,9 @@
  * one slot (8 octets / load factor): 49 octets a name for 1,000,000 names
  * like "domain0000123.com." (measured; 1.0 s to build, ~80 ns a match).
  *
- * Name set: an open-addressing table of owned lowercase wire names, each
- * slot holding the 32-bit hash beside the pointer so that probes compare
- * hashes before touching a name.
+ * Name set: a dnslb/core/hashtab.h table of owned lowercase wire names,
+ * each slot holding the hash's tag beside the pointer so that probes compare
+ * tags before touching a name.
  *
  * Hashes: XXH3 with a fixed seed, not dlb_wire_name_hash(): these tables are
  * built from the configuration, possibly before dlb_wire_hash_init() changes
@@ -35,7 +35,9 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
+
+#include "dnslb/core/hash.h"
+#include "dnslb/core/hashtab.h"
 
 #define NAMES_SEED	0x6c62646e735f7365ULL	/* fixed: see the file comment */
 #define SFX_LIST_LOG2	2			/* up to 4 children: a plain list */
@@ -86,7 +88,7 @@ name_labels(const uint8_t *n, size_t len, uint8_t *off, uint8_t *lc)
 static uint64_t
 label_hash(const uint8_t *l, size_t n)
 {
-	return XXH3_64bits_withSeed(l, n, NAMES_SEED);
+	return dlb_hash_bytes(l, n, NAMES_SEED);
 }
 
 /* ---- suffix set ------------------------------------------------------------ */
@@ -813,31 +815,38 @@ out:
 /* ---- name set -------------------------------------------------------------- */
 
 struct ns_slot {
-	uint32_t hash;
-	uint8_t *name;		/* name[0] = wire length, then the wire name; NULL: empty */
+	uint8_t *name;		/* name[0] = wire length, then the wire name; owned */
+	uint32_t tag;		/* the table's */
 };
 
+/* Configuration-built, so no bound of its own (the hashtab's largest). */
+#define NS_MAX_SLOTS	(1u << 30)
+
 struct dlb_name_set {
-	struct ns_slot *v;
-	size_t cap;		/* power of 2, or 0 */
-	size_t n;
+	struct dlb_hashtab t;	/* of struct ns_slot */
 };
 
 struct dlb_name_set *
 dlb_name_set_new(void)
 {
-	return calloc(1, sizeof(struct dlb_name_set));
+	struct dlb_name_set *s = malloc(sizeof(*s));
+
+	if (s != NULL)
+		dlb_hashtab_init(&s->t, sizeof(struct ns_slot), offsetof(struct ns_slot, tag), 16,
+				 NS_MAX_SLOTS);
+	return s;
 }
 
 void
 dlb_name_set_clear(struct dlb_name_set *s)
 {
-	for (size_t i = 0; i < s->cap; i++)
-		free(s->v[i].name);
-	free(s->v);
-	s->v = NULL;
-	s->cap = 0;
-	s->n = 0;
+	for (uint32_t i = 0; i < dlb_hashtab_slots(&s->t); i++) {
+		struct ns_slot *e = dlb_hashtab_at(&s->t, i);
+
+		if (e != NULL)
+			free(e->name);
+	}
+	dlb_hashtab_clear(&s->t);
 }
 
 void
@@ -852,70 +861,56 @@ dlb_name_set_free(struct dlb_name_set *s)
 static uint32_t
 ns_hash(const uint8_t *lc, size_t len)
 {
-	return (uint32_t)XXH3_64bits_withSeed(lc, len, NAMES_SEED);
+	return (uint32_t)dlb_hash_bytes(lc, len, NAMES_SEED);
 }
 
-/* The slot holding @lc, or the empty slot ending its probe sequence. */
-static size_t
+/* A name looked up: @len bytes of lowercase wire name at @lc. */
+struct ns_key {
+	const uint8_t *lc;
+	size_t len;
+};
+
+static bool
+ns_eq(const void *e, const void *key)
+{
+	const uint8_t *n = ((const struct ns_slot *)e)->name;
+	const struct ns_key *k = key;
+
+	return n[0] == k->len && memcmp(n + 1, k->lc, k->len) == 0;
+}
+
+/* The slot holding @lc, or NULL. */
+static inline struct ns_slot *
 ns_find(const struct dlb_name_set *s, const uint8_t *lc, size_t len, uint32_t h)
 {
-	size_t mask = s->cap - 1, i = h & mask;
+	struct ns_key k = { lc, len };
 
-	while (s->v[i].name != NULL) {
-		const uint8_t *n = s->v[i].name;
-
-		if (s->v[i].hash == h && n[0] == len && memcmp(n + 1, lc, len) == 0)
-			break;
-		i = (i + 1) & mask;
-	}
-	return i;
-}
-
-static int
-ns_grow(struct dlb_name_set *s)
-{
-	size_t cap = s->cap != 0 ? s->cap * 2 : 16;
-	struct ns_slot *v = calloc(cap, sizeof(*v));
-
-	if (v == NULL)
-		return DLB_ENOMEM;
-	for (size_t i = 0; i < s->cap; i++) {
-		size_t j;
-
-		if (s->v[i].name == NULL)
-			continue;
-		for (j = s->v[i].hash & (cap - 1); v[j].name != NULL; j = (j + 1) & (cap - 1))
-			;
-		v[j] = s->v[i];
-	}
-	free(s->v);
-	s->v = v;
-	s->cap = cap;
-	return DLB_OK;
+	return DLB_HASHTAB_FIND(&s->t, h, struct ns_slot, tag, ns_eq, &k);
 }
 
 int
 dlb_name_set_add(struct dlb_name_set *s, const uint8_t *lc, size_t len)
 {
-	uint8_t off[SFX_MAX_LABELS], name[DLB_MAX_NAME];
+	uint8_t off[SFX_MAX_LABELS], name[DLB_MAX_NAME], *copy;
+	struct ns_slot *e;
 	uint32_t h;
-	size_t i;
 
 	if (name_labels(lc, len, off, name) < 0)
 		return DLB_EINVAL;
-	if ((s->n + 1) * 4 > s->cap * 3 && ns_grow(s) != DLB_OK)
-		return DLB_ENOMEM;
 	h = ns_hash(name, len);
-	i = ns_find(s, name, len, h);
-	if (s->v[i].name != NULL)
+	if (ns_find(s, name, len, h) != NULL)
 		return DLB_OK;
-	s->v[i].name = malloc(1 + len);
-	if (s->v[i].name == NULL)
+	copy = malloc(1 + len);
+	if (copy == NULL)
 		return DLB_ENOMEM;
-	s->v[i].name[0] = (uint8_t)len;
-	memcpy(s->v[i].name + 1, name, len);
-	s->v[i].hash = h;
-	s->n++;
+	e = dlb_hashtab_add(&s->t, h);
+	if (e == NULL) {
+		free(copy);
+		return DLB_ENOMEM;
+	}
+	copy[0] = (uint8_t)len;
+	memcpy(copy + 1, name, len);
+	e->name = copy;
 	return DLB_OK;
 }
 
@@ -923,54 +918,43 @@ bool
 dlb_name_set_remove(struct dlb_name_set *s, const uint8_t *lc, size_t len)
 {
 	uint8_t off[SFX_MAX_LABELS], name[DLB_MAX_NAME];
-	size_t mask, i, j;
+	struct ns_slot *e;
 
-	if (s->n == 0 || name_labels(lc, len, off, name) < 0)
+	if (dlb_hashtab_count(&s->t) == 0 || name_labels(lc, len, off, name) < 0)
 		return false;
-	mask = s->cap - 1;
-	i = ns_find(s, name, len, ns_hash(name, len));
-	if (s->v[i].name == NULL)
+	e = ns_find(s, name, len, ns_hash(name, len));
+	if (e == NULL)
 		return false;
-	free(s->v[i].name);
-	/* backward-shift deletion, as in the suffix tables */
-	for (j = (i + 1) & mask; s->v[j].name != NULL; j = (j + 1) & mask) {
-		size_t home = s->v[j].hash & mask;
-
-		if (((j - home) & mask) >= ((j - i) & mask)) {
-			s->v[i] = s->v[j];
-			i = j;
-		}
-	}
-	s->v[i].name = NULL;
-	s->n--;
+	free(e->name);
+	dlb_hashtab_remove(&s->t, e);
 	return true;
 }
 
 bool
 dlb_name_set_match(const struct dlb_name_set *s, const uint8_t *lc, size_t len)
 {
-	if (s->n == 0 || len == 0 || len > DLB_MAX_NAME)
+	if (dlb_hashtab_count(&s->t) == 0 || len == 0 || len > DLB_MAX_NAME)
 		return false;
-	return s->v[ns_find(s, lc, len, ns_hash(lc, len))].name != NULL;
+	return ns_find(s, lc, len, ns_hash(lc, len)) != NULL;
 }
 
 bool
 dlb_name_set_match_labels(const struct dlb_name_set *s, const uint8_t *lc, size_t len,
 			  struct dlb_qname_labels *l)
 {
-	if (s->n == 0 || len == 0 || len > DLB_MAX_NAME)
+	if (dlb_hashtab_count(&s->t) == 0 || len == 0 || len > DLB_MAX_NAME)
 		return false;
 	if (!l->name_hashed) {
 		l->name_hash = ns_hash(lc, len);
 		l->name_hashed = true;
 	}
-	return s->v[ns_find(s, lc, len, l->name_hash)].name != NULL;
+	return ns_find(s, lc, len, l->name_hash) != NULL;
 }
 
 size_t
 dlb_name_set_count(const struct dlb_name_set *s)
 {
-	return s->n;
+	return dlb_hashtab_count(&s->t);
 }
 
 struct dlb_name_set *
@@ -978,29 +962,37 @@ dlb_name_set_copy(const struct dlb_name_set *s)
 {
 	struct dlb_name_set *d = dlb_name_set_new();
 
+	uint32_t i;
+
 	if (d == NULL)
 		return NULL;
-	if (s->cap == 0)
-		return d;
-	d->v = calloc(s->cap, sizeof(*d->v));
-	if (d->v == NULL)
+	if (dlb_hashtab_copy(&d->t, &s->t) != 0)
 		goto fail;
-	d->cap = s->cap;
-	for (size_t i = 0; i < s->cap; i++) {
-		const uint8_t *n = s->v[i].name;
+	/* the slots are copied: give each its own name (the originals stay @s's) */
+	for (i = 0; i < dlb_hashtab_slots(&d->t); i++) {
+		struct ns_slot *e = dlb_hashtab_at(&d->t, i);
+		uint8_t *n;
 
-		if (n == NULL)
+		if (e == NULL)
 			continue;
-		d->v[i].name = malloc(1 + (size_t)n[0]);
-		if (d->v[i].name == NULL)
-			goto fail;
-		memcpy(d->v[i].name, n, 1 + (size_t)n[0]);
-		d->v[i].hash = s->v[i].hash;
-		d->n++;
+		n = malloc(1 + (size_t)e->name[0]);
+		if (n == NULL)
+			goto fail_names;
+		memcpy(n, e->name, 1 + (size_t)e->name[0]);
+		e->name = n;
 	}
 	return d;
+fail_names:
+	/* slots from i on still point at @s's names: forget them, free ours */
+	for (uint32_t j = 0; j < i; j++) {
+		struct ns_slot *e = dlb_hashtab_at(&d->t, j);
+
+		if (e != NULL)
+			free(e->name);
+	}
+	dlb_hashtab_clear(&d->t);
 fail:
-	dlb_name_set_free(d);
+	free(d);
 	return NULL;
 }
 
@@ -1016,19 +1008,21 @@ dlb_name_set_format(const struct dlb_name_set *s, char *out, size_t outsz)
 {
 	struct fmt_out f = { .out = out, .size = outsz };
 	char **v;
-	size_t m = 0;
+	size_t m = 0, total;
 	bool first = true;
 
 	if (outsz == 0)
 		return;
-	v = s->n > 0 ? calloc(s->n, sizeof(*v)) : NULL;
-	if (s->n > 0 && v == NULL) {
+	total = dlb_hashtab_count(&s->t);
+	v = total > 0 ? calloc(total, sizeof(*v)) : NULL;
+	if (total > 0 && v == NULL) {
 		out[0] = '\0';
 		return;
 	}
-	for (size_t i = 0; i < s->cap; i++) {
+	for (uint32_t i = 0; i < dlb_hashtab_slots(&s->t); i++) {
 		char text[DLB_WIRE_NAME_TEXT_MAX];
-		const uint8_t *n = s->v[i].name;
+		const struct ns_slot *e = dlb_hashtab_at(&s->t, i);
+		const uint8_t *n = e != NULL ? e->name : NULL;
 
 		if (n == NULL || dlb_wire_name_to_text(n + 1, n[0], text, sizeof(text)) < 0)
 			continue;

@@ -15,14 +15,13 @@
  *
  * The per-subnet table is sharded (64 shards, one spinlock each, chosen by
  * the high bits of a keyed hash of the masked address), so workers contend
- * only when their clients hash to the same shard; each shard is an open
- * addressing table with linear probing and backward-shift deletion (no
- * tombstones). Memory is bounded: a slot is 40 bytes (struct qent), tables
- * double up to QPSIP_MAX_SLOTS per shard at a load of 1/2 and then fill to
+ * only when their clients hash to the same shard; each shard is a
+ * dnslb/core/hashtab.h table (linear probing, backward-shift deletion).
+ * Memory is bounded: a slot is 40 bytes (struct qent), tables double up to QPSIP_MAX_SLOTS per shard at a load of 1/2 and then fill to
  * 3/4, so at most 64 * 2^15 * 40 B = 80 MiB and about 1.5 M subnets; a new
  * subnet beyond that is not tracked (it is never "over": fail open, as the
  * alternative would let a spoofed flood lock out new clients). Idle entries
- * go at cleanup, and a shard left empty gives its table back.
+ * go at cleanup, and a shard left empty (or under 1/8 full) gives memory back.
  *
  * Thread: dlb_bucket_take and dlb_qps_ip_over from any thread; the rest
  * main thread.
@@ -37,6 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dnslb/core/hash.h"
+#include "dnslb/core/hashtab.h"
 #include "dnslb/core/netmask.h"
 
 /* ---- the global bucket ---------------------------------------------------- */
@@ -106,20 +107,20 @@ dlb_bucket_take(struct dlb_bucket *b, double now)
 #define QPSIP_MIN_SLOTS	16u
 #define QPSIP_MAX_SLOTS	(1u << 15)
 
-/* One tracked subnet: 40 bytes. */
+/* One tracked subnet: 40 bytes; the key is (k0, k1, fam). */
 struct qent {
 	uint64_t k0, k1;	/* the masked address: v6 high/low halves, v4 in k1 */
 	double tat;		/* GCRA state (see the top of the file) */
 	double last;		/* last query seen, s */
-	uint32_t hash;		/* low bits of the keyed hash: the home slot */
-	uint32_t fam;		/* 0: free slot; AF_INET or AF_INET6 */
+	uint32_t tag;		/* the table's (dnslb/core/hashtab.h) */
+	uint32_t fam;		/* AF_INET or AF_INET6 */
 };
+
+_Static_assert(sizeof(struct qent) == 40, "qent size");
 
 struct qshard {
 	ck_spinlock_t lock;
-	uint32_t mask;		/* slots - 1; 0 with v == NULL */
-	uint32_t count;		/* written under the lock, read relaxed by count() */
-	struct qent *v;
+	struct dlb_hashtab t;	/* of struct qent; count read relaxed by count() */
 } __attribute__((aligned(64)));
 
 struct dlb_qps_ip {
@@ -151,7 +152,15 @@ make_key(const struct dlb_qps_ip *q, const struct sockaddr *sa, uint64_t *k0, ui
 static inline uint64_t
 key_hash(const struct dlb_qps_ip *q, uint64_t k0, uint64_t k1, uint32_t fam)
 {
-	return dlb_fmix64(k0 ^ q->seed0) ^ dlb_fmix64(k1 ^ q->seed1 ^ ((uint64_t)fam << 56));
+	return dlb_hash_key128(k0, k1 ^ ((uint64_t)fam << 56), q->seed0, q->seed1);
+}
+
+static bool
+qent_eq(const void *e, const void *key)
+{
+	const struct qent *a = e, *b = key;
+
+	return a->k1 == b->k1 && a->k0 == b->k0 && a->fam == b->fam;
 }
 
 struct dlb_qps_ip *
@@ -167,8 +176,11 @@ dlb_qps_ip_new(double qps, int v4mask, int v6mask, double burst, int expiration,
 	if (q == NULL)
 		return NULL;
 	memset(q, 0, sizeof(*q));
-	for (unsigned i = 0; i < QPSIP_SHARDS; i++)
+	for (unsigned i = 0; i < QPSIP_SHARDS; i++) {
 		ck_spinlock_init(&q->shards[i].lock);
+		dlb_hashtab_init(&q->shards[i].t, sizeof(struct qent), offsetof(struct qent, tag),
+				 QPSIP_MIN_SLOTS, QPSIP_MAX_SLOTS);
+	}
 	q->never = !(qps > 0);
 	q->t = q->never ? 0 : 1.0 / qps;
 	q->limit = (burst + GCRA_EPS) * q->t;
@@ -192,82 +204,41 @@ dlb_qps_ip_free(struct dlb_qps_ip *q)
 	if (q == NULL)
 		return;
 	for (unsigned i = 0; i < QPSIP_SHARDS; i++)
-		free(q->shards[i].v);
+		dlb_hashtab_deinit(&q->shards[i].t);
 	free(q);
-}
-
-/* Move the entries of @s into a table of @slots slots. Lock held. @return 0 or -1. */
-static int
-shard_resize(struct qshard *s, uint32_t slots)
-{
-	struct qent *nv = calloc(slots, sizeof(*nv));
-	uint32_t nmask = slots - 1;
-
-	if (nv == NULL)
-		return -1;
-	if (s->v != NULL) {
-		for (uint32_t i = 0; i <= s->mask; i++) {
-			uint32_t j;
-
-			if (s->v[i].fam == 0)
-				continue;
-			for (j = s->v[i].hash & nmask; nv[j].fam != 0; j = (j + 1) & nmask)
-				;
-			nv[j] = s->v[i];
-		}
-		free(s->v);
-	}
-	s->v = nv;
-	s->mask = nmask;
-	return 0;
 }
 
 bool
 dlb_qps_ip_over(struct dlb_qps_ip *q, const struct sockaddr *sa, double now)
 {
-	uint64_t k0, k1, h;
-	uint32_t fam, i, slots;
+	struct qent key;
 	struct qshard *s;
 	struct qent *e;
+	uint64_t h;
 	double tat;
 	bool over;
 
 	if (q->never)
 		return true;
-	if (sa == NULL || !make_key(q, sa, &k0, &k1, &fam))
+	if (sa == NULL || !make_key(q, sa, &key.k0, &key.k1, &key.fam))
 		return false;
-	h = key_hash(q, k0, k1, fam);
+	h = key_hash(q, key.k0, key.k1, key.fam);
 	s = &q->shards[h >> (64 - QPSIP_SHARD_BITS)];
 
 	ck_spinlock_lock(&s->lock);
-	if (s->v != NULL) {
-		for (i = (uint32_t)h & s->mask; s->v[i].fam != 0; i = (i + 1) & s->mask) {
-			e = &s->v[i];
-			if (e->k1 == k1 && e->k0 == k0 && e->fam == fam)
-				goto found;
-		}
-	}
-	/* a new subnet: grow at load 1/2 (rare, amortized), fill to 3/4 at the cap */
-	slots = s->v == NULL ? 0 : s->mask + 1;
-	if (slots == 0 || (s->count + 1) * 2 > slots) {
-		if (slots < QPSIP_MAX_SLOTS &&
-		    shard_resize(s, slots == 0 ? QPSIP_MIN_SLOTS : slots * 2) == 0)
-			slots = s->mask + 1;
-		if (slots == 0 || (s->count + 1) * 4 > slots * 3) {
+	e = DLB_HASHTAB_FIND(&s->t, h, struct qent, tag, qent_eq, &key);
+	if (e == NULL) {
+		/* a new subnet: grow at load 1/2 (rare, amortized), fill to 3/4 at the cap */
+		e = dlb_hashtab_add(&s->t, h);
+		if (e == NULL) {
 			ck_spinlock_unlock(&s->lock);
 			return false;	/* full: fail open (see the top of the file) */
 		}
+		e->k0 = key.k0;
+		e->k1 = key.k1;
+		e->fam = key.fam;
+		e->tat = now;	/* full bucket */
 	}
-	for (i = (uint32_t)h & s->mask; s->v[i].fam != 0; i = (i + 1) & s->mask)
-		;
-	e = &s->v[i];
-	e->k0 = k0;
-	e->k1 = k1;
-	e->fam = fam;
-	e->hash = (uint32_t)h;
-	e->tat = now;		/* full bucket */
-	__atomic_store_n(&s->count, s->count + 1, __ATOMIC_RELAXED);
-found:
 	tat = e->tat > now ? e->tat : now;
 	tat += q->t;
 	over = tat - now > q->limit;
@@ -276,25 +247,6 @@ found:
 	e->last = now;
 	ck_spinlock_unlock(&s->lock);
 	return over;
-}
-
-/* Remove slot @i (backward-shift deletion: later members of its cluster move up). */
-static void
-shard_delete(struct qshard *s, uint32_t i)
-{
-	uint32_t mask = s->mask;
-
-	for (uint32_t j = (i + 1) & mask; s->v[j].fam != 0; j = (j + 1) & mask) {
-		uint32_t home = s->v[j].hash & mask;
-
-		/* the entry at j may fill the hole at i unless its home is in (i, j] */
-		if (((j - home) & mask) >= ((j - i) & mask)) {
-			s->v[i] = s->v[j];
-			i = j;
-		}
-	}
-	s->v[i].fam = 0;
-	__atomic_store_n(&s->count, s->count - 1, __ATOMIC_RELAXED);
 }
 
 size_t
@@ -317,20 +269,16 @@ dlb_qps_ip_cleanup(struct dlb_qps_ip *q, double now)
 
 		q->cursor = (q->cursor + 1) % QPSIP_SHARDS;
 		ck_spinlock_lock(&s->lock);
-		if (s->v != NULL) {
-			for (uint32_t i = 0; i <= s->mask; i++) {
-				/* a shifted-in entry lands at i: look again */
-				while (s->v[i].fam != 0 && s->v[i].last < cutoff) {
-					shard_delete(s, i);
-					removed++;
-				}
-			}
-			if (s->count == 0) {
-				free(s->v);
-				s->v = NULL;
-				s->mask = 0;
+		for (uint32_t i = 0; i < dlb_hashtab_slots(&s->t); i++) {
+			struct qent *e;
+
+			/* a shifted-in entry lands at i: look again */
+			while ((e = dlb_hashtab_at(&s->t, i)) != NULL && e->last < cutoff) {
+				dlb_hashtab_remove(&s->t, e);
+				removed++;
 			}
 		}
+		dlb_hashtab_shrink(&s->t);	/* empty: freed; under 1/8: halved */
 		ck_spinlock_unlock(&s->lock);
 	}
 	return removed;
@@ -342,7 +290,7 @@ dlb_qps_ip_count(const struct dlb_qps_ip *q)
 	size_t n = 0;
 
 	for (unsigned i = 0; i < QPSIP_SHARDS; i++)
-		n += __atomic_load_n(&q->shards[i].count, __ATOMIC_RELAXED);
+		n += dlb_hashtab_count_relaxed(&q->shards[i].t);
 	return n;
 }
 
@@ -355,8 +303,7 @@ dlb_qps_ip_memory(const struct dlb_qps_ip *q)
 		struct qshard *s = (struct qshard *)&q->shards[i];
 
 		ck_spinlock_lock(&s->lock);
-		if (s->v != NULL)
-			n += ((size_t)s->mask + 1) * sizeof(struct qent);
+		n += dlb_hashtab_memory(&s->t);
 		ck_spinlock_unlock(&s->lock);
 	}
 	return n;

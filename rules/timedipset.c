@@ -5,8 +5,8 @@
  * looked up by the rule on the query path.
  *
  * The table is sharded as MaxQPSIPRule's (rules/qps.c): 64 shards chosen by
- * the high bits of a keyed hash of the address, one spinlock each, open
- * addressing with linear probing and backward-shift deletion. A rule that
+ * the high bits of a keyed hash of the address, one spinlock each, each a
+ * dnslb/core/hashtab.h table (linear probing, backward-shift deletion). A rule that
  * matches takes one shard's lock for one probe sequence; workers contend
  * only on the same shard. Memory is bounded: a shard grows to
  * TIPS_MAX_SLOTS slots (at load 1/2, then fills to 3/4); adding to a full
@@ -32,6 +32,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "dnslb/core/hash.h"
+#include "dnslb/core/hashtab.h"
 #include "dnslb/core/netmask.h"
 
 #define TIPS_SHARD_BITS	6
@@ -39,18 +41,17 @@
 #define TIPS_MIN_SLOTS	16u
 #define TIPS_MAX_SLOTS	(1u << 15)
 
+/* One address; the key is (k0, k1, fam). */
 struct tent {
 	uint64_t k0, k1;	/* the address: v6 high/low halves, v4 in k1 */
 	int64_t ttd;		/* time(NULL) at which it stops matching */
-	uint32_t hash;		/* low bits of the keyed hash: the home slot */
-	uint32_t fam;		/* 0: free slot; AF_INET or AF_INET6 */
+	uint32_t tag;		/* the table's (dnslb/core/hashtab.h) */
+	uint32_t fam;		/* AF_INET or AF_INET6 */
 };
 
 struct tshard {
 	ck_spinlock_t lock;
-	uint32_t mask;		/* slots - 1; 0 with v == NULL */
-	uint32_t count;
-	struct tent *v;
+	struct dlb_hashtab t;	/* of struct tent */
 } __attribute__((aligned(64)));
 
 struct dlb_timed_ipset {
@@ -69,7 +70,15 @@ static struct dlb_timed_ipset *registry;
 static inline uint64_t
 key_hash(const struct dlb_timed_ipset *t, uint64_t k0, uint64_t k1, uint32_t fam)
 {
-	return dlb_fmix64(k0 ^ t->seed0) ^ dlb_fmix64(k1 ^ t->seed1 ^ ((uint64_t)fam << 56));
+	return dlb_hash_key128(k0, k1 ^ ((uint64_t)fam << 56), t->seed0, t->seed1);
+}
+
+static bool
+tent_eq(const void *e, const void *key)
+{
+	const struct tent *a = e, *b = key;
+
+	return a->k1 == b->k1 && a->k0 == b->k0 && a->fam == b->fam;
 }
 
 struct dlb_timed_ipset *
@@ -84,8 +93,11 @@ dlb_timed_ipset_new(void)
 	if (t == NULL)
 		return NULL;
 	memset(t, 0, sizeof(*t));
-	for (unsigned i = 0; i < TIPS_SHARDS; i++)
+	for (unsigned i = 0; i < TIPS_SHARDS; i++) {
 		ck_spinlock_init(&t->shards[i].lock);
+		dlb_hashtab_init(&t->shards[i].t, sizeof(struct tent), offsetof(struct tent, tag),
+				 TIPS_MIN_SLOTS, TIPS_MAX_SLOTS);
+	}
 	randombytes_buf(seed, sizeof(seed));
 	t->seed0 = seed[0];
 	t->seed1 = seed[1];
@@ -122,7 +134,7 @@ dlb_timed_ipset_unref(struct dlb_timed_ipset *t)
 		return;
 	}
 	for (unsigned i = 0; i < TIPS_SHARDS; i++)
-		free(t->shards[i].v);
+		dlb_hashtab_deinit(&t->shards[i].t);
 	free(t);
 }
 
@@ -150,130 +162,56 @@ dlb_timed_ipset_shared(unsigned long origin, long nth, bool create)
 	return t;
 }
 
-/* Move the entries of @s into a table of @slots slots. Lock held. @return 0 or -1. */
-static int
-shard_resize(struct tshard *s, uint32_t slots)
-{
-	struct tent *nv = calloc(slots, sizeof(*nv));
-	uint32_t nmask = slots - 1;
-
-	if (nv == NULL)
-		return -1;
-	if (s->v != NULL) {
-		for (uint32_t i = 0; i <= s->mask; i++) {
-			uint32_t j;
-
-			if (s->v[i].fam == 0)
-				continue;
-			for (j = s->v[i].hash & nmask; nv[j].fam != 0; j = (j + 1) & nmask)
-				;
-			nv[j] = s->v[i];
-		}
-		free(s->v);
-	}
-	s->v = nv;
-	s->mask = nmask;
-	return 0;
-}
-
-/* Remove slot @i (backward-shift deletion: later members of its cluster move up). */
-static void
-shard_delete(struct tshard *s, uint32_t i)
-{
-	uint32_t mask = s->mask;
-
-	for (uint32_t j = (i + 1) & mask; s->v[j].fam != 0; j = (j + 1) & mask) {
-		uint32_t home = s->v[j].hash & mask;
-
-		if (((j - home) & mask) >= ((j - i) & mask)) {
-			s->v[i] = s->v[j];
-			i = j;
-		}
-	}
-	s->v[i].fam = 0;
-	__atomic_store_n(&s->count, s->count - 1, __ATOMIC_RELAXED);
-}
-
 /* Drop the entries of @s whose time to die is before @now. Lock held. */
 static void
 shard_cleanup(struct tshard *s, int64_t now)
 {
-	if (s->v == NULL)
-		return;
-	for (uint32_t i = 0; i <= s->mask; i++) {
+	for (uint32_t i = 0; i < dlb_hashtab_slots(&s->t); i++) {
+		struct tent *e;
+
 		/* a shifted-in entry lands at i: look again */
-		while (s->v[i].fam != 0 && s->v[i].ttd < now)
-			shard_delete(s, i);
+		while ((e = dlb_hashtab_at(&s->t, i)) != NULL && e->ttd < now)
+			dlb_hashtab_remove(&s->t, e);
 	}
-	if (s->count == 0) {
-		free(s->v);
-		s->v = NULL;
-		s->mask = 0;
-	}
-}
-
-/* The slot of the key in @s, or NULL. Lock held. */
-static struct tent *
-shard_find(struct tshard *s, uint64_t h, uint64_t k0, uint64_t k1, uint32_t fam)
-{
-	if (s->v == NULL)
-		return NULL;
-	for (uint32_t i = (uint32_t)h & s->mask; s->v[i].fam != 0; i = (i + 1) & s->mask) {
-		struct tent *e = &s->v[i];
-
-		if (e->k1 == k1 && e->k0 == k0 && e->fam == fam)
-			return e;
-	}
-	return NULL;
+	dlb_hashtab_shrink(&s->t);
 }
 
 int
 dlb_timed_ipset_add(struct dlb_timed_ipset *t, const struct sockaddr *sa, int64_t ttd)
 {
-	uint64_t k0, k1, h;
-	uint32_t fam, slots, i;
+	struct tent key;
 	struct tshard *s;
 	struct tent *e;
+	uint64_t h;
 	int f;
 
-	if (!dlb_sockaddr_subnet_key(sa, 32, 128, &k0, &k1, &f))
+	if (!dlb_sockaddr_subnet_key(sa, 32, 128, &key.k0, &key.k1, &f))
 		return -1;
-	fam = (uint32_t)f;
-	h = key_hash(t, k0, k1, fam);
+	key.fam = (uint32_t)f;
+	h = key_hash(t, key.k0, key.k1, key.fam);
 	s = &t->shards[h >> (64 - TIPS_SHARD_BITS)];
 	ck_spinlock_lock(&s->lock);
-	e = shard_find(s, h, k0, k1, fam);
+	e = DLB_HASHTAB_FIND(&s->t, h, struct tent, tag, tent_eq, &key);
 	if (e != NULL) {
 		if (e->ttd < ttd)
 			e->ttd = ttd;
 		ck_spinlock_unlock(&s->lock);
 		return 0;
 	}
-	slots = s->v == NULL ? 0 : s->mask + 1;
-	if (slots == 0 || (s->count + 1) * 2 > slots) {
-		if (slots < TIPS_MAX_SLOTS &&
-		    shard_resize(s, slots == 0 ? TIPS_MIN_SLOTS : slots * 2) == 0)
-			slots = s->mask + 1;
-		if (slots != 0 && (s->count + 1) * 4 > slots * 3) {
-			shard_cleanup(s, (int64_t)time(NULL));
-			slots = s->v == NULL ? 0 : s->mask + 1;
-			if (slots == 0 && shard_resize(s, TIPS_MIN_SLOTS) == 0)
-				slots = s->mask + 1;
-		}
-		if (slots == 0 || (s->count + 1) * 4 > slots * 3) {
-			ck_spinlock_unlock(&s->lock);
-			return -1;
-		}
+	e = dlb_hashtab_add(&s->t, h);
+	if (e == NULL) {
+		/* full at the bound: make room from the expired ones */
+		shard_cleanup(s, (int64_t)time(NULL));
+		e = dlb_hashtab_add(&s->t, h);
 	}
-	for (i = (uint32_t)h & s->mask; s->v[i].fam != 0; i = (i + 1) & s->mask)
-		;
-	e = &s->v[i];
-	e->k0 = k0;
-	e->k1 = k1;
-	e->fam = fam;
-	e->hash = (uint32_t)h;
+	if (e == NULL) {
+		ck_spinlock_unlock(&s->lock);
+		return -1;
+	}
+	e->k0 = key.k0;
+	e->k1 = key.k1;
+	e->fam = key.fam;
 	e->ttd = ttd;
-	__atomic_store_n(&s->count, s->count + 1, __ATOMIC_RELAXED);
 	ck_spinlock_unlock(&s->lock);
 	return 0;
 }
@@ -281,22 +219,24 @@ dlb_timed_ipset_add(struct dlb_timed_ipset *t, const struct sockaddr *sa, int64_
 bool
 dlb_timed_ipset_match(struct dlb_timed_ipset *t, const struct sockaddr *sa)
 {
-	uint64_t k0, k1, h;
+	struct tent key;
 	struct tshard *s;
 	struct tent *e;
 	int64_t ttd = 0;
+	uint64_t h;
 	bool found;
 	int f;
 
-	if (sa == NULL || !dlb_sockaddr_subnet_key(sa, 32, 128, &k0, &k1, &f))
+	if (sa == NULL || !dlb_sockaddr_subnet_key(sa, 32, 128, &key.k0, &key.k1, &f))
 		return false;
-	h = key_hash(t, k0, k1, (uint32_t)f);
+	key.fam = (uint32_t)f;
+	h = key_hash(t, key.k0, key.k1, key.fam);
 	s = &t->shards[h >> (64 - TIPS_SHARD_BITS)];
 	/* an empty shard needs no lock (count is written under it, read here relaxed) */
-	if (__atomic_load_n(&s->count, __ATOMIC_RELAXED) == 0)
+	if (dlb_hashtab_count_relaxed(&s->t) == 0)
 		return false;
 	ck_spinlock_lock(&s->lock);
-	e = shard_find(s, h, k0, k1, (uint32_t)f);
+	e = DLB_HASHTAB_FIND(&s->t, h, struct tent, tag, tent_eq, &key);
 	found = e != NULL;
 	if (found)
 		ttd = e->ttd;
@@ -323,10 +263,7 @@ dlb_timed_ipset_clear(struct dlb_timed_ipset *t)
 		struct tshard *s = &t->shards[i];
 
 		ck_spinlock_lock(&s->lock);
-		free(s->v);
-		s->v = NULL;
-		s->mask = 0;
-		__atomic_store_n(&s->count, 0, __ATOMIC_RELAXED);
+		dlb_hashtab_clear(&s->t);
 		ck_spinlock_unlock(&s->lock);
 	}
 }
@@ -341,10 +278,12 @@ dlb_timed_ipset_live(struct dlb_timed_ipset *t)
 		struct tshard *s = &t->shards[i];
 
 		ck_spinlock_lock(&s->lock);
-		if (s->v != NULL)
-			for (uint32_t j = 0; j <= s->mask; j++)
-				if (s->v[j].fam != 0 && now < s->v[j].ttd)
-					n++;
+		for (uint32_t j = 0; j < dlb_hashtab_slots(&s->t); j++) {
+			const struct tent *e = dlb_hashtab_at(&s->t, j);
+
+			if (e != NULL && now < e->ttd)
+				n++;
+		}
 		ck_spinlock_unlock(&s->lock);
 	}
 	return n;

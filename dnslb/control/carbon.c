@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dnslb/core/buf.h"
 #include "dnslb/core/config.h"
 #include "dnslb/core/daemon.h"
 #include "dnslb/core/dnslb.h"
@@ -64,47 +65,7 @@ static struct {
 	struct ev_loop *loop;			/* set while the service runs */
 } carbon;
 
-/* ---- the message ---------------------------------------------------------------- */
-
-struct mbuf {
-	char *p;
-	size_t len, cap;
-	bool failed;
-};
-
-static void
-mb_printf(struct mbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-mb_printf(struct mbuf *b, const char *fmt, ...)
-{
-	char tmp[1024];
-	va_list ap;
-	int n;
-
-	if (b->failed)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof(tmp))
-		return;		/* a line this long cannot come from bounded names */
-	if (b->len + (size_t)n + 1 > b->cap) {
-		size_t cap = b->cap != 0 ? b->cap * 2 : 16384;
-		char *p;
-
-		while (cap < b->len + (size_t)n + 1)
-			cap *= 2;
-		if (cap > CARBON_MAX_MSG || (p = realloc(b->p, cap)) == NULL) {
-			b->failed = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, tmp, (size_t)n + 1);
-	b->len += (size_t)n;
-}
+/* ---- the message: a dnslb/core/buf.h buffer, bounded by CARBON_MAX_MSG ---------- */
 
 /*
  * A name as one path component: dots become underscores (dnsdist), and so
@@ -132,7 +93,7 @@ value_text(char *out, size_t outsz, double v, bool is_double)
 }
 
 static void
-build_message(const struct carbon_target *t, struct mbuf *b)
+build_message(const struct carbon_target *t, struct dlb_buf *b)
 {
 	struct dlb_metric m[DLB_METRICS_MAX];
 	size_t n = dlb_metrics_global(m, DLB_METRICS_MAX);
@@ -145,23 +106,23 @@ build_message(const struct carbon_target *t, struct mbuf *b)
 
 	for (size_t i = 0; i < n; i++) {
 		value_text(val, sizeof(val), m[i].value, m[i].is_double);
-		mb_printf(b, "%s%s %s %lld\r\n", t->prefix, m[i].name, val, now);
+		dlb_buf_printf(b, "%s%s %s %lld\r\n", t->prefix, m[i].name, val, now);
 	}
 
 	for (int i = 0; dlb_metrics_backend(i, &be) == 0; i++) {
 		const char *base = t->prefix;
 
 		path_component(name, sizeof(name), be.be->name);
-		mb_printf(b, "%sservers.%s.queries %" PRIu64 " %lld\r\n", base, name, be.queries, now);
-		mb_printf(b, "%sservers.%s.responses %" PRIu64 " %lld\r\n", base, name, be.responses,
+		dlb_buf_printf(b, "%sservers.%s.queries %" PRIu64 " %lld\r\n", base, name, be.queries, now);
+		dlb_buf_printf(b, "%sservers.%s.responses %" PRIu64 " %lld\r\n", base, name, be.responses,
 			  now);
-		mb_printf(b, "%sservers.%s.drops %" PRIu64 " %lld\r\n", base, name, be.drops, now);
+		dlb_buf_printf(b, "%sservers.%s.drops %" PRIu64 " %lld\r\n", base, name, be.drops, now);
 		/* dnsdist: 0 while the server is down */
 		value_text(val, sizeof(val), be.up ? be.latency_ms : 0, true);
-		mb_printf(b, "%sservers.%s.latency %s %lld\r\n", base, name, val, now);
-		mb_printf(b, "%sservers.%s.senderrors %" PRIu64 " %lld\r\n", base, name,
+		dlb_buf_printf(b, "%sservers.%s.latency %s %lld\r\n", base, name, val, now);
+		dlb_buf_printf(b, "%sservers.%s.senderrors %" PRIu64 " %lld\r\n", base, name,
 			  be.send_errors, now);
-		mb_printf(b, "%sservers.%s.outstanding %" PRIu64 " %lld\r\n", base, name,
+		dlb_buf_printf(b, "%sservers.%s.outstanding %" PRIu64 " %lld\r\n", base, name,
 			  be.outstanding, now);
 		/* TCP: dnsdist 1.7.3's paths, its misspellings kept ("readding",
 		 * "readimeouts") so that what reads dnsdist's finds them */
@@ -181,12 +142,12 @@ build_message(const struct carbon_target *t, struct mbuf *b)
 			};
 
 			for (size_t k = 0; k < sizeof(tv) / sizeof(tv[0]); k++)
-				mb_printf(b, "%sservers.%s.%s %" PRIu64 " %lld\r\n", base, name,
+				dlb_buf_printf(b, "%sservers.%s.%s %" PRIu64 " %lld\r\n", base, name,
 					  tv[k].path, tv[k].v, now);
 		}
-		mb_printf(b, "%sservers.%s.tcpavgqueriesperconnection %g %lld\r\n", base, name,
+		dlb_buf_printf(b, "%sservers.%s.tcpavgqueriesperconnection %g %lld\r\n", base, name,
 			  be.tcp_avg_queries, now);
-		mb_printf(b, "%sservers.%s.tcpavgconnectionduration %g %lld\r\n", base, name,
+		dlb_buf_printf(b, "%sservers.%s.tcpavgconnectionduration %g %lld\r\n", base, name,
 			  be.tcp_avg_duration, now);
 	}
 
@@ -210,9 +171,9 @@ build_message(const struct carbon_target *t, struct mbuf *b)
 
 			snprintf(name + l, sizeof(name) - l, "_%d", dup);
 		}
-		mb_printf(b, "%sfrontends.%s.queries %" PRIu64 " %lld\r\n", t->prefix, name,
+		dlb_buf_printf(b, "%sfrontends.%s.queries %" PRIu64 " %lld\r\n", t->prefix, name,
 			  fe[i].queries, now);
-		mb_printf(b, "%sfrontends.%s.responses %" PRIu64 " %lld\r\n", t->prefix, name,
+		dlb_buf_printf(b, "%sfrontends.%s.responses %" PRIu64 " %lld\r\n", t->prefix, name,
 			  fe[i].responses, now);
 		/* dnsdist's, for UDP frontends too (all 0 there); no TLS yet */
 		{
@@ -232,14 +193,14 @@ build_message(const struct carbon_target *t, struct mbuf *b)
 			};
 
 			for (size_t k = 0; k < sizeof(tv) / sizeof(tv[0]); k++)
-				mb_printf(b, "%sfrontends.%s.%s %" PRIu64 " %lld\r\n", t->prefix, name,
+				dlb_buf_printf(b, "%sfrontends.%s.%s %" PRIu64 " %lld\r\n", t->prefix, name,
 					  tv[k].path, tv[k].v, now);
-			mb_printf(b, "%sfrontends.%s.tcpavgqueriesperconnection %g %lld\r\n",
+			dlb_buf_printf(b, "%sfrontends.%s.tcpavgqueriesperconnection %g %lld\r\n",
 				  t->prefix, name, fe[i].tcp_avg_queries, now);
-			mb_printf(b, "%sfrontends.%s.tcpavgconnectionduration %g %lld\r\n",
+			dlb_buf_printf(b, "%sfrontends.%s.tcpavgconnectionduration %g %lld\r\n",
 				  t->prefix, name, fe[i].tcp_avg_duration, now);
 			for (size_t k = 0; k < sizeof(tls) / sizeof(tls[0]); k++)
-				mb_printf(b, "%sfrontends.%s.%s 0 %lld\r\n", t->prefix, name, tls[k],
+				dlb_buf_printf(b, "%sfrontends.%s.%s 0 %lld\r\n", t->prefix, name, tls[k],
 					  now);
 		}
 	}
@@ -248,27 +209,27 @@ build_message(const struct carbon_target *t, struct mbuf *b)
 		const char *base = t->prefix;
 
 		path_component(name, sizeof(name), pool.name[0] != '\0' ? pool.name : "_default_");
-		mb_printf(b, "%spools.%s.servers %d %lld\r\n", base, name, pool.servers, now);
-		mb_printf(b, "%spools.%s.servers-up %d %lld\r\n", base, name, pool.active, now);
+		dlb_buf_printf(b, "%spools.%s.servers %d %lld\r\n", base, name, pool.servers, now);
+		dlb_buf_printf(b, "%spools.%s.servers-up %d %lld\r\n", base, name, pool.active, now);
 		if (!pool.has_cache)
 			continue;
-		mb_printf(b, "%spools.%s.cache-size %" PRIu64 " %lld\r\n", base, name,
+		dlb_buf_printf(b, "%spools.%s.cache-size %" PRIu64 " %lld\r\n", base, name,
 			  pool.cache_size, now);
-		mb_printf(b, "%spools.%s.cache-entries %" PRIu64 " %lld\r\n", base, name,
+		dlb_buf_printf(b, "%spools.%s.cache-entries %" PRIu64 " %lld\r\n", base, name,
 			  pool.cache_entries, now);
-		mb_printf(b, "%spools.%s.cache-hits %" PRIu64 " %lld\r\n", base, name,
+		dlb_buf_printf(b, "%spools.%s.cache-hits %" PRIu64 " %lld\r\n", base, name,
 			  pool.cache_hits, now);
-		mb_printf(b, "%spools.%s.cache-misses %" PRIu64 " %lld\r\n", base, name,
+		dlb_buf_printf(b, "%spools.%s.cache-misses %" PRIu64 " %lld\r\n", base, name,
 			  pool.cache_misses, now);
-		mb_printf(b, "%spools.%s.cache-deferred-inserts %" PRIu64 " %lld\r\n", base, name,
+		dlb_buf_printf(b, "%spools.%s.cache-deferred-inserts %" PRIu64 " %lld\r\n", base, name,
 			  pool.cache_deferred_inserts, now);
-		mb_printf(b, "%spools.%s.cache-deferred-lookups %" PRIu64 " %lld\r\n", base, name,
+		dlb_buf_printf(b, "%spools.%s.cache-deferred-lookups %" PRIu64 " %lld\r\n", base, name,
 			  pool.cache_deferred_lookups, now);
-		mb_printf(b, "%spools.%s.cache-lookup-collisions %" PRIu64 " %lld\r\n", base, name,
+		dlb_buf_printf(b, "%spools.%s.cache-lookup-collisions %" PRIu64 " %lld\r\n", base, name,
 			  pool.cache_lookup_collisions, now);
-		mb_printf(b, "%spools.%s.cache-insert-collisions %" PRIu64 " %lld\r\n", base, name,
+		dlb_buf_printf(b, "%spools.%s.cache-insert-collisions %" PRIu64 " %lld\r\n", base, name,
 			  pool.cache_insert_collisions, now);
-		mb_printf(b, "%spools.%s.cache-ttl-too-shorts %" PRIu64 " %lld\r\n", base, name,
+		dlb_buf_printf(b, "%spools.%s.cache-ttl-too-shorts %" PRIu64 " %lld\r\n", base, name,
 			  pool.cache_ttl_too_shorts, now);
 	}
 }
@@ -346,7 +307,7 @@ push_deadline_cb(struct ev_loop *loop, ev_timer *w, int revents)
 static void
 push_start(struct carbon_target *t)
 {
-	struct mbuf b = { 0 };
+	struct dlb_buf b = DLB_BUF_INIT(CARBON_MAX_MSG);
 	double deadline;
 
 	if (t->fd >= 0) {
@@ -356,8 +317,8 @@ push_start(struct carbon_target *t)
 		push_end(t);
 	}
 	build_message(t, &b);
-	if (b.failed || b.len == 0) {
-		if (b.failed)
+	if (dlb_buf_failed(&b) || b.len == 0) {
+		if (dlb_buf_failed(&b))
 			dlb_log_ratelimited(DLB_LOG_WARN, "carbon: out of memory building the "
 					    "message for %s", t->text);
 		free(b.p);

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dnslb/core/buf.h"
 #include "dnslb/core/daemon.h"
 #include "dnslb/core/log.h"
 #include "dnslb/control/metrics.h"
@@ -1366,50 +1367,10 @@ duration(double s, char *out, size_t outsz)
 		snprintf(out, outsz, "%lldd%02lldh", v / 86400, v % 86400 / 3600);
 }
 
-struct sbuf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
-static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (b->oom)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0) {
-		b->oom = true;
-		return;
-	}
-	if (b->len + (size_t)n + 1 > b->cap) {
-		size_t cap = (b->len + (size_t)n + 1) * 2;
-		char *p = realloc(b->p, cap);
-
-		if (p == NULL) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	va_start(ap, fmt);
-	vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
-}
-
 #define SHOW_FMT "%-20s %-7s %9s %12s %8s %11s %7s %6s\n"
 
 static void
-show_line(struct sbuf *b, const struct dlb_fleet_node *n, double now, bool total)
+show_line(struct dlb_buf *b, const struct dlb_fleet_node *n, double now, bool total)
 {
 	char up[32], qps[32], q[32], hr[32], be[32], bl[32], age[32];
 
@@ -1423,38 +1384,34 @@ show_line(struct sbuf *b, const struct dlb_fleet_node *n, double now, bool total
 	snprintf(be, sizeof(be), "%.0f/%.0f", n->backends_up, n->backends);
 	snprintf(bl, sizeof(bl), "%.0f", n->blocks);
 	snprintf(age, sizeof(age), "%.1fs", now > n->updated ? now - n->updated : 0.0);
-	sb_printf(b, SHOW_FMT, n->node, total ? "" : up, qps, q, hr, be, bl, age);
+	dlb_buf_printf(b, SHOW_FMT, n->node, total ? "" : up, qps, q, hr, be, bl, age);
 }
 
 char *
 dlb_fleet_show(double now)
 {
-	struct sbuf b = { 0 };
+	struct dlb_buf b = DLB_BUF_INIT(0);
 	const struct dlb_fleet_node *nodes;
 	struct dlb_fleet_node tot;
 	double as_of;
 	size_t n = dlb_fleet_nodes(&nodes, &as_of);
 
 	if (!dlb_redis_settings.enabled) {
-		sb_printf(&b, "Redis is not configured (setRedis)\n");
+		dlb_buf_printf(&b, "Redis is not configured (setRedis)\n");
 		goto out;
 	}
-	sb_printf(&b, SHOW_FMT, "Node", "Uptime", "QPS", "Queries", "Hit rate", "Backends up",
+	dlb_buf_printf(&b, SHOW_FMT, "Node", "Uptime", "QPS", "Queries", "Hit rate", "Backends up",
 		  "Blocks", "Age");
 	for (size_t i = 0; i < n; i++)
 		show_line(&b, &nodes[i], now, false);
 	dlb_fleet_total(nodes, n, &tot);
 	show_line(&b, &tot, now, true);
 	if (as_of == 0)
-		sb_printf(&b, "(the fleet view has not been read from Redis yet)\n");
+		dlb_buf_printf(&b, "(the fleet view has not been read from Redis yet)\n");
 	else if (now - as_of > 3)
-		sb_printf(&b, "(the fleet view is %.0f s old: Redis unreachable?)\n", now - as_of);
+		dlb_buf_printf(&b, "(the fleet view is %.0f s old: Redis unreachable?)\n", now - as_of);
 out:
-	if (b.oom) {
-		free(b.p);
-		return NULL;
-	}
-	return b.p;
+	return dlb_buf_take(&b, NULL);	/* NULL when out of memory */
 }
 
 static cJSON *

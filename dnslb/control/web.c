@@ -41,12 +41,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "dnslb/core/buf.h"
 #include "dnslb/core/cache.h"
 #include "dnslb/core/config.h"
 #include "dnslb/core/daemon.h"
 #include "dnslb/core/dnslb.h"
 #include "dnslb/pipeline/dynblock.h"
 #include "dnslb/control/fleet.h"
+#include "dnslb/core/hash.h"
+#include "dnslb/core/hashtab.h"
 #include "dnslb/core/log.h"
 #include "dnslb/control/metrics.h"
 #include "dnslb/core/netmask.h"
@@ -131,88 +134,9 @@ static const char *const default_headers[][2] = {
 	{ "Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'" },
 };
 
-/* ---- growable output buffer --------------------------------------------------- */
+/* ---- output buffer: dnslb/core/buf.h, bounded by WEB_MAX_BODY ---------------------- */
 
-struct sbuf {
-	char *p;
-	size_t len, cap;
-	bool failed;			/* out of memory or over WEB_MAX_BODY */
-};
-
-static void
-sb_add(struct sbuf *b, const char *s, size_t n)
-{
-	if (b->failed)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap != 0 ? b->cap : 4096;
-		char *p;
-
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		if (cap > WEB_MAX_BODY) {
-			b->failed = true;
-			return;
-		}
-		p = realloc(b->p, cap);
-		if (p == NULL) {
-			b->failed = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
-
-static void
-sb_str(struct sbuf *b, const char *s)
-{
-	sb_add(b, s, strlen(s));
-}
-
-static void
-sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-	char tmp[512];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n < sizeof(tmp)) {
-		sb_add(b, tmp, (size_t)n);
-		return;
-	}
-	{
-		char *big = malloc((size_t)n + 1);
-
-		if (big == NULL) {
-			b->failed = true;
-			return;
-		}
-		va_start(ap, fmt);
-		vsnprintf(big, (size_t)n + 1, fmt, ap);
-		va_end(ap);
-		sb_add(b, big, (size_t)n);
-		free(big);
-	}
-}
-
-static void
-sb_free(struct sbuf *b)
-{
-	free(b->p);
-	memset(b, 0, sizeof(*b));
-}
+#define WEB_BUF_INIT	DLB_BUF_INIT(WEB_MAX_BODY)
 
 /* Length of the valid UTF-8 sequence at @s (RFC 3629), or 0. */
 static size_t
@@ -253,7 +177,7 @@ utf8_len(const unsigned char *s, size_t n)
  * Prometheus label value when @label (\ " and newline), as is otherwise.
  */
 static void
-sb_text(struct sbuf *b, const char *s, bool label)
+sb_text(struct dlb_buf *b, const char *s, bool label)
 {
 	const unsigned char *u = (const unsigned char *)s;
 	size_t n = strlen(s);
@@ -262,19 +186,19 @@ sb_text(struct sbuf *b, const char *s, bool label)
 		size_t l = utf8_len(u + i, n - i);
 
 		if (l == 0) {
-			sb_str(b, "\xef\xbf\xbd");
+			dlb_buf_puts(b, "\xef\xbf\xbd");
 			i++;
 		} else if (label && u[i] == '\\') {
-			sb_str(b, "\\\\");
+			dlb_buf_puts(b, "\\\\");
 			i++;
 		} else if (label && u[i] == '"') {
-			sb_str(b, "\\\"");
+			dlb_buf_puts(b, "\\\"");
 			i++;
 		} else if (label && u[i] == '\n') {
-			sb_str(b, "\\n");
+			dlb_buf_puts(b, "\\n");
 			i++;
 		} else {
-			sb_add(b, s + i, l);
+			dlb_buf_append(b, s + i, l);
 			i += l;
 		}
 	}
@@ -698,36 +622,36 @@ dlb_web_set_max_connections(int n)
 char *
 dlb_web_config_text(void)
 {
-	struct sbuf b = { 0 };
+	struct dlb_buf b = WEB_BUF_INIT;
 
 	acl_init_default();
-	sb_str(&b, "Current web server configuration:\nACL: ");
+	dlb_buf_puts(&b, "Current web server configuration:\nACL: ");
 	for (int i = 0; i < web.nacl; i++) {
 		char nm[64];
 
 		dlb_netmask_format(&web.acl[i].nm, nm, sizeof(nm));
-		sb_printf(&b, "%s%s%s", i > 0 ? ", " : "", web.acl[i].neg ? "!" : "", nm);
+		dlb_buf_printf(&b, "%s%s%s", i > 0 ? ", " : "", web.acl[i].neg ? "!" : "", nm);
 	}
-	sb_str(&b, "\nCustom headers: ");
+	dlb_buf_puts(&b, "\nCustom headers: ");
 	if (web.headers_set) {
-		sb_str(&b, "\n");
+		dlb_buf_puts(&b, "\n");
 		for (int i = 0; i < web.nheaders; i++)
-			sb_printf(&b, " - %s: %s\n", web.headers[i].name, web.headers[i].value);
+			dlb_buf_printf(&b, " - %s: %s\n", web.headers[i].name, web.headers[i].value);
 	} else {
-		sb_str(&b, "None\n");
+		dlb_buf_puts(&b, "None\n");
 	}
-	sb_printf(&b, "Statistics require authentication: %s\n", web.stats_auth_off ? "no" : "yes");
-	sb_printf(&b, "API requires authentication: %s\n", web.api_auth_off ? "no" : "yes");
-	sb_printf(&b, "Dashboard requires authentication: %s\n",
+	dlb_buf_printf(&b, "Statistics require authentication: %s\n", web.stats_auth_off ? "no" : "yes");
+	dlb_buf_printf(&b, "API requires authentication: %s\n", web.api_auth_off ? "no" : "yes");
+	dlb_buf_printf(&b, "Dashboard requires authentication: %s\n",
 		  web.dashboard_auth_off ? "no" : "yes");
-	sb_printf(&b, "Password: %s\n", web.password.set ? "set" : "unset");
-	sb_printf(&b, "API key: %s\n", web.api_key.set ? "set" : "unset");
-	sb_printf(&b, "Maximum concurrent connections: %d\n", max_conns());
+	dlb_buf_printf(&b, "Password: %s\n", web.password.set ? "set" : "unset");
+	dlb_buf_printf(&b, "API key: %s\n", web.api_key.set ? "set" : "unset");
+	dlb_buf_printf(&b, "Maximum concurrent connections: %d\n", max_conns());
 	for (int i = 0; i < web.nlisteners; i++)
-		sb_printf(&b, "Listening on: %s%s\n", web.listeners[i].text,
+		dlb_buf_printf(&b, "Listening on: %s%s\n", web.listeners[i].text,
 			  web.listeners[i].mhd != NULL ? "" : " (not started yet)");
-	if (b.failed) {
-		sb_free(&b);
+	if (dlb_buf_failed(&b)) {
+		dlb_buf_deinit(&b);
 		return NULL;
 	}
 	if (b.p == NULL)
@@ -787,18 +711,18 @@ metric_of(const struct dlb_metric *m, size_t n, const char *name, bool *found)
 }
 
 static void
-prom_head(struct sbuf *b, const char *name, const char *help, const char *type)
+prom_head(struct dlb_buf *b, const char *name, const char *help, const char *type)
 {
-	sb_printf(b, "# HELP %s ", name);
+	dlb_buf_printf(b, "# HELP %s ", name);
 	for (const char *p = help; *p != '\0'; p++) {
 		if (*p == '\\')
-			sb_str(b, "\\\\");
+			dlb_buf_puts(b, "\\\\");
 		else if (*p == '\n')
-			sb_str(b, "\\n");
+			dlb_buf_puts(b, "\\n");
 		else
-			sb_add(b, p, 1);
+			dlb_buf_append(b, p, 1);
 	}
-	sb_printf(b, "\n# TYPE %s %s\n", name, type);
+	dlb_buf_printf(b, "\n# TYPE %s %s\n", name, type);
 }
 
 /* A collected rule, for the chains' JSON and for unique Prometheus ids. */
@@ -837,15 +761,16 @@ collect_rules(struct rule_vec *rv)
 	return rv->failed ? -1 : 0;
 }
 
-/* FNV-1a, for the set of rule ids already written. */
-static uint64_t
-fnv1a(const char *s)
-{
-	uint64_t h = 1469598103934665603ULL;
+/* The set of rule ids already written: a dnslb/core/hashtab table of the strings. */
+struct idslot {
+	const char *id;			/* borrowed from the rule vector */
+	uint32_t tag;			/* the table's */
+};
 
-	for (; *s != '\0'; s++)
-		h = (h ^ (uint8_t)*s) * 1099511628211ULL;
-	return h;
+static bool
+idslot_eq(const void *e, const void *key)
+{
+	return strcmp(((const struct idslot *)e)->id, key) == 0;
 }
 
 /*
@@ -854,37 +779,33 @@ fnv1a(const char *s)
  * for the whole scrape: a repeated name falls back to the rule's UUID.
  */
 static void
-prom_rules(struct sbuf *b, const struct rule_vec *rv)
+prom_rules(struct dlb_buf *b, const struct rule_vec *rv)
 {
-	size_t cap = 16;
-	const char **set;
+	struct dlb_hashtab set;
 
 	prom_head(b, "dnsdist_rule_hits", "Number of hits of that rule", "counter");
-	while (cap < rv->n * 2)
-		cap *= 2;
-	set = calloc(cap, sizeof(*set));
-	if (set == NULL) {
-		b->failed = true;
-		return;
-	}
+	dlb_hashtab_init(&set, sizeof(struct idslot), offsetof(struct idslot, tag), 16, 1u << 30);
 	for (size_t i = 0; i < rv->n; i++) {
 		const char *id = rv->v[i].id;
-		size_t h = (size_t)fnv1a(id) & (cap - 1);
+		uint64_t h = dlb_fnv1a64_str(id, DLB_FNV1A64_INIT);
+		struct idslot *e;
 
-		while (set[h] != NULL && strcmp(set[h], id) != 0)
-			h = (h + 1) & (cap - 1);
-		if (set[h] != NULL) {
+		if (dlb_hashtab_find(&set, h, idslot_eq, id) != NULL) {
 			id = rv->v[i].uuid;
-			h = (size_t)fnv1a(id) & (cap - 1);
-			while (set[h] != NULL && strcmp(set[h], id) != 0)
-				h = (h + 1) & (cap - 1);
+			h = dlb_fnv1a64_str(id, DLB_FNV1A64_INIT);
 		}
-		set[h] = id;
-		sb_str(b, "dnsdist_rule_hits{id=\"");
+		if (dlb_hashtab_find(&set, h, idslot_eq, id) == NULL) {
+			if ((e = dlb_hashtab_add(&set, h)) == NULL) {
+				dlb_buf_set_error(b, DLB_ENOMEM);
+				break;
+			}
+			e->id = id;
+		}
+		dlb_buf_puts(b, "dnsdist_rule_hits{id=\"");
 		sb_text(b, id, true);
-		sb_printf(b, "\"} %" PRIu64 "\n", rv->v[i].matches);
+		dlb_buf_printf(b, "\"} %" PRIu64 "\n", rv->v[i].matches);
 	}
-	free(set);
+	dlb_hashtab_deinit(&set);
 }
 
 /*
@@ -893,7 +814,7 @@ prom_rules(struct sbuf *b, const struct rule_vec *rv)
  * typo included. The reason is escaped as any label (dnsdist writes it raw).
  */
 static void
-prom_dyntops(struct sbuf *b)
+prom_dyntops(struct dlb_buf *b)
 {
 	static const char *const fam[2][3] = {
 		{ "dnsdist_dynblocks_nmg_top_offenders_hits_per_second",
@@ -910,11 +831,11 @@ prom_dyntops(struct sbuf *b)
 
 		prom_head(b, fam[k][0], fam[k][1], "gauge");
 		for (size_t i = 0; i < n; i++) {
-			sb_printf(b, "%s{reason=\"", fam[k][0]);
+			dlb_buf_printf(b, "%s{reason=\"", fam[k][0]);
 			sb_text(b, v[i].reason, true);
-			sb_printf(b, "\",%s=\"", fam[k][2]);
+			dlb_buf_printf(b, "\",%s=\"", fam[k][2]);
 			sb_text(b, v[i].key, true);
-			sb_printf(b, "\"} %" PRIu32 "\n", v[i].value);
+			dlb_buf_printf(b, "\"} %" PRIu32 "\n", v[i].value);
 		}
 	}
 }
@@ -984,16 +905,16 @@ get_backends(struct dlb_metrics_backend *out, int cap)
 }
 
 static void
-prom_server_labels(struct sbuf *b, const struct dlb_metrics_backend *m)
+prom_server_labels(struct dlb_buf *b, const struct dlb_metrics_backend *m)
 {
 	char name[sizeof(m->be->name)];
 
 	dots_to_underscores(name, sizeof(name), m->be->name);
-	sb_str(b, "{server=\"");
+	dlb_buf_puts(b, "{server=\"");
 	sb_text(b, name, true);
-	sb_str(b, "\",address=\"");
+	dlb_buf_puts(b, "\",address=\"");
 	sb_text(b, m->be->addr_text, true);
-	sb_str(b, "\"} ");
+	dlb_buf_puts(b, "\"} ");
 }
 
 /*
@@ -1002,14 +923,14 @@ prom_server_labels(struct sbuf *b, const struct dlb_metrics_backend *m)
  * the text format requires (parsers otherwise lose the types).
  */
 static void
-prom_servers(struct sbuf *b)
+prom_servers(struct dlb_buf *b)
 {
 	const size_t ns = sizeof(server_series) / sizeof(server_series[0]);
 	struct dlb_metrics_backend *v = calloc(DLB_MAX_BACKENDS, sizeof(*v));
 	int n;
 
 	if (v == NULL) {
-		b->failed = true;
+		dlb_buf_set_error(b, DLB_ENOMEM);
 		return;
 	}
 	n = get_backends(v, DLB_MAX_BACKENDS);
@@ -1051,9 +972,9 @@ prom_servers(struct sbuf *b)
 			case 20: fmt_avg(val, sizeof(val), m->tcp_avg_duration); break;
 			default: snprintf(val, sizeof(val), "0"); break;
 			}
-			sb_str(b, name);
+			dlb_buf_puts(b, name);
 			prom_server_labels(b, m);
-			sb_printf(b, "%s\n", val);
+			dlb_buf_printf(b, "%s\n", val);
 		}
 	}
 	free(v);
@@ -1078,7 +999,7 @@ get_frontends(struct dlb_metrics_frontend *out, int *thread, int cap)
 }
 
 static void
-prom_frontends(struct sbuf *b)
+prom_frontends(struct dlb_buf *b)
 {
 	/* dnsdist's text and types; from 2 on, TCP frontends only */
 	static const struct prom_series fs[] = {
@@ -1115,7 +1036,7 @@ prom_frontends(struct sbuf *b)
 	int n;
 
 	if (v == NULL || thread == NULL) {
-		b->failed = true;
+		dlb_buf_set_error(b, DLB_ENOMEM);
 		goto out;
 	}
 	n = get_frontends(v, thread, cap);
@@ -1143,11 +1064,11 @@ prom_frontends(struct sbuf *b)
 			case 9: fmt_avg(val, sizeof(val), f->tcp_avg_queries); break;
 			default: fmt_avg(val, sizeof(val), f->tcp_avg_duration); break;
 			}
-			sb_printf(b, "%s{frontend=\"", name);
+			dlb_buf_printf(b, "%s{frontend=\"", name);
 			sb_text(b, f->address, true);
-			sb_str(b, "\",proto=\"");
+			dlb_buf_puts(b, "\",proto=\"");
 			sb_text(b, f->proto, true);
-			sb_printf(b, "\",thread=\"%d\"} %s\n", thread[i], val);
+			dlb_buf_printf(b, "\",thread=\"%d\"} %s\n", thread[i], val);
 		}
 	}
 out:
@@ -1166,7 +1087,7 @@ get_pools(struct dlb_metrics_pool *out, int cap)
 }
 
 static void
-prom_pools(struct sbuf *b)
+prom_pools(struct dlb_buf *b)
 {
 	static const struct prom_series ps[] = {
 		{ "servers", "Number of servers in that pool", "gauge" },
@@ -1195,7 +1116,7 @@ prom_pools(struct sbuf *b)
 	int n;
 
 	if (v == NULL) {
-		b->failed = true;
+		dlb_buf_set_error(b, DLB_ENOMEM);
 		return;
 	}
 	n = get_pools(v, DLB_MAX_POOLS);
@@ -1223,9 +1144,9 @@ prom_pools(struct sbuf *b)
 			case 9: val = p->cache_insert_collisions; break;
 			default: val = p->cache_ttl_too_shorts; break;
 			}
-			sb_printf(b, "%s{pool=\"", name);
+			dlb_buf_printf(b, "%s{pool=\"", name);
 			sb_text(b, p->name[0] != '\0' ? p->name : "_default_", true);
-			sb_printf(b, "\"} %" PRIu64 "\n", val);
+			dlb_buf_printf(b, "\"} %" PRIu64 "\n", val);
 		}
 	}
 	free(v);
@@ -1240,7 +1161,7 @@ histogram_part(const char *name)
 
 /* GET /metrics: the Prometheus text format (docs/web.md, "Prometheus"). */
 static void
-build_metrics(struct sbuf *b)
+build_metrics(struct dlb_buf *b)
 {
 	static const char *const buckets[][2] = {
 		{ "latency0-1", "1" }, { "latency1-10", "10" }, { "latency10-50", "50" },
@@ -1261,7 +1182,7 @@ build_metrics(struct sbuf *b)
 		prom_name(name, sizeof(name), m[i].name);
 		prom_head(b, name, m[i].help, m[i].type == DLB_METRIC_GAUGE ? "gauge" : "counter");
 		fmt_value(val, sizeof(val), m[i].value, m[i].is_double, false);
-		sb_printf(b, "%s %s\n", name, val);
+		dlb_buf_printf(b, "%s %s\n", name, val);
 	}
 
 	prom_head(b, "dnsdist_latency", "Histogram of responses by latency (in milliseconds)",
@@ -1269,25 +1190,25 @@ build_metrics(struct sbuf *b)
 	for (size_t i = 0; i < sizeof(buckets) / sizeof(buckets[0]); i++) {
 		cum += metric_of(m, n, buckets[i][0], NULL);
 		fmt_value(val, sizeof(val), cum, false, false);
-		sb_printf(b, "dnsdist_latency_bucket{le=\"%s\"} %s\n", buckets[i][1], val);
+		dlb_buf_printf(b, "dnsdist_latency_bucket{le=\"%s\"} %s\n", buckets[i][1], val);
 	}
 	fmt_value(val, sizeof(val), metric_of(m, n, "latency-sum", NULL), false, false);
-	sb_printf(b, "dnsdist_latency_sum %s\n", val);
+	dlb_buf_printf(b, "dnsdist_latency_sum %s\n", val);
 	count = metric_of(m, n, "latency-count", &found);
 	fmt_value(val, sizeof(val), found ? count : cum, false, false);
-	sb_printf(b, "dnsdist_latency_count %s\n", val);
+	dlb_buf_printf(b, "dnsdist_latency_count %s\n", val);
 
 	prom_servers(b);
 	prom_frontends(b);
 	prom_pools(b);
 	if (collect_rules(&rv) != 0)
-		b->failed = true;
+		dlb_buf_set_error(b, DLB_ENOMEM);
 	else
 		prom_rules(b, &rv);
 	free(rv.v);
 	prom_dyntops(b);
 	prom_head(b, "dnsdist_info", "Info from dnsdist, value is always 1", "gauge");
-	sb_str(b, "dnsdist_info{version=\"" DLB_VERSION "\"} 1\n");
+	dlb_buf_puts(b, "dnsdist_info{version=\"" DLB_VERSION "\"} 1\n");
 }
 
 /* ---- JSON ------------------------------------------------------------------------ */
@@ -1296,22 +1217,22 @@ build_metrics(struct sbuf *b)
 static void
 json_str(cJSON *o, const char *key, const char *s)
 {
-	struct sbuf b = { 0 };
+	struct dlb_buf b = WEB_BUF_INIT;
 
 	sb_text(&b, s, false);
 	cJSON_AddStringToObject(o, key, b.p != NULL ? b.p : "");
-	sb_free(&b);
+	dlb_buf_deinit(&b);
 }
 
 static cJSON *
 json_str_item(const char *s)
 {
-	struct sbuf b = { 0 };
+	struct dlb_buf b = WEB_BUF_INIT;
 	cJSON *it;
 
 	sb_text(&b, s, false);
 	it = cJSON_CreateString(b.p != NULL ? b.p : "");
-	sb_free(&b);
+	dlb_buf_deinit(&b);
 	return it;
 }
 
@@ -1552,7 +1473,7 @@ json_localhost(void)
 	struct dlb_metrics_pool *pv = NULL;
 	int *thread = NULL, n;
 	struct rule_vec rv = { 0 };
-	struct sbuf b = { 0 };
+	struct dlb_buf b = WEB_BUF_INIT;
 
 	bv = calloc(DLB_MAX_BACKENDS, sizeof(*bv));
 	fv = calloc(DLB_MAX_FRONTENDS * 2, sizeof(*fv));
@@ -1570,7 +1491,7 @@ json_localhost(void)
 			char nm[64];
 
 			dlb_netmask_format(&cfg->acl.v[i], nm, sizeof(nm));
-			sb_printf(&b, "%s%s", i > 0 ? ", " : "", nm);
+			dlb_buf_printf(&b, "%s%s", i > 0 ? ", " : "", nm);
 		}
 	}
 	cJSON_AddStringToObject(o, "acl", b.p != NULL ? b.p : "");
@@ -1619,10 +1540,10 @@ json_localhost(void)
 		cJSON_AddItemToArray(a, f);
 	}
 
-	sb_free(&b);
+	dlb_buf_deinit(&b);
 	if (cfg != NULL)
 		for (int i = 0; i < cfg->nfrontends; i++)
-			sb_printf(&b, "%s%s", i > 0 ? ", " : "", cfg->frontends[i].text);
+			dlb_buf_printf(&b, "%s%s", i > 0 ? ", " : "", cfg->frontends[i].text);
 	cJSON_AddStringToObject(o, "local", b.p != NULL ? b.p : "");
 
 	a = cJSON_AddArrayToObject(o, "pools");
@@ -1646,7 +1567,7 @@ json_localhost(void)
 		cJSON_AddItemToArray(a, json_server(i, &bv[i]));
 	cJSON_AddStringToObject(o, "version", DLB_VERSION);
 out:
-	sb_free(&b);
+	dlb_buf_deinit(&b);
 	free(rv.v);
 	free(bv);
 	free(fv);
@@ -1998,11 +1919,11 @@ route(struct MHD_Connection *c, const char *path, const char *method, struct rep
 		r->len = dlb_dashboard_html_len;
 		r->dashboard = true;
 	} else if (strcmp(path, "/metrics") == 0) {
-		struct sbuf b = { 0 };
+		struct dlb_buf b = WEB_BUF_INIT;
 
 		build_metrics(&b);
-		if (b.failed) {
-			sb_free(&b);
+		if (dlb_buf_failed(&b)) {
+			dlb_buf_deinit(&b);
 			reply_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
 			return;
 		}

@@ -190,16 +190,6 @@ dlb_cache_opts_default(struct dlb_cache_opts *o)
 	o->l2_max_in_flight = 256;
 }
 
-static uint32_t
-pow2_at_least(uint64_t v)
-{
-	uint32_t p = 1;
-
-	while (p < v && p < (1u << 30))
-		p <<= 1;
-	return p;
-}
-
 /* Bytes of @c's slot table (all shards' sets). */
 static size_t
 slots_size(const struct dlb_cache *c)
@@ -220,11 +210,11 @@ dlb_cache_new(const struct dlb_cache_opts *o)
 		return NULL;
 	memset(c, 0, sizeof(*c));
 	c->o = *o;
-	c->nshards = pow2_at_least(o->shards > 0 ? o->shards : 1);
+	c->nshards = dlb_pow2_at_least(o->shards > 0 ? o->shards : 1);
 	if (c->nshards > o->max_entries)
-		c->nshards = pow2_at_least(o->max_entries) > o->max_entries
-				     ? pow2_at_least(o->max_entries) / 2
-				     : pow2_at_least(o->max_entries);
+		c->nshards = dlb_pow2_at_least(o->max_entries) > o->max_entries
+				     ? dlb_pow2_at_least(o->max_entries) / 2
+				     : dlb_pow2_at_least(o->max_entries);
 	if (c->nshards == 0)
 		c->nshards = 1;
 	c->o.shards = c->nshards;
@@ -236,7 +226,7 @@ dlb_cache_new(const struct dlb_cache_opts *o)
 	memset(c->shards, 0, c->nshards * sizeof(*c->shards));
 	per_shard = (o->max_entries + c->nshards - 1) / c->nshards;
 	/* twice as many slots as entries: sets stay half full, conflicts are rare */
-	nsets = pow2_at_least(((uint64_t)per_shard * 2 + DLB_CACHE_WAYS - 1) / DLB_CACHE_WAYS);
+	nsets = dlb_pow2_at_least(((uint64_t)per_shard * 2 + DLB_CACHE_WAYS - 1) / DLB_CACHE_WAYS);
 	c->set_mask = nsets - 1;
 	/* zero-filled, and on huge pages from 2 MiB on (100,000 entries make
 	 * 2 MiB): lookups land anywhere in it, and with 4 KiB pages most would

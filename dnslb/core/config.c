@@ -24,6 +24,7 @@
 #include <strings.h>
 
 #include "dnslb/core/cache.h"
+#include "dnslb/core/hash.h"
 #include "dnslb/core/rcu.h"
 #include "dnslb/core/util.h"
 
@@ -515,23 +516,11 @@ dlb_config_add_frontend(struct dlb_config *cfg, const struct dlb_frontend_cfg *f
 	return 0;
 }
 
-/* FNV-1a, 32 bits: stable across restarts and machines, unlike the keyed hashes. */
-static uint32_t
-fnv1a(const void *p, size_t n, uint32_t h)
-{
-	const uint8_t *b = p;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= 16777619u;
-	}
-	return h;
-}
-
 uint32_t
 dlb_name_hash_seeded(const uint8_t *lc, size_t len, uint32_t seed)
 {
-	return fnv1a(lc, len, 2166136261u ^ seed);
+	/* FNV-1a: stable across restarts and machines, unlike the keyed hashes */
+	return dlb_fnv1a32(lc, len, DLB_FNV1A32_INIT ^ seed);
 }
 
 #define BURTLE_MIX(a, b, c) do {						\

@@ -67,18 +67,6 @@ int dlb_sockaddr_parse(const char *s, uint16_t default_port, struct sockaddr_sto
 void dlb_sockaddr_format(const struct sockaddr *sa, char *out, size_t outsz);
 bool dlb_sockaddr_equal(const struct sockaddr *a, const struct sockaddr *b);
 
-/** MurmurHash3's 64-bit finalizer: a bijection with good avalanche (hash tables). */
-static inline uint64_t
-dlb_fmix64(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdULL;
-	k ^= k >> 33;
-	k *= 0xc4ceb9fe1a85ec53ULL;
-	k ^= k >> 33;
-	return k;
-}
-
 /**
  * The subnet of @sa as the key of a per-client table: the address masked to
  * @v4mask or @v6mask bits, as two words (IPv4 in the low 32 bits of *@k1,

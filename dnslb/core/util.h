@@ -19,6 +19,17 @@ struct dlb_rng {
 	uint64_t nonce;
 };
 
+/** The least power of two >= @v, at most 2^30 (table sizes). */
+static inline uint32_t
+dlb_pow2_at_least(uint64_t v)
+{
+	uint32_t p = 1;
+
+	while (p < v && p < (1u << 30))
+		p <<= 1;
+	return p;
+}
+
 void dlb_rng_init(struct dlb_rng *r);
 uint32_t dlb_rng_u32(struct dlb_rng *r);
 /** Uniform in [0, n), n > 0. */

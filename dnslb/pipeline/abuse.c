@@ -3,8 +3,8 @@
  * per-worker table of queries in flight per client subnet. See abuse.h and
  * docs/abuse.md.
  *
- * Both are open-addressing tables with linear probing and backward-shift
- * deletion (no tombstones), keyed by the masked client address (IPv4 as its
+ * Both are dnslb/core/hashtab.h tables (linear probing, backward-shift
+ * deletion, no tombstones), keyed by the masked client address (IPv4 as its
  * v4-mapped IPv6 form, so a v4 client on a dual-stack listener is the same
  * client) and a keyed hash (addresses are attacker-chosen).
  *
@@ -35,6 +35,8 @@
 #include "dnslb/upstream/backend.h"
 #include "dnslb/core/config.h"
 #include "dnslb/core/log.h"
+#include "dnslb/core/hash.h"
+#include "dnslb/core/hashtab.h"
 #include "dnslb/core/netmask.h"
 #include "dnslb/upstream/tcp_upstream.h"
 #include "dnslb/core/wstate.h"
@@ -74,7 +76,7 @@ seed_init(void)
 static inline uint64_t
 key_hash(uint64_t k0, uint64_t k1)
 {
-	return dlb_fmix64(k0 ^ seed0) ^ dlb_fmix64(k1 ^ seed1);
+	return dlb_hash_key128(k0, k1, seed0, seed1);
 }
 
 /* ---- TCP client table ------------------------------------------------------------- */
@@ -90,19 +92,22 @@ struct tcl_ent {
 	double ban_until;	/* s; 0: not banned */
 	uint32_t cur, prev;	/* new connections in the current and the previous window */
 	uint32_t conns;		/* open counted connections */
-	uint32_t hash;		/* 0: free slot; else bit 31 | the low bits of the hash */
+	uint32_t tag;		/* the table's */
 };
 
 _Static_assert(sizeof(struct tcl_ent) == DLB_TCP_CLIENT_ENTRY_BYTES, "entry size");
 
 struct tcl_shard {
 	ck_spinlock_t lock;
-	uint32_t mask;		/* slots - 1; 0 with v == NULL */
-	uint32_t count;		/* written under the lock, read relaxed */
-	struct tcl_ent *v;
+	struct dlb_hashtab t;	/* of struct tcl_ent; count read relaxed */
 } __attribute__((aligned(64)));
 
-static struct tcl_shard tcl[TCL_SHARDS];	/* zeroed: unlocked and empty */
+static struct tcl_shard tcl[TCL_SHARDS] = {	/* unlocked and empty */
+	[0 ... TCL_SHARDS - 1] = {
+		.lock = CK_SPINLOCK_INITIALIZER,
+		.t = DLB_HASHTAB_INIT(struct tcl_ent, tag, TCL_MIN_SLOTS, TCL_MAX_SLOTS),
+	},
+};
 static uint64_t tcl_next_sweep;		/* atomic: whole seconds */
 static unsigned tcl_cursor;		/* atomic: next shard to sweep */
 
@@ -133,63 +138,26 @@ tcl_idle(const struct tcl_ent *e, double now, double win)
 	       ((e->cur == 0 && e->prev == 0) || now >= e->win_start + 2 * win);
 }
 
-/* Backward-shift deletion of slot @i. Lock held. */
-static void
-tcl_delete(struct tcl_shard *s, uint32_t i)
-{
-	uint32_t mask = s->mask;
-
-	for (uint32_t j = (i + 1) & mask; s->v[j].hash != 0; j = (j + 1) & mask) {
-		uint32_t home = s->v[j].hash & mask;
-
-		if (((j - home) & mask) >= ((j - i) & mask)) {
-			s->v[i] = s->v[j];
-			i = j;
-		}
-	}
-	s->v[i].hash = 0;
-	__atomic_store_n(&s->count, s->count - 1, __ATOMIC_RELAXED);
-}
-
 /* Forget the idle entries of @s; free its table when empty. Lock held. */
 static void
 tcl_sweep(struct tcl_shard *s, double now, double win)
 {
-	if (s->v == NULL)
-		return;
-	for (uint32_t i = 0; i <= s->mask; i++)
-		while (s->v[i].hash != 0 && tcl_idle(&s->v[i], now, win))
-			tcl_delete(s, i);
-	if (s->count == 0) {
-		free(s->v);
-		s->v = NULL;
-		s->mask = 0;
+	for (uint32_t i = 0; i < dlb_hashtab_slots(&s->t); i++) {
+		struct tcl_ent *e;
+
+		/* a shifted-in entry lands at i: look again */
+		while ((e = dlb_hashtab_at(&s->t, i)) != NULL && tcl_idle(e, now, win))
+			dlb_hashtab_remove(&s->t, e);
 	}
+	dlb_hashtab_shrink(&s->t);
 }
 
-static int
-tcl_resize(struct tcl_shard *s, uint32_t slots)
+static bool
+tcl_eq(const void *e, const void *key)
 {
-	struct tcl_ent *nv = calloc(slots, sizeof(*nv));
-	uint32_t nmask = slots - 1;
+	const struct tcl_ent *a = e, *b = key;
 
-	if (nv == NULL)
-		return -1;
-	if (s->v != NULL) {
-		for (uint32_t i = 0; i <= s->mask; i++) {
-			uint32_t j;
-
-			if (s->v[i].hash == 0)
-				continue;
-			for (j = s->v[i].hash & nmask; nv[j].hash != 0; j = (j + 1) & nmask)
-				;
-			nv[j] = s->v[i];
-		}
-		free(s->v);
-	}
-	s->v = nv;
-	s->mask = nmask;
-	return 0;
+	return a->k1 == b->k1 && a->k0 == b->k0;
 }
 
 /* Find @k0/@k1 in @s, or add it when @create. Lock held. */
@@ -197,35 +165,20 @@ static struct tcl_ent *
 tcl_find(struct tcl_shard *s, uint64_t h, uint64_t k0, uint64_t k1, bool create, double now,
 	 double win)
 {
-	uint32_t i, slots;
-	struct tcl_ent *e;
+	struct tcl_ent key = { .k0 = k0, .k1 = k1 }, *e;
 
-	if (s->v != NULL)
-		for (i = (uint32_t)h & s->mask; s->v[i].hash != 0; i = (i + 1) & s->mask)
-			if (s->v[i].k1 == k1 && s->v[i].k0 == k0)
-				return &s->v[i];
-	if (!create)
-		return NULL;
-	slots = s->v == NULL ? 0 : s->mask + 1;
-	if (slots == 0 || (s->count + 1) * 2 > slots) {
-		/* forget the idle ones before growing (rare: at each doubling) */
+	e = DLB_HASHTAB_FIND(&s->t, h, struct tcl_ent, tag, tcl_eq, &key);
+	if (e != NULL || !create)
+		return e;
+	/* forget the idle ones before growing (rare: at each doubling) */
+	if (dlb_hashtab_add_grows(&s->t))
 		tcl_sweep(s, now, win);
-		slots = s->v == NULL ? 0 : s->mask + 1;
-		if ((slots == 0 || (s->count + 1) * 2 > slots) && slots < TCL_MAX_SLOTS &&
-		    tcl_resize(s, slots == 0 ? TCL_MIN_SLOTS : slots * 2) == 0)
-			slots = s->mask + 1;
-		if (slots == 0 || (s->count + 1) * 4 > slots * 3)
-			return NULL;	/* full: fail open */
-	}
-	for (i = (uint32_t)h & s->mask; s->v[i].hash != 0; i = (i + 1) & s->mask)
-		;
-	e = &s->v[i];
-	memset(e, 0, sizeof(*e));
+	e = dlb_hashtab_add(&s->t, h);
+	if (e == NULL)
+		return NULL;	/* full: fail open */
 	e->k0 = k0;
 	e->k1 = k1;
-	e->hash = ((uint32_t)h & 0x7fffffffu) | 0x80000000u;
 	e->win_start = now;
-	__atomic_store_n(&s->count, s->count + 1, __ATOMIC_RELAXED);
 	return e;
 }
 
@@ -289,7 +242,7 @@ dlb_tcp_client_admit(const struct dlb_config *cfg, const struct sockaddr *sa, do
 	}
 out:
 	if (e != NULL && tcl_idle(e, now, win))
-		tcl_delete(s, (uint32_t)(e - s->v));
+		dlb_hashtab_remove(&s->t, e);
 	ck_spinlock_unlock(&s->lock);
 	return res;
 }
@@ -306,7 +259,7 @@ dlb_tcp_client_release(const struct dlb_config *cfg, const struct sockaddr *sa, 
 	ck_spinlock_lock(&s->lock);
 	e = tcl_find(s, h, k0, k1, false, now, 0);
 	if (e != NULL && e->conns > 0 && --e->conns == 0 && tcl_idle(e, now, rate_window(cfg)))
-		tcl_delete(s, (uint32_t)(e - s->v));
+		dlb_hashtab_remove(&s->t, e);
 	ck_spinlock_unlock(&s->lock);
 }
 
@@ -366,7 +319,7 @@ dlb_tcp_clients_count(void)
 	size_t n = 0;
 
 	for (unsigned i = 0; i < TCL_SHARDS; i++)
-		n += __atomic_load_n(&tcl[i].count, __ATOMIC_RELAXED);
+		n += dlb_hashtab_count_relaxed(&tcl[i].t);
 	return n;
 }
 
@@ -377,8 +330,7 @@ dlb_tcp_clients_memory(void)
 
 	for (unsigned i = 0; i < TCL_SHARDS; i++) {
 		ck_spinlock_lock(&tcl[i].lock);
-		if (tcl[i].v != NULL)
-			n += ((size_t)tcl[i].mask + 1) * sizeof(struct tcl_ent);
+		n += dlb_hashtab_memory(&tcl[i].t);
 		ck_spinlock_unlock(&tcl[i].lock);
 	}
 	return n;
@@ -389,10 +341,7 @@ dlb_tcp_clients_reset(void)
 {
 	for (unsigned i = 0; i < TCL_SHARDS; i++) {
 		ck_spinlock_lock(&tcl[i].lock);
-		free(tcl[i].v);
-		tcl[i].v = NULL;
-		tcl[i].mask = 0;
-		tcl[i].count = 0;
+		dlb_hashtab_clear(&tcl[i].t);
 		ck_spinlock_unlock(&tcl[i].lock);
 	}
 	__atomic_store_n(&tcl_next_sweep, 0, __ATOMIC_RELAXED);
@@ -404,16 +353,14 @@ dlb_tcp_clients_reset(void)
 
 struct coc_ent {
 	uint64_t k0, k1;	/* the masked address */
-	uint32_t count;		/* queries in flight; 0: free slot */
-	uint32_t hash;		/* the low bits of the hash: the home slot */
+	uint32_t count;		/* queries in flight (> 0) */
+	uint32_t tag;		/* the table's */
 };
 
 _Static_assert(sizeof(struct coc_ent) == DLB_COC_ENTRY_BYTES, "entry size");
 
 struct dlb_coc {
-	struct coc_ent *v;	/* NULL until the first acquire */
-	uint32_t mask;		/* slots - 1 */
-	uint32_t used;		/* subnets */
+	struct dlb_hashtab t;	/* of struct coc_ent: the subnets; no slots until the first acquire */
 	uint64_t total;		/* queries in flight, all subnets */
 	int v4mask, v6mask;
 };
@@ -426,6 +373,8 @@ dlb_coc_new(int v4mask, int v6mask)
 	if (t == NULL)
 		return NULL;
 	pthread_once(&seed_once, seed_init);
+	dlb_hashtab_init(&t->t, sizeof(struct coc_ent), offsetof(struct coc_ent, tag), COC_MIN_SLOTS,
+			 DLB_COC_MAX_SLOTS);
 	t->v4mask = v4mask < 0 ? 0 : v4mask > 32 ? 32 : v4mask;
 	t->v6mask = v6mask < 0 ? 0 : v6mask > 128 ? 128 : v6mask;
 	return t;
@@ -436,57 +385,40 @@ dlb_coc_free(struct dlb_coc *t)
 {
 	if (t == NULL)
 		return;
-	free(t->v);
+	dlb_hashtab_deinit(&t->t);
 	free(t);
 }
 
-static int
-coc_resize(struct dlb_coc *t, uint32_t slots)
+static bool
+coc_eq(const void *e, const void *key)
 {
-	struct coc_ent *nv = calloc(slots, sizeof(*nv));
-	uint32_t nmask = slots - 1;
+	const struct coc_ent *a = e, *b = key;
 
-	if (nv == NULL)
-		return -1;
-	if (t->v != NULL) {
-		for (uint32_t i = 0; i <= t->mask; i++) {
-			uint32_t j;
-
-			if (t->v[i].count == 0)
-				continue;
-			for (j = t->v[i].hash & nmask; nv[j].count != 0; j = (j + 1) & nmask)
-				;
-			nv[j] = t->v[i];
-		}
-		free(t->v);
-	}
-	t->v = nv;
-	t->mask = nmask;
-	return 0;
+	return a->k1 == b->k1 && a->k0 == b->k0;
 }
 
+/* The entry of @sa's subnet, with its hash in *@h and key in *@key; NULL when none. */
 static struct coc_ent *
-coc_find(const struct dlb_coc *t, uint32_t h, uint64_t k0, uint64_t k1)
+coc_find(const struct dlb_coc *t, const struct sockaddr *sa, struct coc_ent *key, uint64_t *h,
+	 bool *tracked)
 {
-	if (t->v == NULL)
+	*tracked = make_key(sa, t->v4mask, t->v6mask, &key->k0, &key->k1);
+	if (!*tracked)
 		return NULL;
-	for (uint32_t i = h & t->mask; t->v[i].count != 0; i = (i + 1) & t->mask)
-		if (t->v[i].k1 == k1 && t->v[i].k0 == k0)
-			return &t->v[i];
-	return NULL;
+	*h = key_hash(key->k0, key->k1);
+	return DLB_HASHTAB_FIND(&t->t, *h, struct coc_ent, tag, coc_eq, key);
 }
 
 enum dlb_coc_result
 dlb_coc_acquire(struct dlb_coc *t, const struct sockaddr *sa, uint32_t max)
 {
-	uint64_t k0, k1;
-	uint32_t h, i, slots;
-	struct coc_ent *e;
+	struct coc_ent key, *e;
+	uint64_t h = 0;
+	bool tracked;
 
-	if (!make_key(sa, t->v4mask, t->v6mask, &k0, &k1))
+	e = coc_find(t, sa, &key, &h, &tracked);
+	if (!tracked)
 		return DLB_COC_UNTRACKED;
-	h = (uint32_t)key_hash(k0, k1);
-	e = coc_find(t, h, k0, k1);
 	if (e != NULL) {
 		if (e->count >= max)
 			return DLB_COC_OVER;
@@ -496,22 +428,12 @@ dlb_coc_acquire(struct dlb_coc *t, const struct sockaddr *sa, uint32_t max)
 	}
 	if (max == 0)
 		return DLB_COC_OVER;
-	slots = t->v == NULL ? 0 : t->mask + 1;
-	if (slots == 0 || (t->used + 1) * 2 > slots) {
-		if (slots < DLB_COC_MAX_SLOTS &&
-		    coc_resize(t, slots == 0 ? COC_MIN_SLOTS : slots * 2) == 0)
-			slots = t->mask + 1;
-		if (slots == 0 || (t->used + 1) * 4 > slots * 3)
-			return DLB_COC_UNTRACKED;	/* full: fail open */
-	}
-	for (i = h & t->mask; t->v[i].count != 0; i = (i + 1) & t->mask)
-		;
-	e = &t->v[i];
-	e->k0 = k0;
-	e->k1 = k1;
-	e->hash = h;
+	e = dlb_hashtab_add(&t->t, h);
+	if (e == NULL)
+		return DLB_COC_UNTRACKED;	/* full: fail open */
+	e->k0 = key.k0;
+	e->k1 = key.k1;
 	e->count = 1;
-	t->used++;
 	t->total++;
 	return DLB_COC_ACQUIRED;
 }
@@ -519,13 +441,13 @@ dlb_coc_acquire(struct dlb_coc *t, const struct sockaddr *sa, uint32_t max)
 void
 dlb_coc_release(struct dlb_coc *t, const struct sockaddr *sa)
 {
-	uint64_t k0, k1;
-	uint32_t i, mask;
-	struct coc_ent *e;
+	struct coc_ent key, *e;
+	uint64_t h = 0;
+	bool tracked;
 
-	if (!make_key(sa, t->v4mask, t->v6mask, &k0, &k1))
+	e = coc_find(t, sa, &key, &h, &tracked);
+	if (!tracked)
 		return;
-	e = coc_find(t, (uint32_t)key_hash(k0, k1), k0, k1);
 	if (e == NULL) {
 		dlb_log_ratelimited(DLB_LOG_ERR, "per-client outstanding count released twice");
 		return;
@@ -533,45 +455,27 @@ dlb_coc_release(struct dlb_coc *t, const struct sockaddr *sa)
 	t->total--;
 	if (--e->count > 0)
 		return;
-	/* backward-shift deletion */
-	mask = t->mask;
-	i = (uint32_t)(e - t->v);
-	for (uint32_t j = (i + 1) & mask; t->v[j].count != 0; j = (j + 1) & mask) {
-		uint32_t home = t->v[j].hash & mask;
-
-		if (((j - home) & mask) >= ((j - i) & mask)) {
-			t->v[i] = t->v[j];
-			i = j;
-		}
-	}
-	t->v[i].count = 0;
-	t->used--;
+	dlb_hashtab_remove(&t->t, e);
 	/* give memory back after a flood (hysteresis: grow at 1/2, shrink at 1/8) */
-	if (t->used == 0) {
-		free(t->v);
-		t->v = NULL;
-		t->mask = 0;
-	} else if (t->mask + 1 > COC_MIN_SLOTS && t->used * 8 < t->mask + 1) {
-		coc_resize(t, (t->mask + 1) / 2);	/* no memory: keep the big one */
-	}
+	dlb_hashtab_shrink(&t->t);
 }
 
 uint32_t
 dlb_coc_get(const struct dlb_coc *t, const struct sockaddr *sa)
 {
-	uint64_t k0, k1;
+	struct coc_ent key;
 	const struct coc_ent *e;
+	uint64_t h = 0;
+	bool tracked;
 
-	if (!make_key(sa, t->v4mask, t->v6mask, &k0, &k1))
-		return 0;
-	e = coc_find(t, (uint32_t)key_hash(k0, k1), k0, k1);
+	e = coc_find(t, sa, &key, &h, &tracked);
 	return e != NULL ? e->count : 0;
 }
 
 uint32_t
 dlb_coc_clients(const struct dlb_coc *t)
 {
-	return t->used;
+	return dlb_hashtab_count(&t->t);
 }
 
 uint64_t
@@ -583,32 +487,26 @@ dlb_coc_total(const struct dlb_coc *t)
 size_t
 dlb_coc_memory(const struct dlb_coc *t)
 {
-	return sizeof(*t) + (t->v != NULL ? ((size_t)t->mask + 1) * sizeof(struct coc_ent) : 0);
+	return sizeof(*t) + dlb_hashtab_memory(&t->t);
 }
 
 int
 dlb_coc_check(const struct dlb_coc *t)
 {
 	uint64_t total = 0;
-	uint32_t used = 0;
 
-	if (t->v == NULL)
-		return t->used == 0 && t->total == 0 ? 0 : -1;
-	for (uint32_t i = 0; i <= t->mask; i++) {
-		const struct coc_ent *e = &t->v[i];
+	if (dlb_hashtab_check(&t->t) != 0)
+		return -1;
+	for (uint32_t i = 0; i < dlb_hashtab_slots(&t->t); i++) {
+		const struct coc_ent *e = dlb_hashtab_at(&t->t, i);
 
-		if (e->count == 0)
+		if (e == NULL)
 			continue;
-		/* reachable from its home: no free slot between home and i */
-		for (uint32_t j = e->hash & t->mask; j != i; j = (j + 1) & t->mask)
-			if (t->v[j].count == 0)
-				return -1;
-		if (e->hash != (uint32_t)key_hash(e->k0, e->k1))
+		if (e->count == 0 || e->tag != dlb_hashtab_tag(key_hash(e->k0, e->k1)))
 			return -1;
-		used++;
 		total += e->count;
 	}
-	return used == t->used && total == t->total ? 0 : -1;
+	return total == t->total ? 0 : -1;
 }
 
 /* ---- the worker's side ------------------------------------------------------------ */

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "dnslb/core/buf.h"
 #include "dnslb/core/daemon.h"
 #include "dnslb/pipeline/dynblock_int.h"
 #include "dnslb/core/log.h"
@@ -1057,54 +1058,11 @@ dlb_dyn_key_text(const struct dlb_dyn_info *b, char *out, size_t outsz)
 		snprintf(out, outsz, "empty");
 }
 
-struct buf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
-static void
-buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-buf_printf(struct buf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (b->oom)
-		return;
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			b->oom = true;
-			return;
-		}
-		if ((size_t)n < b->cap - b->len) {
-			b->len += (size_t)n;
-			return;
-		}
-		{
-			size_t cap = (b->cap + (size_t)n + 1) * 2;
-			char *p = realloc(b->p, cap);
-
-			if (p == NULL) {
-				b->oom = true;
-				return;
-			}
-			b->p = p;
-			b->cap = cap;
-		}
-	}
-}
-
 /* dnsdist 1.7: boost::format("%-24s %8d %8d %-10s %-20s %s\n"), seconds truncated. */
 #define SHOW_FMT "%-24s %8s %8s %-10s %-20s %s\n"
 
 struct show_ctx {
-	struct buf *b;
+	struct dlb_buf *b;
 	double now;
 };
 
@@ -1122,29 +1080,22 @@ show_visit(const struct dlb_dyn_info *i, void *ud)
 	snprintf(blocks, sizeof(blocks), "%llu", (unsigned long long)i->blocks);
 	/* a fleet block names its origin after the reason: dnsdist's columns stay */
 	if (i->origin != NULL)
-		buf_printf(c->b, "%-24s %8s %8s %-10s %-20s %s (from %s)\n", key, secs, blocks,
+		dlb_buf_printf(c->b, "%-24s %8s %8s %-10s %-20s %s (from %s)\n", key, secs, blocks,
 			   i->warning ? "true" : "false", action, i->reason, i->origin);
 	else
-		buf_printf(c->b, SHOW_FMT, key, secs, blocks, i->warning ? "true" : "false",
+		dlb_buf_printf(c->b, SHOW_FMT, key, secs, blocks, i->warning ? "true" : "false",
 			   action, i->reason);
 }
 
 char *
 dlb_dyn_show(double now)
 {
-	struct buf b = { .p = malloc(256), .cap = 256 };
+	struct dlb_buf b = DLB_BUF_INIT(0);
 	struct show_ctx c = { &b, now };
 
-	if (b.p == NULL)
-		return NULL;
-	b.p[0] = '\0';
-	buf_printf(&b, SHOW_FMT, "What", "Seconds", "Blocks", "Warning", "Action", "Reason");
+	dlb_buf_printf(&b, SHOW_FMT, "What", "Seconds", "Blocks", "Warning", "Action", "Reason");
 	dlb_dyn_visit(now, true, show_visit, &c);
-	if (b.oom) {
-		free(b.p);
-		return NULL;
-	}
-	return b.p;
+	return dlb_buf_take(&b, NULL);	/* NULL when out of memory */
 }
 
 struct json_ctx {

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "dnslb/pipeline/dynblock.h"
+#include "dnslb/core/hash.h"
 #include "dnslb/core/netmask.h"
 
 /* Process-wide random seed of every dynamic-block hash (set once, at the first block or tracking). */

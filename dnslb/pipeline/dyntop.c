@@ -36,6 +36,8 @@
 #include <sys/socket.h>
 
 #include "dnslb/pipeline/dynblock.h"
+#include "dnslb/core/hash.h"
+#include "dnslb/core/hashtab.h"
 #include "dnslb/core/log.h"
 
 #define TOP_N		20
@@ -348,9 +350,14 @@ struct group {
 	struct dlb_dyn_top_ent slot[TOP_KEEP];
 };
 
+/* A slot of the groups' table: a pointer, keyed by (smt, reason). */
+struct gslot {
+	struct group *g;
+	uint32_t tag;			/* the table's */
+};
+
 struct collect_ctx {
-	struct group **g;		/* open addressing on (kind, reason) */
-	size_t ng, cap;
+	struct dlb_hashtab groups;	/* of struct gslot; unbounded (the reasons are the store's) */
 	size_t total;			/* entries kept over all groups */
 	bool oom;
 };
@@ -358,48 +365,45 @@ struct collect_ctx {
 static uint64_t
 group_hash(bool smt, const char *reason)
 {
-	uint64_t h = 1469598103934665603ULL ^ (uint64_t)smt;
+	return dlb_fnv1a64_str(reason, DLB_FNV1A64_INIT ^ (uint64_t)smt);
+}
 
-	for (; *reason != '\0'; reason++)
-		h = (h ^ (uint8_t)*reason) * 1099511628211ULL;
-	return h;
+struct gkey {
+	const char *reason;
+	bool smt;
+};
+
+static bool
+gslot_eq(const void *e, const void *key)
+{
+	const struct group *g = ((const struct gslot *)e)->g;
+	const struct gkey *k = key;
+
+	return g->smt == k->smt && strcmp(g->reason, k->reason) == 0;
 }
 
 /* The group of (@smt, @reason), made if new. NULL when out of memory. */
 static struct group *
 group_of(struct collect_ctx *c, bool smt, const char *reason)
 {
-	size_t h;
+	uint64_t h = group_hash(smt, reason);
+	struct gkey key = { reason, smt };
+	struct group *g;
+	struct gslot *s = dlb_hashtab_find(&c->groups, h, gslot_eq, &key);
 
-	if (c->cap == 0 || (c->ng + 1) * 2 > c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 16;
-		struct group **g = calloc(cap, sizeof(*g));
-
-		if (g == NULL)
-			return NULL;
-		for (size_t i = 0; i < c->cap; i++) {
-			if (c->g[i] == NULL)
-				continue;
-			h = (size_t)group_hash(c->g[i]->smt, c->g[i]->reason) & (cap - 1);
-			while (g[h] != NULL)
-				h = (h + 1) & (cap - 1);
-			g[h] = c->g[i];
-		}
-		free(c->g);
-		c->g = g;
-		c->cap = cap;
-	}
-	h = (size_t)group_hash(smt, reason) & (c->cap - 1);
-	for (; c->g[h] != NULL; h = (h + 1) & (c->cap - 1))
-		if (c->g[h]->smt == smt && strcmp(c->g[h]->reason, reason) == 0)
-			return c->g[h];
-	if ((c->g[h] = malloc(sizeof(struct group))) == NULL)
+	if (s != NULL)
+		return s->g;
+	if ((g = malloc(sizeof(*g))) == NULL)
 		return NULL;
-	c->g[h]->reason = reason;
-	c->g[h]->smt = smt;
-	c->g[h]->n = 0;
-	c->ng++;
-	return c->g[h];
+	if ((s = dlb_hashtab_add(&c->groups, h)) == NULL) {
+		free(g);
+		return NULL;
+	}
+	g->reason = reason;
+	g->smt = smt;
+	g->n = 0;
+	s->g = g;
+	return g;
 }
 
 /* Each block goes straight into its group's bounded list: no copy of the
@@ -442,22 +446,30 @@ collect_visit(const struct dlb_dyn_info *b, void *ud)
 static int
 collect(double now)
 {
-	struct collect_ctx c = { NULL, 0, 0, 0, false };
+	struct collect_ctx c = { .total = 0 };
 	struct dlb_dyn_top_ent *v = NULL;
 	size_t n = 0;
 	int rc = -1;
 
+	dlb_hashtab_init(&c.groups, sizeof(struct gslot), offsetof(struct gslot, tag), 16, 1u << 30);
 	dlb_dyn_visit(now, false, collect_visit, &c);
 	if (!c.oom && (v = malloc((c.total > 0 ? c.total : 1) * sizeof(*v))) != NULL) {
-		for (size_t i = 0; i < c.cap; i++)
-			for (size_t k = 0; c.g[i] != NULL && k < c.g[i]->n; k++)
-				v[n++] = *c.g[i]->list[k].e;
+		for (uint32_t i = 0; i < dlb_hashtab_slots(&c.groups); i++) {
+			const struct gslot *s = dlb_hashtab_at(&c.groups, i);
+
+			for (size_t k = 0; s != NULL && k < s->g->n; k++)
+				v[n++] = *s->g->list[k].e;
+		}
 		rc = push(v, n, false);
 	}
 	free(v);
-	for (size_t i = 0; i < c.cap; i++)
-		free(c.g[i]);
-	free(c.g);
+	for (uint32_t i = 0; i < dlb_hashtab_slots(&c.groups); i++) {
+		const struct gslot *s = dlb_hashtab_at(&c.groups, i);
+
+		if (s != NULL)
+			free(s->g);
+	}
+	dlb_hashtab_deinit(&c.groups);
 	return rc;
 }
 

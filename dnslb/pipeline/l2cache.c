@@ -24,8 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
+#include "dnslb/core/hash.h"
 #include "dnslb/pipeline/forward.h"
 #include "dnslb/pipeline/dynblock.h"
 #include "dnslb/pipeline/query.h"
@@ -73,7 +73,7 @@ dlb_l2_hash(const struct dlb_cache_key *k)
 	buf[n + 4] = k->flags;
 	dlb_wr16(buf + n + 5, k->payload_class);
 	memcpy(buf + n + 7, k->opts, k->opts_len);
-	return XXH3_64bits(buf, n + 7 + k->opts_len);
+	return dlb_hash_bytes(buf, n + 7 + k->opts_len, 0);	/* = XXH3_64bits */
 }
 
 size_t

@@ -41,6 +41,26 @@ struct dlb_policy_view {
 	double now;				/* s: the QPS windows' clock */
 };
 
+/**
+ * The view over a worker's (or a stand-in's) state at @now: every part is
+ * borrowed, none is copied. The one place a view is put together (the query
+ * path, explain(), the benchmark and the tests).
+ */
+static inline struct dlb_policy_view
+dlb_policy_view_init(const struct dlb_config *cfg, const struct dlb_be_stats *be_stats,
+		     struct dlb_qps_window *qps, struct dlb_rng *rng, unsigned *rr_counter,
+		     double now)
+{
+	return (struct dlb_policy_view){
+		.cfg = cfg,
+		.be_stats = be_stats,
+		.qps = qps,
+		.rng = rng,
+		.rr_counter = rr_counter,
+		.now = now,
+	};
+}
+
 /** The policy of @pool: its own, else @cfg's global one (both may change at runtime). */
 static inline int
 dlb_pool_policy(const struct dlb_config *cfg, const struct dlb_pool *pool)

@@ -534,14 +534,8 @@ static struct dlb_backend *
 pool_select(struct dlb_worker *w, const struct dlb_pool *pool, const struct dlb_dnsmsg *m,
 	    struct dlb_dq *dq, double now)
 {
-	const struct dlb_policy_view v = {
-		.cfg = w->cfg,
-		.be_stats = w->be_stats,
-		.qps = w->qps,
-		.rng = &w->rng,
-		.rr_counter = &w->rr_counter,
-		.now = now,
-	};
+	const struct dlb_policy_view v = dlb_policy_view_init(w->cfg, w->be_stats, w->qps, &w->rng,
+							      &w->rr_counter, now);
 	int policy = dlb_pool_policy(w->cfg, pool);
 
 	if (policy >= DLB_POLICY_LUA && pool->n > 0)

@@ -17,6 +17,9 @@
 #include <sys/mman.h>
 
 #include "dnslb/core/daemon.h"
+#include "dnslb/core/buf.h"
+#include "dnslb/core/hash.h"
+#include "dnslb/core/hashtab.h"
 #include "dnslb/core/inflight.h"
 #include "dnslb/core/log.h"
 #include "dnslb/pipeline/query.h"
@@ -578,97 +581,67 @@ dlb_ring_name_text(const struct dlb_ring_rec *rec, char *out, size_t outsz)
 /* ---- counting: a hash table of keys (names, addresses) ------------------------- */
 
 struct cslot {
-	uint64_t hash;			/* 0: empty */
 	uint64_t count;
 	uint32_t off;			/* key bytes in counter.keys */
 	uint16_t len;
 	uint16_t flags;			/* DLB_RING_TRUNC_NAME / DLB_RING_V6 of the key's entry */
+	uint32_t tag;			/* the table's */
 };
 
+/* A key looked up: its bytes and flags, and the arena the slots point into. */
+struct ckey {
+	const uint8_t *k, *arena;
+	uint16_t len, flags;
+};
+
+/*
+ * The keys counted are at most the rings' entries (setRingBuffersSize), so
+ * the table takes the hashtab's largest bound (2^30 slots); past it, the
+ * count fails as out of memory does.
+ */
 struct counter {
-	struct cslot *t;
-	size_t cap, n;			/* cap: a power of two */
-	uint8_t *keys;
-	size_t kused, kcap;
+	struct dlb_hashtab t;		/* of struct cslot */
+	struct dlb_buf keys;		/* the keys' bytes, unbounded */
 	uint64_t total;
 	bool oom;
 	const struct dlb_top_spec *spec;
 };
 
-static uint64_t
-key_hash(const uint8_t *k, size_t len, uint16_t flags)
-{
-	uint64_t h = 0xcbf29ce484222325ULL ^ flags;	/* FNV-1a */
-
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ k[i]) * 0x100000001b3ULL;
-	return h | 1;	/* never 0 */
-}
-
 static bool
-counter_grow(struct counter *c)
+cslot_eq(const void *e, const void *key)
 {
-	size_t ncap = c->cap ? c->cap * 2 : 1024;
-	struct cslot *nt = calloc(ncap, sizeof(*nt));
+	const struct cslot *s = e;
+	const struct ckey *k = key;
 
-	if (nt == NULL)
-		return false;
-	for (size_t i = 0; i < c->cap; i++) {
-		size_t j;
-
-		if (c->t[i].hash == 0)
-			continue;
-		for (j = c->t[i].hash & (ncap - 1); nt[j].hash != 0; j = (j + 1) & (ncap - 1))
-			;
-		nt[j] = c->t[i];
-	}
-	free(c->t);
-	c->t = nt;
-	c->cap = ncap;
-	return true;
+	return s->len == k->len && s->flags == k->flags &&
+	       memcmp(k->arena + s->off, k->k, k->len) == 0;
 }
 
 static void
 counter_add(struct counter *c, const uint8_t *k, size_t len, uint16_t flags, uint64_t v)
 {
-	uint64_t h = key_hash(k, len, flags);
-	size_t j;
+	uint64_t h = dlb_fnv1a64(k, len, DLB_FNV1A64_INIT ^ flags);
+	struct ckey key = { k, (const uint8_t *)c->keys.p, (uint16_t)len, flags };
+	struct cslot *s;
 
 	if (c->oom)
 		return;
 	c->total += v;
-	if (2 * (c->n + 1) > c->cap && !counter_grow(c)) {
+	s = dlb_hashtab_find(&c->t, h, cslot_eq, &key);
+	if (s != NULL) {
+		s->count += v;
+		return;
+	}
+	if (len > UINT32_MAX - c->keys.len || dlb_buf_reserve(&c->keys, len) != DLB_OK ||
+	    (s = dlb_hashtab_add(&c->t, h)) == NULL) {
 		c->oom = true;
 		return;
 	}
-	for (j = h & (c->cap - 1); c->t[j].hash != 0; j = (j + 1) & (c->cap - 1)) {
-		struct cslot *s = &c->t[j];
-
-		if (s->hash == h && s->len == len && s->flags == flags &&
-		    memcmp(c->keys + s->off, k, len) == 0) {
-			s->count += v;
-			return;
-		}
-	}
-	if (c->kused + len > c->kcap) {
-		size_t nk = c->kcap ? c->kcap * 2 : 16384;
-		uint8_t *p;
-
-		while (nk < c->kused + len)
-			nk *= 2;
-		p = realloc(c->keys, nk);
-		if (p == NULL) {
-			c->oom = true;
-			return;
-		}
-		c->keys = p;
-		c->kcap = nk;
-	}
-	memcpy(c->keys + c->kused, k, len);
-	c->t[j] = (struct cslot){ .hash = h, .count = v, .off = (uint32_t)c->kused,
-				  .len = (uint16_t)len, .flags = flags };
-	c->kused += len;
-	c->n++;
+	s->count = v;
+	s->off = (uint32_t)c->keys.len;
+	s->len = (uint16_t)len;
+	s->flags = flags;
+	dlb_buf_append(&c->keys, k, len);
 }
 
 /* The offset of the last @labels labels of wire name @n (@len bytes). */
@@ -748,7 +721,7 @@ cslot_cmp(const void *a, const void *b, void *ud)
 
 	if (x->count != y->count)
 		return x->count > y->count ? -1 : 1;
-	d = memcmp(c->keys + x->off, c->keys + y->off, l);
+	d = memcmp((const uint8_t *)c->keys.p + x->off, (const uint8_t *)c->keys.p + y->off, l);
 	if (d != 0)
 		return d;
 	if (x->len != y->len)
@@ -764,11 +737,11 @@ key_text(const struct counter *c, const struct cslot *s, char *out, size_t outsz
 	r.pflags = (uint8_t)s->flags;
 	if (c->spec->kind == DLB_TOP_CLIENTS || c->spec->kind == DLB_TOP_BANDWIDTH) {
 		memset(r.addr, 0, sizeof(r.addr));
-		memcpy(r.addr, c->keys + s->off, s->len);
+		memcpy(r.addr, (const uint8_t *)c->keys.p + s->off, s->len);
 		dlb_ring_client_text(&r, false, out, outsz);
 	} else {
 		r.namelen = (uint8_t)s->len;
-		memcpy(r.name, c->keys + s->off, s->len);
+		memcpy(r.name, (const uint8_t *)c->keys.p + s->off, s->len);
 		dlb_ring_name_text(&r, out, outsz);
 	}
 }
@@ -782,6 +755,7 @@ dlb_rings_top(const struct dlb_top_spec *spec, size_t n, struct dlb_top_entry **
 	size_t nv = 0, nout;
 	long ret = -1;
 
+	dlb_hashtab_init(&c.t, sizeof(struct cslot), offsetof(struct cslot, tag), 1024, 1u << 30);
 	*out = NULL;
 	*total = *rest = 0;
 	if (spec->kind == DLB_TOP_BANDWIDTH || spec->kind == DLB_TOP_CLIENTS ||
@@ -791,13 +765,16 @@ dlb_rings_top(const struct dlb_top_spec *spec, size_t n, struct dlb_top_entry **
 		dlb_rings_visit_all(true, top_visit, &c);
 	if (c.oom)
 		goto out;
-	if (c.n > 0) {
-		v = malloc(c.n * sizeof(*v));
+	if (dlb_hashtab_count(&c.t) > 0) {
+		v = malloc(dlb_hashtab_count(&c.t) * sizeof(*v));
 		if (v == NULL)
 			goto out;
-		for (size_t i = 0; i < c.cap; i++)
-			if (c.t[i].hash != 0)
-				v[nv++] = c.t[i];
+		for (uint32_t i = 0; i < dlb_hashtab_slots(&c.t); i++) {
+			const struct cslot *e = dlb_hashtab_at(&c.t, i);
+
+			if (e != NULL)
+				v[nv++] = *e;
+		}
 		qsort_r(v, nv, sizeof(*v), cslot_cmp, &c);
 	}
 	nout = n < nv ? n : nv;
@@ -814,8 +791,8 @@ dlb_rings_top(const struct dlb_top_spec *spec, size_t n, struct dlb_top_entry **
 	ret = (long)nout;
 out:
 	free(v);
-	free(c.t);
-	free(c.keys);
+	dlb_hashtab_deinit(&c.t);
+	dlb_buf_deinit(&c.keys);
 	return ret;
 }
 

@@ -31,9 +31,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <xxhash.h>
 
 #include "dnslb/core/dnslb.h"
+#include "dnslb/core/hash.h"
 #include "dnslb/core/log.h"
 #include "dnslb/core/rcu.h"
 #include "dnslb/store/redis.h"
@@ -180,7 +180,7 @@ map_grow(struct dlb_kvmap *m)
 			continue;
 		/* the full hash again: the slot keeps only its high half */
 		entry_at(m, s->off, &k, &kl, &val, &vl);
-		for (j = (size_t)XXH3_64bits_withSeed(k, kl, m->seed) & (cap - 1); v[j].off != 0;
+		for (j = (size_t)dlb_hash_bytes(k, kl, m->seed) & (cap - 1); v[j].off != 0;
 		     j = (j + 1) & (cap - 1))
 			;
 		v[j] = *s;
@@ -235,7 +235,7 @@ dlb_kvmap_put(struct dlb_kvmap *m, const void *key, size_t klen, const void *val
 		return DLB_EINVAL;
 	if ((m->slots == NULL || (m->n + 1) * 4 > (m->mask + 1) * 3) && map_grow(m) != DLB_OK)
 		return DLB_ENOMEM;
-	h = XXH3_64bits_withSeed(key, klen, m->seed);
+	h = dlb_hash_bytes(key, klen, m->seed);
 	i = slot_find(m, key, klen, h);
 	if (m->slots[i].off != 0) {
 		const uint8_t *k, *v;
@@ -308,7 +308,7 @@ dlb_kvmap_get(const struct dlb_kvmap *m, const void *key, size_t klen, const uin
 
 	if (m == NULL || m->n == 0 || klen == 0)
 		return false;
-	i = slot_find(m, key, klen, XXH3_64bits_withSeed(key, klen, m->seed));
+	i = slot_find(m, key, klen, dlb_hash_bytes(key, klen, m->seed));
 	if (m->slots[i].off == 0)
 		return false;
 	entry_at(m, m->slots[i].off, &k, &kl, &v, &vl);

@@ -380,3 +380,29 @@ def test_check_config(tmp_path, line, ok, msg):
                        capture_output=True, text=True, timeout=30)
     assert (r.returncode == 0) == ok, r.stdout + r.stderr
     assert msg in r.stdout + r.stderr
+
+
+SNR_CMD = ('statNodeRespRing(function(n, self, children) '
+           'print(n.fullname .. " " .. children.queries .. " " .. self.queries) end)')
+
+
+@pytest.mark.skipif(dnslbtest.IMPL != "dnslb", reason="dnslb's output, checked by name")
+def test_stat_node_resp_ring(dnslb, responder):
+    """statNodeRespRing visits the response ring's name tree children first,
+    each node's subtree counts with it (the tree grows past its first
+    allocation: one node per label)."""
+    d = dnslb(BASE % responder.port + inspect_conf([SNR_CMD]))
+    traffic(d)
+    for i in range(40):
+        assert udp_query(d.port, "n%d.many.example.com." % i) is not None
+    out = run_inspect(d, [SNR_CMD])
+    seen = {}
+    for l in out[SNR_CMD]:
+        name, sub, own = l.rsplit(" ", 2)
+        seen[name] = (int(sub), int(own))
+    assert seen["www.example.com."] == (5, 5)
+    assert seen["many.example.com."][0] == 40
+    assert seen["n7.many.example.com."] == (1, 1)
+    assert seen["com."][0] >= 50
+    names = [l.rsplit(" ", 2)[0] for l in out[SNR_CMD]]
+    assert names.index("n7.many.example.com.") < names.index("many.example.com.")

@@ -83,12 +83,7 @@ fx_new(int nb, const int *weights)
 	assert_non_null(f->stats);
 	memset(f->stats, 0, DLB_MAX_BACKENDS * sizeof(*f->stats));
 	seed_rng(&f->rng, 42);
-	f->v.cfg = f->cfg;
-	f->v.be_stats = f->stats;
-	f->v.qps = f->qps;
-	f->v.rng = &f->rng;
-	f->v.rr_counter = &f->rr;
-	f->v.now = 1000.0;
+	f->v = dlb_policy_view_init(f->cfg, f->stats, f->qps, &f->rng, &f->rr, 1000.0);
 	return f;
 }
 
