@@ -2,9 +2,10 @@
  * doh_h1.c - the HTTP/1.1 server side of one DoH connection (doh_h1.h).
  */
 #include "dnslb/frontend/doh_h1.h"
+#include "dnslb/core/buf.h"
+#include "dnslb/core/dnslb.h"
 
 #include <ctype.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +23,8 @@ struct dlb_doh_h1 {
 	void *ud;
 	uint8_t *in;			/* bytes read, not yet consumed */
 	size_t in_len, in_cap, in_max;
-	uint8_t *out;			/* bytes to send */
-	size_t out_len, out_off;
+	struct dlb_buf out;		/* bytes to send, from out_off */
+	size_t out_off;
 	uint8_t *body;			/* a chunked body, decoded */
 	size_t body_cap;
 	char *head;			/* the current request's line and fields, NUL-split */
@@ -86,6 +87,7 @@ dlb_doh_h1_new(const struct dlb_doh_h2_limits *l, const struct dlb_doh_h2_cb *cb
 	/* a whole request fits, with its chunk framing */
 	h->in_max = (size_t)l->max_header_list + (size_t)l->max_body * 2 + 4096;
 	h->next_id = 1;
+	dlb_buf_init(&h->out, OUT_MAX);
 	return h;
 }
 
@@ -95,7 +97,7 @@ dlb_doh_h1_free(struct dlb_doh_h1 *h)
 	if (h == NULL)
 		return;
 	free(h->in);
-	free(h->out);
+	dlb_buf_deinit(&h->out);
 	free(h->body);
 	free(h->head);
 	free(h);
@@ -103,36 +105,25 @@ dlb_doh_h1_free(struct dlb_doh_h1 *h)
 
 /* ---- output ------------------------------------------------------------------------ */
 
+/* Everything queued was sent: start the buffer over. */
+static void
+out_compact(struct dlb_doh_h1 *h)
+{
+	if (h->out_off > 0 && h->out_off == h->out.len) {
+		dlb_buf_reset(&h->out);
+		h->out_off = 0;
+	}
+}
+
+/* Queue @len bytes to send; false when past OUT_MAX or out of memory (sticky). */
 static bool
 out_put(struct dlb_doh_h1 *h, const void *p, size_t len)
 {
-	uint8_t *o;
-
-	if (h->out_off > 0 && h->out_off == h->out_len)
-		h->out_off = h->out_len = 0;
-	if (h->out_len + len > OUT_MAX)
-		return false;
-	o = realloc(h->out, h->out_len + len);
-	if (o == NULL)
-		return false;
-	h->out = o;
-	memcpy(h->out + h->out_len, p, len);
-	h->out_len += len;
-	return true;
+	out_compact(h);
+	return dlb_buf_append(&h->out, p, len) == DLB_OK;
 }
 
-static bool __attribute__((format(printf, 2, 3)))
-out_printf(struct dlb_doh_h1 *h, const char *fmt, ...)
-{
-	char line[1024];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	return n > 0 && (size_t)n < sizeof(line) && out_put(h, line, (size_t)n);
-}
+#define out_printf(h, ...) (dlb_buf_printf(&(h)->out, __VA_ARGS__) == DLB_OK)
 
 /* The fixed 400 of a request h2o cannot parse, then the end. */
 static int
@@ -146,11 +137,12 @@ fail_request(struct dlb_doh_h1 *h)
 size_t
 dlb_doh_h1_send(struct dlb_doh_h1 *h, uint8_t *out, size_t cap)
 {
-	size_t n = h->out_len - h->out_off;
+	size_t n = h->out.len - h->out_off;
 
 	if (n > cap)
 		n = cap;
-	memcpy(out, h->out + h->out_off, n);
+	if (n > 0)
+		memcpy(out, h->out.p + h->out_off, n);
 	h->out_off += n;
 	return n;
 }
@@ -164,7 +156,7 @@ dlb_doh_h1_busy(const struct dlb_doh_h1 *h)
 bool
 dlb_doh_h1_done(const struct dlb_doh_h1 *h)
 {
-	return h->closing && !h->busy && h->out_off == h->out_len;
+	return h->closing && !h->busy && h->out_off == h->out.len;
 }
 
 /* ---- parsing ----------------------------------------------------------------------- */
@@ -259,7 +251,8 @@ too_large(struct dlb_doh_h1 *h)
 {
 	static const char text[] = "Payload Too Large";
 
-	out_printf(h, "HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\nContent-Length: %zu\r\n"
+	out_compact(h);
+	(void)out_printf(h, "HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\nContent-Length: %zu\r\n"
 		   "content-type: text/plain; charset=utf-8\r\n\r\n", sizeof(text) - 1);
 	out_put(h, text, sizeof(text) - 1);
 	h->closing = true;
@@ -485,6 +478,7 @@ dlb_doh_h1_respond(struct dlb_doh_h1 *h, int32_t id, int status, const char *rea
 			date = hdrs[i].value;
 	}
 	/* h2o's order: the status line, Date, Connection, Content-Length, Server, the rest */
+	out_compact(h);
 	ok = out_printf(h, "HTTP/1.1 %d %s\r\n", status, reason ? reason : dlb_doh_reason(status));
 	if (date != NULL)
 		ok = ok && out_printf(h, "Date: %s\r\n", date);
