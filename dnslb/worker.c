@@ -74,9 +74,9 @@ invoke_in_section(struct ev_loop *loop)
 {
 	struct dlb_worker *w = ev_userdata(loop);
 
-	dlb_rcu_enter(&w->rcu);
+	dlb_worker_enter(w);
 	ev_invoke_pending(loop);
-	dlb_rcu_exit(&w->rcu);
+	dlb_worker_exit(w);
 	dlb_rcu_poll(&w->rcu);
 	/* about to block in epoll_wait: wait in the UDP socket instead if it may */
 	if (w->park != NULL && !w->stopping && dlb_worker_quiet(w))

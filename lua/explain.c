@@ -182,7 +182,7 @@ policy_pick(const struct dlb_config *cfg, const struct dlb_pool *pool, int polic
 	struct dlb_qps_window *qps = calloc(DLB_MAX_BACKENDS, sizeof(*qps));
 	unsigned rr = 0;
 	struct dlb_policy_view v = {
-		.cfg = cfg, .be_stats = zero, .qps = qps, .rng = rng, .rr_counter = &rr, .now = now,
+		.cfg = cfg, .set = &cfg->set, .be_stats = zero, .qps = qps, .rng = rng, .rr_counter = &rr, .now = now,
 	};
 	struct dlb_backend *be;
 
@@ -273,7 +273,7 @@ l_explain_query(lua_State *L)
 
 	out(L, "Query: %s type %u from %s over %s%s%s", name, qtype, client, tcp ? "TCP" : "UDP",
 	    dnssec ? ", DO" : "", rd ? ", RD" : "");
-	if (!dlb_nmg_match(dlb_config_acl(cfg), (const struct sockaddr *)&remote)) {
+	if (!dlb_nmg_match(&cfg->acl, (const struct sockaddr *)&remote)) {
 		out(L, "ACL: the client is not in the ACL: dropped (acl-drops)");
 		return 0;
 	}
@@ -291,6 +291,7 @@ l_explain_query(lua_State *L)
 	dq.worker = DLB_MAX_WORKERS;
 	dq.lua = NULL;
 	dq.cfg = cfg;
+	dq.set = &cfg->set;	/* the main thread's: the builder values */
 	dq.now = (double)tv.tv_sec + tv.tv_usec / 1e6;
 	dq.t_start = dq.now;
 	dq.rng = &rng;
@@ -348,7 +349,7 @@ l_explain_query(lua_State *L)
 		return 0;
 	}
 	{
-		int up = 0, policy = dlb_pool_policy(cfg, pool);
+		int up = 0, policy = dlb_config_pool_policy(cfg, pool);
 		enum dlb_lua_phase ph = dlb_lua_conf_phase(dlb_lua_conf_of(L));
 
 		for (int i = 0; i < pool->n; i++)
@@ -368,7 +369,7 @@ l_explain_query(lua_State *L)
 						       "leastOutstanding's pick)" :
 						       " (the policy's pick with nothing in flight)");
 		else
-			out(L, "Server: none available: %s", cfg->servfail_when_no_server
+			out(L, "Server: none available: %s", cfg->set.servfail_when_no_server
 				   ? "SERVFAIL (setServFailWhenNoServer)" : "dropped (no-policy)");
 	}
 	if (dq.skip_cache)

@@ -459,7 +459,7 @@ l_dq_index(lua_State *L)
 	case 'e':
 		if (strcmp(k, "ecsOverride") == 0) {
 			lua_pushboolean(L, dq->ecs_override >= 0 ? dq->ecs_override :
-					   dq->cfg != NULL && dq->cfg->ecs_override);
+					   dq->set != NULL && dq->set->ecs_override);
 			return 1;
 		}
 		if (strcmp(k, "ecsPrefixLength") == 0) {
@@ -467,8 +467,8 @@ l_dq_index(lua_State *L)
 			int p = v6 ? dq->ecs_prefix_v6 : dq->ecs_prefix_v4;
 
 			if (p < 0)
-				p = dq->cfg == NULL ? (v6 ? 56 : 24) :
-				    v6 ? dq->cfg->ecs_prefix_v6 : dq->cfg->ecs_prefix_v4;
+				p = dq->set == NULL ? (v6 ? 56 : 24) :
+				    v6 ? dq->set->ecs_prefix_v6 : dq->set->ecs_prefix_v4;
 			lua_pushinteger(L, p);
 			return 1;
 		}
@@ -1060,7 +1060,7 @@ l_dq_spoof(lua_State *L)
 {
 	struct dlb_dq *dq = check_dq(L, 1);
 	static const struct dlb_answer_opts o = { .ttl = 60 };
-	const struct dlb_selfanswer_opts *so = dq->cfg != NULL ? &dq->cfg->selfans : NULL;
+	const struct dlb_selfanswer_opts *so = dq->set != NULL ? &dq->set->selfans : NULL;
 	struct sockaddr_storage addrs[SPOOF_MAX];
 	uint8_t *raw[SPOOF_MAX];
 	uint16_t rawlen[SPOOF_MAX];
@@ -1936,12 +1936,12 @@ dlb_luaw_policy(struct dlb_lua_worker *lw, int fn, const char *src, const struct
 		return -1;
 	L = lw->L;
 	/* an FFI policy (setServerPolicyLuaFFI) returns a 0-based index; few policies */
-	if (dq->cfg != NULL) {
-		int np = __atomic_load_n(&dq->cfg->nlua_policies, __ATOMIC_ACQUIRE);
+	if (dq->set != NULL) {
+		int np = dq->set->nlua_policies;
 
 		for (int k = 0; k < np; k++)
-			if (dq->cfg->lua_policies[k].fn == fn)
-				ffi = dq->cfg->lua_policies[k].ffi;
+			if (dq->set->lua_policies[k].fn == fn)
+				ffi = dq->set->lua_policies[k].ffi;
 	}
 	if (ffi) {
 		int isnum = 0;

@@ -687,7 +687,7 @@ rcode_counter(unsigned rcode)
 static inline const struct dlb_selfanswer_opts *
 selfans(const struct dlb_dq *dq)
 {
-	return dq->cfg != NULL ? &dq->cfg->selfans : NULL;
+	return dq->set != NULL ? &dq->set->selfans : NULL;
 }
 
 /*

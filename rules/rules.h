@@ -93,7 +93,8 @@ struct dlb_dq {
 	int worker;			/* worker id: counter slot, Lua state */
 	struct dlb_lua_worker *lua;	/* this worker's Lua state; NULL: Lua rules don't match,
 					 * Lua actions answer SERVFAIL (counted) */
-	const struct dlb_config *cfg;	/* pools by name, backends' states */
+	const struct dlb_config *cfg;	/* live objects: pools by name, backends' states */
+	const struct dlb_settings *set;	/* the worker's snapshot's settings (NULL: defaults) */
 	double now;			/* loop clock, s */
 	double t_start;			/* when the query arrived (dr: latency) */
 	struct dlb_rng *rng;		/* ProbaRule */

@@ -292,7 +292,7 @@ client_queue(struct dlb_tcp_client *c, const uint8_t *pkt, size_t len)
 static double
 client_recv_timeout(const struct dlb_tcp_client *c)
 {
-	double t = c->w->cfg->tcp_recv_timeout;
+	double t = c->w->snap->set.tcp_recv_timeout;
 
 	return c->restricted && (t <= 0 || t > TCP_OVERLOAD_RECV_TIMEOUT) ? TCP_OVERLOAD_RECV_TIMEOUT
 									  : t;
@@ -310,12 +310,11 @@ static void
 client_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct dlb_tcp_client *c = container_of(t, struct dlb_tcp_client, timer);
-	const struct dlb_config *cfg = c->w->cfg;
 	double now = ev_now(loop);
 	double max_duration = client_max_duration(c);
 
 	if ((max_duration > 0 && now - c->started >= max_duration) ||
-	    (c->out_head != NULL && now - c->last_io >= cfg->tcp_send_timeout) ||
+	    (c->out_head != NULL && now - c->last_io >= c->w->snap->set.tcp_send_timeout) ||
 	    (c->out_head == NULL && c->inflight == 0 && now - c->last_io >= client_recv_timeout(c))) {
 		c->w->stats.tcp_client_timeouts++;
 		c->l->tcp_client_timeouts++;
@@ -329,12 +328,11 @@ client_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 static void
 client_arm_timer(struct dlb_tcp_client *c)
 {
-	const struct dlb_config *cfg = c->w->cfg;
 	double now = dlb_worker_now(c->w), due = 0;
 	double max_duration = client_max_duration(c);
 
 	if (c->out_head != NULL)
-		due = c->last_io + cfg->tcp_send_timeout;
+		due = c->last_io + c->w->snap->set.tcp_send_timeout;
 	else if (c->inflight == 0)
 		due = c->last_io + client_recv_timeout(c);
 	if (max_duration > 0) {
@@ -584,7 +582,7 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 				dlb_log_ratelimited(DLB_LOG_WARN, "accept: %s", strerror(errno));
 			return;
 		}
-		if (!dlb_nmg_match(dlb_config_acl(cfg), &peer.sa)) {
+		if (!dlb_nmg_match(&w->snap->acl, &peer.sa)) {
 			w->stats.acl_drops++;
 			close(fd);
 			continue;
@@ -1261,7 +1259,7 @@ up_read_frames(struct dlb_tcp_up *u)
 				return false;
 			continue;
 		}
-		match = dlb_slot_answer_matches(&u->reqs[i].s, pkt, flen, w->cfg->allow_empty_response);
+		match = dlb_slot_answer_matches(&u->reqs[i].s, pkt, flen, w->snap->set.allow_empty_response);
 		s = u->reqs[i].s;
 		up_remove_req(u, i);
 		w->be_stats[s.be_index].outstanding--;

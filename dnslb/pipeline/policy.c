@@ -133,7 +133,7 @@ weighted(const struct dlb_policy_view *v, const struct dlb_pool *pool, uint32_t 
 	struct load_bound lb;
 	uint32_t tw;
 
-	load_bound_init(v, pool, v->cfg->weighted_balancing_factor, &lb);
+	load_bound_init(v, pool, v->set->weighted_balancing_factor, &lb);
 	tw = total_weight(v, pool, &lb);
 	if (tw == 0 && lb.factor > 0) {
 		lb.factor = 0;	/* everyone is over the bound: ignore it */
@@ -159,7 +159,7 @@ consistent_hashed(const struct dlb_policy_view *v, const struct dlb_pool *pool, 
 	if (ring == NULL || ring->n == 0)
 		return NULL;
 	hi = ring->n;
-	load_bound_init(v, pool, v->cfg->ch_balancing_factor, &lb);
+	load_bound_init(v, pool, v->set->ch_balancing_factor, &lb);
 	while (lo < hi) {
 		int mid = (lo + hi) / 2;
 
@@ -204,7 +204,7 @@ dlb_policy_select(const struct dlb_policy_view *v, const struct dlb_pool *pool, 
 		for (int i = 0; i < pool->n; i++)
 			nup += dlb_backend_is_up(pool->members[i]);
 		if (nup == 0) {
-			if (v->cfg->roundrobin_fail_on_no_server)
+			if (v->set->roundrobin_fail_on_no_server)
 				return NULL;
 			return pool->members[(*v->rr_counter)++ % (unsigned)pool->n];
 		}
@@ -223,10 +223,10 @@ dlb_policy_select(const struct dlb_policy_view *v, const struct dlb_pool *pool, 
 		/* dnsdist's hash of the name: the same server for the same name
 		 * as dnsdist, and across restarts */
 		return weighted(v, pool, dlb_burtle_ci(qname_lc, qname_len,
-						       v->cfg->whashed_perturbation), true);
+						       v->set->whashed_perturbation), true);
 	case DLB_POLICY_CHASHED:
 		return consistent_hashed(v, pool, dlb_burtle_ci(qname_lc, qname_len,
-								v->cfg->whashed_perturbation));
+								v->set->whashed_perturbation));
 	case DLB_POLICY_LEAST_OUTSTANDING:
 	default:
 		return dlb_policy_least_outstanding(v, pool);

@@ -33,22 +33,14 @@ struct dlb_qps_window {
 };
 
 struct dlb_policy_view {
-	const struct dlb_config *cfg;		/* the settings (global policy, factors...) */
+	const struct dlb_config *cfg;		/* live objects (the worker count) */
+	const struct dlb_settings *set;		/* the snapshot's settings (factors...) */
 	const struct dlb_be_stats *be_stats;	/* [server index]: outstanding, latency_us */
 	struct dlb_qps_window *qps;		/* [server index]: firstAvailable's windows */
 	struct dlb_rng *rng;			/* wrandom's draws */
 	unsigned *rr_counter;			/* roundrobin's position */
 	double now;				/* s: the QPS windows' clock */
 };
-
-/** The policy of @pool: its own, else @cfg's global one (both may change at runtime). */
-static inline int
-dlb_pool_policy(const struct dlb_config *cfg, const struct dlb_pool *pool)
-{
-	int p = __atomic_load_n(&pool->policy, __ATOMIC_RELAXED);
-
-	return p >= 0 ? p : __atomic_load_n(&cfg->policy, __ATOMIC_RELAXED);
-}
 
 /**
  * Choose a server of @pool by @policy (enum dlb_policy; DLB_POLICY_LUA and

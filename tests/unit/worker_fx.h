@@ -19,7 +19,8 @@
  * A worker over a new config (*@cfgp) whose one backend is @be_addr, with
  * that backend's UDP timeout @udp_timeout_ms (0: the default) and
  * setMaxUDPOutstanding @max_outstanding (0: the default). Its backend
- * sockets are open, its RCU record registered.
+ * sockets are open, its RCU record registered, the config published
+ * (w->snap set).
  */
 static inline struct dlb_worker *
 wfx_worker(struct dlb_config **cfgp, const struct sockaddr_in *be_addr, int udp_timeout_ms,
@@ -37,8 +38,11 @@ wfx_worker(struct dlb_config **cfgp, const struct sockaddr_in *be_addr, int udp_
 	snprintf(be->addr_text, sizeof(be->addr_text), "127.0.0.1:%u", ntohs(be_addr->sin_port));
 	be->udp_timeout_ms = udp_timeout_ms;
 	assert_int_equal(dlb_config_add_backend(cfg, be), 0);
+	assert_int_equal(dlb_config_publish(cfg, NULL), 0);
 	w = dlb_worker_new(0, cfg);
 	assert_non_null(w);
+	/* the tests call into the pipeline outside a loop iteration too */
+	w->snap = dlb_config_snapshot(cfg);
 	assert_int_equal(dlb_rcu_register(&w->rcu), 0);
 	*cfgp = cfg;
 	return w;
