@@ -1215,6 +1215,13 @@ dlb_act_run(const struct dlb_act *a, struct dlb_dq *dq)
 
 /* Slot DLB_MAX_WORKERS is for the main thread (and any caller outside the workers). */
 #define RULE_CTR_SLOTS (DLB_MAX_WORKERS + 1)
+/*
+ * One more slot past them holds the number of rules sharing the counters
+ * (main thread only): a reload's unchanged rule takes over its predecessor's
+ * (rules_keep_counters), so workers still on the old ruleset count into the
+ * same slots.
+ */
+#define RULE_CTR_REFS(r) ((r)->ctr[RULE_CTR_SLOTS].hits)
 
 static uint64_t rule_creation;	/* main thread */
 
@@ -1223,7 +1230,7 @@ struct dlb_rule *
 dlb_rule_new(struct dlb_sel *sel, struct dlb_act *act, const char *name, const char *uuid)
 {
 	struct dlb_rule *r;
-	size_t ctrsz = RULE_CTR_SLOTS * sizeof(struct dlb_rule_ctr);
+	size_t ctrsz = (RULE_CTR_SLOTS + 1) * sizeof(struct dlb_rule_ctr);
 
 	if (sodium_init() < 0)
 		return NULL;
@@ -1237,6 +1244,7 @@ dlb_rule_new(struct dlb_sel *sel, struct dlb_act *act, const char *name, const c
 		return NULL;
 	}
 	memset(r->ctr, 0, ctrsz);
+	RULE_CTR_REFS(r) = 1;
 	if (name != NULL)
 		snprintf(r->name, sizeof(r->name), "%s", name);
 	if (uuid != NULL && uuid[0] != '\0')
@@ -1267,7 +1275,8 @@ dlb_rule_unref(struct dlb_rule *r)
 		return;
 	dlb_sel_unref(r->sel);
 	dlb_act_unref(r->act);
-	free(r->ctr);
+	if (--RULE_CTR_REFS(r) == 0)
+		free(r->ctr);
 	free(r);
 }
 
@@ -1431,9 +1440,61 @@ dlb_rules_stage_end(void)
 	staging = NULL;
 }
 
+/* Is @b the same rule as @a: same name, selector and action text? */
+static bool
+rule_same(const struct dlb_rule *a, const struct dlb_rule *b)
+{
+	const char *sa = a->sel != NULL && a->sel->desc != NULL ? a->sel->desc : "";
+	const char *sb = b->sel != NULL && b->sel->desc != NULL ? b->sel->desc : "";
+	const char *aa = a->act != NULL && a->act->desc != NULL ? a->act->desc : "";
+	const char *ab = b->act != NULL && b->act->desc != NULL ? b->act->desc : "";
+
+	return strcmp(a->name, b->name) == 0 && strcmp(sa, sb) == 0 && strcmp(aa, ab) == 0 &&
+	       (a->sel != NULL) == (b->sel != NULL) && (a->act != NULL) == (b->act != NULL) &&
+	       (a->sel == NULL || a->sel->type == b->sel->type) &&
+	       (a->act == NULL || a->act->type == b->act->type);
+}
+
+/*
+ * A reload's rules keep the match counters of the running rules they repeat
+ * unchanged (rule_same, in the same chain; repeated rules pair up in order):
+ * the new rule shares the old one's counter slots.
+ */
+static void
+rules_keep_counters(struct dlb_ruleset *rs, const struct dlb_ruleset *old)
+{
+	for (int k = 0; k < DLB_CHAIN__COUNT; k++) {
+		const struct dlb_chain *oc = old->c[k];
+		bool *taken = oc->n > 0 ? calloc((size_t)oc->n, sizeof(*taken)) : NULL;
+
+		if (taken == NULL)
+			continue;	/* nothing to keep, or no memory: counters start at 0 */
+		for (int i = 0; i < rs->c[k]->n; i++) {
+			struct dlb_rule *r = rs->c[k]->v[i];
+
+			/* the same position first: most reloads change few rules */
+			for (int n = 0; n < oc->n; n++) {
+				int j = (i + n) % oc->n;
+				struct dlb_rule *o = oc->v[j];
+
+				if (taken[j] || o->ctr == r->ctr || !rule_same(o, r))
+					continue;
+				taken[j] = true;
+				if (--RULE_CTR_REFS(r) == 0)
+					free(r->ctr);
+				r->ctr = o->ctr;
+				RULE_CTR_REFS(r)++;
+				break;
+			}
+		}
+		free(taken);
+	}
+}
+
 void
 dlb_rules_stage_commit(struct dlb_ruleset *rs, uint64_t gen, struct dlb_rcu_thread *rt)
 {
+	rules_keep_counters(rs, live);
 	rs->gen = gen;
 	ruleset_publish(rs, rt);
 }
