@@ -529,12 +529,14 @@ check_server(lua_State *L, int idx)
 {
 	struct server_ref *r = luaL_checkudata(L, idx, MT_SERVER);
 	struct dlb_config *cfg = conf_get(L)->cfg;
+	/* workers' states too: a runtime newServer appends (release store) */
+	int n = __atomic_load_n(&cfg->nbackends, __ATOMIC_ACQUIRE);
 
-	if (r->index >= 0 && r->index < cfg->nbackends && cfg->backends[r->index] == r->be &&
+	if (r->index >= 0 && r->index < n && cfg->backends[r->index] == r->be &&
 	    strcmp(cfg->backends[r->index]->uuid, r->uuid) == 0)
 		return r->be;
 	/* rmServer() re-indexed the list: find it again */
-	for (int i = 0; i < cfg->nbackends; i++) {
+	for (int i = 0; i < n; i++) {
 		if (cfg->backends[i] == r->be && strcmp(cfg->backends[i]->uuid, r->uuid) == 0) {
 			r->index = i;
 			return r->be;
@@ -620,11 +622,12 @@ l_server_set_qps(lua_State *L)
 }
 
 /*
- * After a runtime change of pool membership or weight: publish fresh
- * consistent-hashing rings (before the workers run, main builds them once).
+ * After a runtime change of pool membership, order or weight: publish fresh
+ * consistent-hashing rings and a snapshot with the pools' new members
+ * (before the workers run, main builds and publishes them once).
  */
 static void
-rebuild_rings(lua_State *L)
+pools_changed(lua_State *L)
 {
 	struct dlb_lua_conf *lc = conf_get(L);
 
@@ -632,6 +635,8 @@ rebuild_rings(lua_State *L)
 		return;
 	if (dlb_config_build_rings(lc->cfg, lc->rt) != 0)
 		dlb_err("out of memory rebuilding the consistent-hashing rings");
+	if (dlb_config_publish(lc->cfg, lc->rt) != 0)
+		dlb_err("out of memory publishing the pools: the previous ones stay in force");
 }
 
 static int
@@ -644,7 +649,7 @@ l_server_add_pool(lua_State *L)
 	if (dlb_config_pool_add(conf_get(L)->cfg, pool, be) != 0)
 		return luaL_error(L, "addPool: cannot add %s to pool '%s' (too many pools or name "
 				  "too long)", be->name, pool);
-	rebuild_rings(L);
+	pools_changed(L);
 	return 0;
 }
 
@@ -655,7 +660,7 @@ l_server_rm_pool(lua_State *L)
 
 	not_from_rules(L, "rmPool");
 	dlb_config_pool_remove(conf_get(L)->cfg, dlb_lua_arg_string(L, 2, "rmPool"), be);
-	rebuild_rings(L);
+	pools_changed(L);
 	return 0;
 }
 
@@ -766,13 +771,14 @@ l_server_newindex(lua_State *L)
 			return luaL_error(L, "a server's order cannot be changed from a rule");
 		__atomic_store_n(&be->order, order, __ATOMIC_RELAXED);
 		dlb_config_resort_pools(conf_get(L)->cfg);
+		pools_changed(L);
 	} else if (strcmp(key, "weight") == 0) {
 		int weight = (int)dlb_lua_arg_int(L, 3, "weight", 1, INT_MAX);
 
 		if (conf_get(L)->phase == DLB_LUA_PHASE_RULES)
 			return luaL_error(L, "a server's weight cannot be changed from a rule");
 		__atomic_store_n(&be->weight, weight, __ATOMIC_RELAXED);
-		rebuild_rings(L);
+		pools_changed(L);
 	} else {
 		return luaL_error(L, "Server field '%s' is read-only or unknown", key);
 	}
@@ -1430,7 +1436,7 @@ new_server_runtime(lua_State *L, struct dlb_lua_conf *lc, struct dlb_backend *be
 		return luaL_error(L, "newServer: %s: it is listed but down and in no pool", err);
 	if (want_default && be->npools > 0) {
 		dlb_config_pool_add(lc->cfg, "", be);
-		rebuild_rings(L);
+		pools_changed(L);
 	}
 	dlb_info("Added downstream server %s", be->addr_text);
 	push_server(L, be);
@@ -1572,7 +1578,7 @@ l_rm_server(lua_State *L)
 		return 0;
 	}
 	dlb_config_retire_backend(cfg, be);
-	rebuild_rings(L);
+	pools_changed(L);
 	dlb_info("Removed downstream server %s from all pools and marked it down",
 		 be->addr_text);
 	return 0;
@@ -2283,8 +2289,8 @@ l_pool_set_cache(lua_State *L)
 	struct dlb_cache *c = check_cache(L, 2);
 
 	not_from_rules(L, "setCache");
-	__atomic_store_n(&p->cache, c, __ATOMIC_RELEASE);
-	return 0;
+	p->cache = c;
+	return conf_publish(L, "setCache");
 }
 
 static int
@@ -2306,8 +2312,8 @@ l_pool_unset_cache(lua_State *L)
 	struct dlb_pool *p = check_pool(L, 1, "unsetCache");
 
 	not_from_rules(L, "unsetCache");
-	__atomic_store_n(&p->cache, NULL, __ATOMIC_RELEASE);
-	return 0;
+	p->cache = NULL;
+	return conf_publish(L, "unsetCache");
 }
 
 /*

@@ -1598,16 +1598,22 @@ log_error(struct dlb_lua_worker *lw, const char *what, const char *src, const ch
 		dlb_warn("%s (%s) failed on worker %d: %s", what, src, lw->id, msg);
 }
 
-/* A signature of @pool's membership: the cached Server objects are still right if it matches. */
+/* A signature of a pool's membership: the cached Server objects are still right if it matches. */
 static lua_Integer
-pool_signature(const struct dlb_pool *pool)
+pool_signature(const struct dlb_pool_state *ps)
 {
-	uint64_t h = 1469598103934665603ULL ^ (uint64_t)pool->n;
+	uint64_t h = 1469598103934665603ULL ^ (uint64_t)ps->n;
 
-	for (int i = 0; i < pool->n; i++)
-		h = (h ^ (uint64_t)(uintptr_t)pool->members[i]) * 1099511628211ULL;
+	for (int i = 0; i < ps->n; i++)
+		h = (h ^ (uint64_t)(uintptr_t)ps->members[i]) * 1099511628211ULL;
 	return (lua_Integer)(h >> 1);
 }
+
+/* What a policy call gets: the pool (the cache key) and its members in the dq's snapshot. */
+struct policy_pool {
+	const struct dlb_pool *pool;
+	const struct dlb_pool_state *ps;
+};
 
 /*
  * Push a fresh table of Server objects of @pool's members (in order): the
@@ -1617,10 +1623,12 @@ pool_signature(const struct dlb_pool *pool)
  * protected.
  */
 static void
-push_pool_servers(lua_State *L, const struct dlb_pool *pool)
+push_pool_servers(lua_State *L, const struct policy_pool *pp)
 {
 	static const char key = 'p', sig_key = 's';
-	lua_Integer sig = pool_signature(pool);
+	const struct dlb_pool *pool = pp->pool;
+	const struct dlb_pool_state *ps = pp->ps;
+	lua_Integer sig = pool_signature(ps);
 	bool cached = false;
 
 	push_registry_table(L, &sig_key);
@@ -1635,9 +1643,9 @@ push_pool_servers(lua_State *L, const struct dlb_pool *pool)
 		lua_pop(L, 1);
 	}
 	if (!cached) {
-		lua_createtable(L, pool->n, 0);
-		for (int i = 0; i < pool->n; i++) {
-			dlb_lua_push_server(L, pool->members[i]);
+		lua_createtable(L, ps->n, 0);
+		for (int i = 0; i < ps->n; i++) {
+			dlb_lua_push_server(L, ps->members[i]);
 			lua_rawseti(L, -2, i + 1);
 		}
 		lua_pushvalue(L, -1);
@@ -1646,8 +1654,8 @@ push_pool_servers(lua_State *L, const struct dlb_pool *pool)
 		lua_rawsetp(L, -4, pool);		/* sigs[pool] = sig */
 	}
 	/* stack: sigs, cache, cached table */
-	lua_createtable(L, pool->n, 0);
-	for (int i = 1; i <= pool->n; i++) {
+	lua_createtable(L, ps->n, 0);
+	for (int i = 1; i <= ps->n; i++) {
 		lua_rawgeti(L, -2, i);
 		lua_rawseti(L, -2, i);
 	}
@@ -1711,10 +1719,10 @@ load_runtime_fn(struct dlb_lua_worker *lw, int fn)
 static int
 policy_call(lua_State *L)
 {
-	const struct dlb_pool *pool = lua_touserdata(L, 2);
+	const struct policy_pool *pp = lua_touserdata(L, 2);
 
 	lua_pushvalue(L, 1);
-	push_pool_servers(L, pool);
+	push_pool_servers(L, pp);
 	lua_pushvalue(L, 3);
 	lua_call(L, 2, 1);
 	return 1;
@@ -1730,6 +1738,8 @@ call_fn_pool(struct dlb_lua_worker *lw, const char *what, int fn, const char *sr
 	     struct dlb_dq *dq, bool response, const struct dlb_pool *pool, int nres)
 {
 	lua_State *L = lw->L;
+	struct dlb_pool_state tmp;
+	struct policy_pool pp = { pool, NULL };
 	int st, nargs = 1;
 
 	if ((fn > lw->nfns || (fn >= 1 && lw->srcs[fn][0] == '\0')) &&
@@ -1750,7 +1760,8 @@ call_fn_pool(struct dlb_lua_worker *lw, const char *what, int fn, const char *sr
 		/* the servers table is built inside the protected call (it allocates) */
 		lua_pushcfunction(L, policy_call);
 		lua_rawgeti(L, SLOT_FNS, fn);
-		lua_pushlightuserdata(L, (void *)(uintptr_t)pool);
+		pp.ps = dlb_pool_state(dq->snap, pool, &tmp);
+		lua_pushlightuserdata(L, &pp);
 		nargs = 3;
 	} else {
 		lua_rawgeti(L, SLOT_FNS, fn);
@@ -1927,6 +1938,8 @@ int
 dlb_luaw_policy(struct dlb_lua_worker *lw, int fn, const char *src, const struct dlb_pool *pool,
 		struct dlb_dq *dq)
 {
+	struct dlb_pool_state tmp;
+	const struct dlb_pool_state *ps = dlb_pool_state(dq->snap, pool, &tmp);
 	lua_State *L;
 	struct dlb_backend *be;
 	int idx = -1;
@@ -1947,22 +1960,22 @@ dlb_luaw_policy(struct dlb_lua_worker *lw, int fn, const char *src, const struct
 		int isnum = 0;
 		lua_Integer i = lua_tointegerx(L, -1, &isnum);
 
-		if (!isnum || i < 0 || i >= pool->n) {
+		if (!isnum || i < 0 || i >= ps->n) {
 			log_error(lw, "Lua FFI policy", lw->srcs[fn], "it must return the 0-based "
 				  "index of a server of the list");
 			lua_settop(L, SLOT__TOP);
 			return -1;
 		}
-		idx = pool->members[i]->index;
+		idx = ps->members[i]->index;
 	} else if (lua_isinteger(L, -1)) {
 		lua_Integer i = lua_tointeger(L, -1);
 
-		if (i >= 1 && i <= pool->n)
-			idx = pool->members[i - 1]->index;
+		if (i >= 1 && i <= ps->n)
+			idx = ps->members[i - 1]->index;
 	} else if ((be = dlb_lua_to_server(L, -1)) != NULL) {
 		/* only a server of this pool: a stale object of another one is "none" */
-		for (int i = 0; i < pool->n; i++)
-			if (pool->members[i] == be)
+		for (int i = 0; i < ps->n; i++)
+			if (ps->members[i] == be)
 				idx = be->index;
 	} else if (!lua_isnil(L, -1)) {
 		log_error(lw, "Lua policy", lw->srcs[fn], "it must return a Server, a position or nil");

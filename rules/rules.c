@@ -343,34 +343,50 @@ sockaddr_port(const struct sockaddr *sa)
 	return -1;
 }
 
-static bool
-pool_available(const struct dlb_config *cfg, const char *name)
+/* Pool @name in the dq's snapshot (or, with none, the builder's). */
+static const struct dlb_pool *
+dq_find_pool(const struct dlb_dq *dq, const char *name)
 {
+	if (dq->snap != NULL)
+		return dlb_snapshot_find_pool(dq->snap, name);
+	return dq->cfg != NULL ? dlb_config_find_pool(dq->cfg, name) : NULL;
+}
+
+static bool
+pool_available(const struct dlb_dq *dq, const char *name)
+{
+	const struct dlb_pool_state *ps;
+	struct dlb_pool_state tmp;
 	const struct dlb_pool *p;
 
-	if (cfg == NULL || name == NULL || (p = dlb_config_find_pool(cfg, name)) == NULL)
+	if (name == NULL || (p = dq_find_pool(dq, name)) == NULL)
 		return false;
-	for (int i = 0; i < p->n; i++) {
-		if (dlb_backend_is_up(p->members[i]))
+	ps = dlb_pool_state(dq->snap, p, &tmp);
+	for (int i = 0; i < ps->n; i++) {
+		if (dlb_backend_is_up(ps->members[i]))
 			return true;
 	}
 	return false;
 }
 
 static uint64_t
-pool_outstanding(const struct dlb_config *cfg, const char *name)
+pool_outstanding(const struct dlb_dq *dq, const char *name)
 {
+	const struct dlb_config *cfg = dq->cfg;
+	const struct dlb_pool_state *ps;
+	struct dlb_pool_state tmp;
 	const struct dlb_pool *p;
 	uint64_t sum = 0;
 
 	if (cfg == NULL || name == NULL || cfg->be_totals == NULL ||
-	    (p = dlb_config_find_pool(cfg, name)) == NULL)
+	    (p = dq_find_pool(dq, name)) == NULL)
 		return 0;
-	for (int i = 0; i < p->n; i++) {
+	ps = dlb_pool_state(dq->snap, p, &tmp);
+	for (int i = 0; i < ps->n; i++) {
 		struct dlb_be_totals t;
 
 		memset(&t, 0, sizeof(t));
-		cfg->be_totals(p->members[i]->index, &t);
+		cfg->be_totals(ps->members[i]->index, &t);
 		sum += t.outstanding;
 	}
 	return sum;
@@ -531,9 +547,9 @@ sel_match_slow(const struct dlb_sel *s, struct dlb_dq *dq, struct dlb_stats *st)
 		return v != NULL && (s->u.tag.value == NULL || strcmp(v, s->u.tag.value) == 0);
 	}
 	case DLB_SEL_POOL_AVAILABLE:
-		return pool_available(dq->cfg, s->u.pool.name);
+		return pool_available(dq, s->u.pool.name);
 	case DLB_SEL_POOL_OUTSTANDING:
-		return pool_outstanding(dq->cfg, s->u.pool.name) > s->u.pool.limit;
+		return pool_outstanding(dq, s->u.pool.name) > s->u.pool.limit;
 	case DLB_SEL_LUA: {
 		int rc;
 
@@ -711,7 +727,7 @@ static void
 set_pool(struct dlb_dq *dq, const char *name)
 {
 	dq->pool_set = true;
-	dq->pool = dq->cfg != NULL ? dlb_config_find_pool(dq->cfg, name ? name : "") : NULL;
+	dq->pool = dq_find_pool(dq, name ? name : "");
 }
 
 static void

@@ -94,7 +94,9 @@ struct dlb_dq {
 	struct dlb_lua_worker *lua;	/* this worker's Lua state; NULL: Lua rules don't match,
 					 * Lua actions answer SERVFAIL (counted) */
 	const struct dlb_config *cfg;	/* live objects: pools by name, backends' states */
-	const struct dlb_settings *set;	/* the worker's snapshot's settings (NULL: defaults) */
+	const struct dlb_snapshot *snap;	/* the worker's snapshot: pools (NULL: the
+					 * builder's, main thread) */
+	const struct dlb_settings *set;	/* its settings (NULL: defaults) */
 	double now;			/* loop clock, s */
 	double t_start;			/* when the query arrived (dr: latency) */
 	struct dlb_rng *rng;		/* ProbaRule */

@@ -137,6 +137,8 @@ dlb_snapshot_free(struct dlb_snapshot *s)
 	if (s == NULL)
 		return;
 	dlb_nmg_deinit(&s->acl);
+	free(s->mbuf);
+	free(s->wbuf);
 	free(s);
 }
 
@@ -147,24 +149,75 @@ snapshot_reclaim(ck_epoch_entry_t *e)
 	dlb_snapshot_free(container_of(e, struct dlb_snapshot, epoch));
 }
 
-struct dlb_snapshot *
-dlb_snapshot_build(struct dlb_config *cfg)
+/* A snapshot with room for @cap pool members and a copy of @acl. NULL on ENOMEM. */
+static struct dlb_snapshot *
+snapshot_new(struct dlb_config *cfg, const struct dlb_nmg *acl, int cap)
 {
 	struct dlb_snapshot *s = calloc(1, sizeof(*s));
 
 	if (s == NULL)
 		return NULL;
 	dlb_nmg_init(&s->acl);
-	if (dlb_nmg_copy(&s->acl, &cfg->acl) != 0) {
+	s->live = cfg;
+	s->cap = cap;
+	s->mbuf = calloc(cap > 0 ? (size_t)cap : 1, sizeof(*s->mbuf));
+	s->wbuf = calloc(cap > 0 ? (size_t)cap : 1, sizeof(*s->wbuf));
+	if (s->mbuf == NULL || s->wbuf == NULL || dlb_nmg_copy(&s->acl, acl) != 0) {
 		dlb_snapshot_free(s);
 		return NULL;
 	}
-	s->live = cfg;
-	s->set = cfg->set;
-	s->npools = cfg->npools;
-	for (int i = 0; i < cfg->npools; i++)
-		s->pool_policy[i] = cfg->pools[i]->policy;
 	return s;
+}
+
+/* Every pool's members (with their weights) and cache, from the builder's pools. */
+static void
+snapshot_fill_pools(struct dlb_snapshot *s, const struct dlb_config *cfg)
+{
+	int used = 0;
+
+	s->npools = cfg->npools;
+	for (int i = 0; i < cfg->npools; i++) {
+		const struct dlb_pool *p = cfg->pools[i];
+		struct dlb_pool_state *ps = &s->pools[i];
+		int n = p->n <= s->cap - used ? p->n : s->cap - used;
+
+		for (int k = 0; k < n; k++) {
+			s->mbuf[used + k] = p->members[k];
+			s->wbuf[used + k] = __atomic_load_n(&p->members[k]->weight, __ATOMIC_RELAXED);
+		}
+		ps->members = s->mbuf + used;
+		ps->weights = s->wbuf + used;
+		ps->n = n;
+		ps->cache = p->cache;
+		used += n;
+	}
+}
+
+struct dlb_snapshot *
+dlb_snapshot_build(struct dlb_config *cfg)
+{
+	struct dlb_snapshot *s;
+	int cap = 0;
+
+	for (int i = 0; i < cfg->npools; i++)
+		cap += cfg->pools[i]->n;
+	s = snapshot_new(cfg, &cfg->acl, cap);
+	if (s == NULL)
+		return NULL;
+	s->set = cfg->set;
+	snapshot_fill_pools(s, cfg);
+	for (int i = 0; i < cfg->npools; i++)
+		s->pools[i].policy = cfg->pools[i]->policy;
+	return s;
+}
+
+const struct dlb_pool *
+dlb_snapshot_find_pool(const struct dlb_snapshot *s, const char *name)
+{
+	for (int i = 0; i < s->npools; i++)
+		if (strcmp(s->live->pools[i]->name, name) == 0)
+			return s->live->pools[i];
+	return NULL;
 }
 
 void
@@ -245,7 +298,7 @@ struct dlb_snapshot *
 dlb_config_adopt_prepare(struct dlb_config *cfg, const struct dlb_config *ncfg,
 			 struct dlb_reload_plan *plan, char *err, size_t errlen)
 {
-	int base = cfg->lua_policy_next, n = ncfg->set.nlua_policies;
+	int base = cfg->lua_policy_next, n = ncfg->set.nlua_policies, cap = 0;
 	struct dlb_snapshot *s;
 
 	if (n > DLB_MAX_LUA_POLICIES / 2) {
@@ -255,13 +308,15 @@ dlb_config_adopt_prepare(struct dlb_config *cfg, const struct dlb_config *ncfg,
 	}
 	if (adopt_caches_pools(cfg, ncfg, plan, err, errlen) != 0)
 		return NULL;
-	s = calloc(1, sizeof(*s));
-	if (s == NULL)
-		goto out_oom;
-	dlb_nmg_init(&s->acl);
-	if (dlb_nmg_copy(&s->acl, &ncfg->acl) != 0)
-		goto out_free;
-	s->live = cfg;
+	/* after dlb_config_adopt, each pool has the members its namesake in the
+	 * file has (dlb_config_adopt fills them in) */
+	for (int i = 0; i < ncfg->npools; i++)
+		cap += ncfg->pools[i]->n;
+	s = snapshot_new(cfg, &ncfg->acl, cap);
+	if (s == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
 	s->set = ncfg->set;
 	/* the running generation's Lua policies stay where they are */
 	memcpy(s->set.lua_policies, cfg->set.lua_policies, sizeof(s->set.lua_policies));
@@ -277,15 +332,10 @@ dlb_config_adopt_prepare(struct dlb_config *cfg, const struct dlb_config *ncfg,
 	for (int i = 0; i < cfg->npools; i++) {
 		const struct dlb_pool *np = dlb_config_find_pool(ncfg, cfg->pools[i]->name);
 
-		s->pool_policy[i] = np != NULL && np->policy >= 0 ? adopt_policy(np->policy, base)
-								  : -1;
+		s->pools[i].policy = np != NULL && np->policy >= 0 ? adopt_policy(np->policy, base)
+								   : -1;
 	}
 	return s;
-out_free:
-	dlb_snapshot_free(s);
-out_oom:
-	snprintf(err, errlen, "out of memory");
-	return NULL;
 }
 
 static bool
@@ -353,10 +403,11 @@ dlb_config_adopt(struct dlb_config *cfg, struct dlb_config *ncfg,
 	cfg->lua_policy_next = (cfg->lua_policy_next + ncfg->set.nlua_policies) %
 			       DLB_MAX_LUA_POLICIES;
 	for (int i = 0; i < s->npools; i++)
-		cfg->pools[i]->policy = s->pool_policy[i];
+		cfg->pools[i]->policy = s->pools[i].policy;
 	cfg->acl = ncfg->acl;
 	ncfg->acl = acl;
 	adopt_structure(cfg, ncfg, plan, rt);
+	snapshot_fill_pools(s, cfg);
 	dlb_snapshot_publish(cfg, s, rt);
 }
 

@@ -187,7 +187,7 @@ struct dlb_pool {
 	int n;
 	int index;				/* position in cfg->pools (pools are never removed) */
 	int policy;				/* -1 = use the global policy. Main thread; workers
-						 * read the snapshot's pool_policy[index] */
+						 * read the snapshot's (struct dlb_pool_state) */
 	int necs;				/* atomic: members with useClientSubnet */
 	bool use_ecs;				/* atomic: setECS(), ECS when no server is up */
 	struct dlb_cache *cache;		/* setCache(); NULL = none. Owned by cfg->caches */
@@ -237,12 +237,25 @@ struct dlb_settings {
 struct dlb_config;
 
 /**
+ * A pool as a snapshot has it. The pool itself (struct dlb_pool: name,
+ * index, ring, ECS flags) is a live object; what a reload or the console
+ * changes of it is here, immutable.
+ */
+struct dlb_pool_state {
+	struct dlb_backend *const *members;	/* sorted by (order, index); referenced servers */
+	const int *weights;			/* each member's weight when published */
+	int n;
+	int policy;				/* -1 = the global policy */
+	struct dlb_cache *cache;		/* referenced; NULL = none */
+};
+
+/**
  * One published configuration (docs/architecture.md#publication): immutable
  * once published, swapped in whole with one atomic store of cfg->snap and
- * retired through the epoch. Copied into it: the settings, the ACL and the
- * pools' policies. Referenced, not copied: the objects whose identity
- * outlives a reload (servers and their counters, pools, caches and their
- * entries, listeners), all reached through @live.
+ * retired through the epoch. Copied into it: the settings, the ACL, each
+ * pool's members, weights, policy and cache. Referenced, not copied: the
+ * objects whose identity outlives a reload (servers and their counters,
+ * pools, caches and their entries, listeners), all reached through @live.
  *
  * Thread: built and published by the main thread; workers load it once per
  * loop iteration into w->snap (dnslb/core/wstate.h) and read it inside that
@@ -254,8 +267,11 @@ struct dlb_snapshot {
 	struct dlb_config *live;		/* referenced: servers, pools, caches, listeners */
 	struct dlb_settings set;
 	struct dlb_nmg acl;			/* owned */
-	int npools;				/* pool_policy entries filled */
-	int pool_policy[DLB_MAX_POOLS];		/* by pool index: -1 = the global policy */
+	int npools;				/* pools[] entries filled: live->pools[0..npools) */
+	struct dlb_pool_state pools[DLB_MAX_POOLS];	/* by pool index */
+	struct dlb_backend **mbuf;		/* owned: every pool's members, one after another */
+	int *wbuf;				/* owned: their weights */
+	int cap;				/* entries in mbuf and wbuf */
 };
 
 struct dlb_config {
@@ -353,14 +369,45 @@ dlb_config_pool_policy(const struct dlb_config *cfg, const struct dlb_pool *pool
 	return pool->policy >= 0 ? pool->policy : cfg->set.policy;
 }
 
+/**
+ * @pool's members, weights, policy and cache as snapshot @s has them (a
+ * pool created after @s: none). @s NULL: the builder's, filled into @tmp
+ * (main thread, or no worker running: explainQuery, tests).
+ */
+static inline const struct dlb_pool_state *
+dlb_pool_state(const struct dlb_snapshot *s, const struct dlb_pool *pool,
+	       struct dlb_pool_state *tmp)
+{
+	static const struct dlb_pool_state none = { .policy = -1 };
+
+	if (s != NULL)
+		return pool->index < s->npools ? &s->pools[pool->index] : &none;
+	tmp->members = pool->members;
+	tmp->weights = NULL;	/* the builder has none apart: dlb_pool_weight reads the servers */
+	tmp->n = pool->n;
+	tmp->policy = pool->policy;
+	tmp->cache = pool->cache;
+	return tmp;
+}
+
+/** Member @i's weight in @ps (the server's own when @ps is the builder's). */
+static inline int
+dlb_pool_weight(const struct dlb_pool_state *ps, int i)
+{
+	return ps->weights != NULL ? ps->weights[i] : ps->members[i]->weight;
+}
+
 /** The policy of @pool in @s: its own, else the global one. */
 static inline int
 dlb_snapshot_pool_policy(const struct dlb_snapshot *s, const struct dlb_pool *pool)
 {
-	int p = pool->index < s->npools ? s->pool_policy[pool->index] : -1;
+	int p = pool->index < s->npools ? s->pools[pool->index].policy : -1;
 
 	return p >= 0 ? p : s->set.policy;
 }
+
+/** Pool @name among those @s knows, or NULL. Thread: any, in an epoch section. */
+const struct dlb_pool *dlb_snapshot_find_pool(const struct dlb_snapshot *s, const char *name);
 
 /**
  * How a reload's configuration @b maps onto the running one @a: which

@@ -179,6 +179,7 @@ failover_retry(struct dlb_worker *w, const struct dlb_slot *old)
 	const struct dlb_settings *set = &w->snap->set;
 	double now = dlb_worker_now(w);
 	const struct dlb_pool *pool = old->pool;
+	const struct dlb_pool_state *ps;
 	struct dlb_backend *be = NULL;
 	struct dlb_slot *ns;
 	uint8_t buf[DLB_PP2_MAX + DLB_SLOT_QUERY_MAX];
@@ -189,11 +190,11 @@ failover_retry(struct dlb_worker *w, const struct dlb_slot *old)
 	    now - old->client.t_start >= set->failover_budget)
 		return false;
 	if (set->failover_other_pool)
-		pool = dlb_config_find_pool(w->cfg, set->failover_pool);
-	if (pool == NULL || pool->n == 0)
+		pool = dlb_snapshot_find_pool(w->snap, set->failover_pool);
+	if (pool == NULL || (ps = dlb_pool_state(w->snap, pool, NULL))->n == 0)
 		return false;
-	for (int i = 0, start = (int)(w->rr_counter++ % (unsigned)pool->n); i < pool->n; i++) {
-		struct dlb_backend *c = pool->members[(start + i) % pool->n];
+	for (int i = 0, start = (int)(w->rr_counter++ % (unsigned)ps->n); i < ps->n; i++) {
+		struct dlb_backend *c = ps->members[(start + i) % ps->n];
 
 		if (c->index != old->be_index && !c->tcp_only && dlb_backend_is_up(c)) {
 			be = c;

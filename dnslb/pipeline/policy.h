@@ -35,6 +35,8 @@ struct dlb_qps_window {
 struct dlb_policy_view {
 	const struct dlb_config *cfg;		/* live objects (the worker count) */
 	const struct dlb_settings *set;		/* the snapshot's settings (factors...) */
+	const struct dlb_snapshot *snap;	/* pools' members and weights; NULL: the
+						 * builder's (main thread: explainQuery, tests) */
 	const struct dlb_be_stats *be_stats;	/* [server index]: outstanding, latency_us */
 	struct dlb_qps_window *qps;		/* [server index]: firstAvailable's windows */
 	struct dlb_rng *rng;			/* wrandom's draws */

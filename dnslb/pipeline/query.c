@@ -81,6 +81,7 @@ dq_base(struct dlb_worker *w, struct dlb_dq *dq, uint8_t *pkt, size_t len, size_
 	dq->worker = w->id;
 	dq->lua = dlb_worker_lua(w, gen);
 	dq->cfg = w->cfg;
+	dq->snap = w->snap;
 	dq->set = &w->snap->set;
 	dq->now = dlb_worker_now(w);
 	dq->t_start = dq->now;
@@ -480,7 +481,8 @@ process_head(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 			return v;
 	}
 	DLB_PROBE_STAGE(DLB_PROBE_RULES);
-	q->cache = q->pool != NULL && !q->skip_cache ? q->pool->cache : NULL;
+	q->cache = q->pool != NULL && !q->skip_cache ?
+		   dlb_pool_state(w->snap, q->pool, NULL)->cache : NULL;
 	if (q->cache != NULL && dlb_cache_key_make(q->cache, q->pkt, &q->m, q->tcp, &q->key) != 0)
 		q->cache = NULL;	/* not cacheable (AXFR, qdcount != 1, options too long, ...) */
 	if (q->cache != NULL) {
@@ -537,6 +539,7 @@ pool_select(struct dlb_worker *w, const struct dlb_pool *pool, const struct dlb_
 	const struct dlb_policy_view v = {
 		.cfg = w->cfg,
 		.set = &w->snap->set,
+		.snap = w->snap,
 		.be_stats = w->be_stats,
 		.qps = w->qps,
 		.rng = &w->rng,
@@ -545,7 +548,7 @@ pool_select(struct dlb_worker *w, const struct dlb_pool *pool, const struct dlb_
 	};
 	int policy = dlb_snapshot_pool_policy(w->snap, pool);
 
-	if (policy >= DLB_POLICY_LUA && pool->n > 0)
+	if (policy >= DLB_POLICY_LUA && dlb_pool_state(w->snap, pool, NULL)->n > 0)
 		return lua_policy(w, &v, pool, policy, dq);
 	return dlb_policy_select(&v, pool, policy, m->qname_lc, m->qname_len);
 }

@@ -87,7 +87,7 @@ reader_main(void *arg)
 		/* the publisher keeps these in step: a torn copy would not be */
 		if (s->set.udp_timeout_ms != s->set.tcp_recv_timeout * 10 ||
 		    strtoul(s->set.failover_pool + 1, NULL, 10) != (unsigned long)s->set.tcp_recv_timeout ||
-		    s->pool_policy[0] != s->set.tcp_recv_timeout % 3)
+		    s->pools[0].policy != s->set.tcp_recv_timeout % 3)
 			r->torn++;
 		if (s->gen < r->last_gen)
 			r->backwards++;
