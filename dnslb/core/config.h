@@ -3,11 +3,14 @@
  * backends, pools and global settings.
  *
  * Ownership and threads: the main thread builds one struct dlb_config while
- * evaluating the Lua config (lua/conf.c). Once workers start, the structure is
- * read-only for them, except the fields marked "atomic" in struct dlb_backend,
- * which are read and written with __atomic builtins by any thread.
- * (Runtime changes through published snapshots come with the console and
- * reload issues; see docs/architecture.md#memory-reclamation.)
+ * evaluating the Lua config (lua/conf.c), and owns it afterwards: the
+ * console and reloads change its builder values (set, acl, the pools'
+ * members, policies and caches), then publish them as one immutable struct
+ * dlb_snapshot (dlb_config_publish). Workers read settings, the ACL and pools
+ * only from a snapshot (w->snap), and the rest of the structure (servers,
+ * pools' identities, caches, listeners: the live objects) through it or
+ * w->cfg; fields marked "atomic" are read and written with __atomic builtins
+ * by any thread. docs/architecture.md#publication.
  */
 #ifndef DNSLB_CONFIG_H
 #define DNSLB_CONFIG_H
