@@ -543,6 +543,19 @@ maintenance_cb(struct ev_loop *loop, ev_timer *t, int revents)
 
 /* ---- reloading (docs/architecture.md#publication) ----------------------- */
 
+/* The rules module's publish hook, once workers run: new rules, new snapshot. */
+static int
+rules_published(const struct dlb_ruleset *rs, struct dlb_rcu_thread *rt)
+{
+	const struct dlb_ruleset *prev = cfg->rules;
+
+	cfg->rules = rs;
+	if (dlb_config_publish(cfg, rt) == 0)
+		return 0;
+	cfg->rules = prev;
+	return -1;
+}
+
 /* Listeners a reload opened or revived, until it commits (for an undo). */
 static int reload_fe_opened[DLB_MAX_FRONTENDS], reload_nfe_opened;
 
@@ -699,6 +712,7 @@ reload_config(bool in_lua, char *err, size_t errlen)
 	struct dlb_lua_worker *lws[DLB_MAX_WORKERS] = { NULL };
 	struct dlb_ruleset *staged = NULL;
 	struct dlb_snapshot *snap = NULL;
+	struct dlb_ruleset *old_rules;
 	struct dlb_reload_plan plan;
 	int first_new = cfg->nbackends;
 	const char *diff;
@@ -737,17 +751,21 @@ reload_config(bool in_lua, char *err, size_t errlen)
 	if (dlb_lua_conf_adopt(nlc, cfg, &main_rcu, err, errlen) != 0)
 		goto out_undo;
 
-	/* nothing can fail any more: the snapshot, listeners, Lua states, rules */
-	dlb_config_adopt(cfg, ncfg, &plan, snap, &main_rcu);
-	snap = NULL;
-	reload_commit_listeners(ncfg, &plan);
+	/* nothing can fail any more: the Lua states (a worker takes its new one
+	 * with the first query that sees their generation), then one snapshot
+	 * swap (rules, settings, ACL, policies, pools), then the listeners */
 	lua_gen++;
 	for (int i = 0; i < nworkers; i++) {
 		dlb_worker_give_lua(workers[i], lws[i], lua_gen);
 		lws[i] = NULL;
 	}
-	dlb_rules_stage_commit(staged, lua_gen, &main_rcu);
+	old_rules = dlb_rules_stage_take(staged, lua_gen);
+	snap->rules = staged;
 	staged = NULL;
+	dlb_config_adopt(cfg, ncfg, &plan, snap, &main_rcu);
+	snap = NULL;
+	dlb_rules_retire(old_rules, &main_rcu);
+	reload_commit_listeners(ncfg, &plan);
 	if (in_lua)
 		retired_lc[nretired_lc++] = main_lc;	/* reload() is running in it */
 	else
@@ -928,10 +946,12 @@ main(int argc, char **argv)
 	cfg->lua_policy_next = cfg->set.nlua_policies % DLB_MAX_LUA_POLICIES;
 	/* from now on workers read the published snapshot: the console and reloads
 	 * change the builder values and publish again */
+	cfg->rules = dlb_rules_current();
 	if (dlb_config_publish(cfg, NULL) != 0) {
 		dlb_err("out of memory");
 		goto out_workers;
 	}
+	dlb_rules_set_publish_hook(rules_published);
 
 	/* the initial health checks decide each backend's state before serving */
 	loop = ev_default_loop(0);
@@ -1039,6 +1059,7 @@ out_workers:
 		dlb_worker_free(workers[i]);
 	}
 out:
+	dlb_rules_set_publish_hook(NULL);
 	dlb_rules_shutdown();
 	dlb_lua_conf_free(main_lc);	/* lc, or the state of the last reload */
 	while (nretired_lc > 0)

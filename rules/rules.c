@@ -1325,6 +1325,7 @@ static struct dlb_ruleset empty_ruleset = {
 _Static_assert(DLB_CHAIN__COUNT == 5, "one initializer per chain kind");
 
 static struct dlb_ruleset *live = &empty_ruleset;	/* atomic */
+static dlb_rules_publish_fn *publish_hook;	/* main thread */
 /* main thread: while set, chains are read from and published to this one */
 static _Thread_local struct dlb_ruleset *staging;
 
@@ -1387,19 +1388,39 @@ ruleset_copy(const struct dlb_ruleset *from)
 	return rs;
 }
 
-/* Make @rs live; the old one is retired through @rt (NULL: freed now). */
-static void
-ruleset_publish(struct dlb_ruleset *rs, struct dlb_rcu_thread *rt)
+void
+dlb_rules_set_publish_hook(dlb_rules_publish_fn *fn)
 {
-	struct dlb_ruleset *old = live;
+	publish_hook = fn;
+}
 
-	__atomic_store_n(&live, rs, __ATOMIC_RELEASE);
-	if (old == &empty_ruleset)
+void
+dlb_rules_retire(struct dlb_ruleset *old, struct dlb_rcu_thread *rt)
+{
+	if (old == &empty_ruleset || old == NULL)
 		return;
 	if (rt == NULL)
 		ruleset_free(old);
 	else
 		dlb_rcu_defer(rt, &old->epoch, ruleset_reclaim);
+}
+
+/*
+ * Make @rs live and publish it to the workers (the hook: in a new
+ * configuration snapshot); the old one is retired through @rt (NULL: freed
+ * now) once no snapshot being published holds it. @return 0, or DLB_ENOMEM
+ * (nothing changed; @rs is still the caller's).
+ */
+static int
+ruleset_publish(struct dlb_ruleset *rs, struct dlb_rcu_thread *rt)
+{
+	struct dlb_ruleset *old = live;
+
+	if (publish_hook != NULL && publish_hook(rs, rt) != 0)
+		return DLB_ENOMEM;
+	__atomic_store_n(&live, rs, __ATOMIC_RELEASE);
+	dlb_rules_retire(old, rt);
+	return 0;
 }
 
 int
@@ -1433,7 +1454,10 @@ dlb_rules_publish(enum dlb_chain_kind kind, struct dlb_rule *const *v, int n,
 	}
 	chain_unref(rs->c[kind]);
 	rs->c[kind] = c;
-	ruleset_publish(rs, rt);
+	if (ruleset_publish(rs, rt) != 0) {
+		ruleset_free(rs);
+		return DLB_ENOMEM;
+	}
 	return 0;
 }
 
@@ -1512,7 +1536,19 @@ dlb_rules_stage_commit(struct dlb_ruleset *rs, uint64_t gen, struct dlb_rcu_thre
 {
 	rules_keep_counters(rs, live);
 	rs->gen = gen;
-	ruleset_publish(rs, rt);
+	if (ruleset_publish(rs, rt) != 0)
+		ruleset_free(rs);	/* no memory for a snapshot: the running rules stay */
+}
+
+struct dlb_ruleset *
+dlb_rules_stage_take(struct dlb_ruleset *rs, uint64_t gen)
+{
+	struct dlb_ruleset *old = live;
+
+	rules_keep_counters(rs, live);
+	rs->gen = gen;
+	__atomic_store_n(&live, rs, __ATOMIC_RELEASE);
+	return old;
 }
 
 void

@@ -205,6 +205,7 @@ dlb_snapshot_build(struct dlb_config *cfg)
 	if (s == NULL)
 		return NULL;
 	s->set = cfg->set;
+	s->rules = cfg->rules;
 	snapshot_fill_pools(s, cfg);
 	for (int i = 0; i < cfg->npools; i++)
 		s->pools[i].policy = cfg->pools[i]->policy;
@@ -318,6 +319,7 @@ dlb_config_adopt_prepare(struct dlb_config *cfg, const struct dlb_config *ncfg,
 		return NULL;
 	}
 	s->set = ncfg->set;
+	s->rules = cfg->rules;	/* the reload's own, once staged (the caller sets them) */
 	/* the running generation's Lua policies stay where they are */
 	memcpy(s->set.lua_policies, cfg->set.lua_policies, sizeof(s->set.lua_policies));
 	for (int i = 0; i < n; i++)
@@ -406,6 +408,7 @@ dlb_config_adopt(struct dlb_config *cfg, struct dlb_config *ncfg,
 		cfg->pools[i]->policy = s->pools[i].policy;
 	cfg->acl = ncfg->acl;
 	ncfg->acl = acl;
+	cfg->rules = s->rules;
 	adopt_structure(cfg, ncfg, plan, rt);
 	snapshot_fill_pools(s, cfg);
 	dlb_snapshot_publish(cfg, s, rt);

@@ -26,6 +26,7 @@
 #include "dnslb/core/wire.h"
 
 struct dlb_cache_opts;
+struct dlb_ruleset;
 
 #define DLB_MAX_CPUS 64
 
@@ -269,6 +270,8 @@ struct dlb_snapshot {
 	uint64_t gen;				/* 1 for the first, +1 for each publication */
 	struct dlb_config *live;		/* referenced: servers, pools, caches, listeners */
 	struct dlb_settings set;
+	const struct dlb_ruleset *rules;	/* referenced: the five rule chains (rules/rules.h),
+						 * retired by the rules module when replaced */
 	struct dlb_nmg acl;			/* owned */
 	int npools;				/* pools[] entries filled: live->pools[0..npools) */
 	struct dlb_pool_state pools[DLB_MAX_POOLS];	/* by pool index */
@@ -329,6 +332,8 @@ struct dlb_config {
 	/* What workers read while running: the builder's copy here (main thread),
 	 * published to them as a snapshot (struct dlb_snapshot) */
 	struct dlb_settings set;
+	const struct dlb_ruleset *rules;	/* the rules in force (main thread: the rules
+						 * module's publish hook sets it); NULL: none yet */
 	struct dlb_snapshot *snap;		/* atomic: the published one; NULL before the
 						 * first dlb_config_publish */
 };

@@ -462,7 +462,7 @@ process_head(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 	q->udp_max = !q->m.has_opt || q->m.udp_size < 512 ? 512 : q->m.udp_size;
 	if (q->udp_max > set->max_udp_answer)
 		q->udp_max = set->max_udp_answer;
-	q->rs = dlb_rules_current();
+	q->rs = dlb_query_rules(w);
 	if (__builtin_expect(dlb_qcount_enabled(), 0) && query_count(w, q) != 0)
 		return q->tcp ? DLB_V_CLOSE : DLB_V_DROP;
 	{
@@ -903,6 +903,12 @@ dr_from_slot(struct dlb_worker *w, const struct dlb_slot *s, uint8_t *pkt, size_
 	dr->tags = s->tags;
 }
 
+DLB_HOT const struct dlb_ruleset *
+dlb_query_rules(const struct dlb_worker *w)
+{
+	return w->snap->rules != NULL ? w->snap->rules : dlb_rules_current();
+}
+
 size_t
 dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 			  const struct dlb_slot *s, uint32_t *delay_ms)
@@ -912,7 +918,7 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 	uint8_t *pkt = *pktp;
 	uint16_t flags = dlb_rd16(pkt + 2);
 	const uint16_t keep = DLB_F_RD | DLB_F_CD;
-	const struct dlb_ruleset *rs = dlb_rules_current();
+	const struct dlb_ruleset *rs = dlb_query_rules(w);
 	const struct dlb_chain *rc = rs->c[DLB_CHAIN_RESPONSE];
 	const struct dlb_chain *ic = rs->c[DLB_CHAIN_CACHE_INSERTED];
 	struct dlb_cache *cache = s->cache;
