@@ -337,8 +337,9 @@ worker_main(void *arg)
 	struct dlb_worker *w = arg;
 	const struct dlb_config *cfg = w->cfg;
 
-	/* cpus= of the first frontend that has some: pin round robin over them */
-	for (int i = 0; i < cfg->nfrontends; i++) {
+	/* cpus= of the first frontend that has some: pin round robin over them
+	 * (a reload may append listeners meanwhile: nfrontends is atomic) */
+	for (int i = 0; i < __atomic_load_n(&cfg->nfrontends, __ATOMIC_ACQUIRE); i++) {
 		const struct dlb_frontend_cfg *fe = &cfg->frontends[i];
 
 		if (fe->ncpus > 0) {

@@ -680,8 +680,10 @@ struct dlb_chain {
 };
 
 /*
- * The five chains in force, published together with one atomic store (so a
- * reload swaps them all at once) and retired through the epoch. @gen is the
+ * The five chains in force, published together in the daemon's
+ * configuration snapshot (one atomic store, with the settings: a reload
+ * swaps them all at once; docs/architecture.md#publication) and retired
+ * through the epoch. @gen is the
  * Lua generation the chains' Lua functions belong to: bumped by each reload,
  * which also hands every worker a new Lua state of that generation
  * (lua/worker.h); runtime edits keep it.

@@ -121,6 +121,16 @@ dlb_config_new(void)
 	cfg->max_tcp_client_threads = 10;
 	cfg->udp_vector_size = DLB_UDP_BATCH;
 	cfg->blocking_receive = true;
+#ifdef DLB_RCU_TSAN
+	/*
+	 * ThreadSanitizer holds back a signal sent to a thread blocked in
+	 * recvmmsg (not among its blocking interceptors) until the call returns.
+	 * A parked worker is woken by such a signal (dlb_worker_wake), so it
+	 * would sleep until the next datagram and a stop or a new listener
+	 * would wait for traffic: under TSan workers wait in epoll instead.
+	 */
+	cfg->blocking_receive = false;
+#endif
 	cfg->set.cache_cleaning_delay = 60;
 	cfg->set.cache_cleaning_pct = 100;
 	cfg->set.failover_budget = 3.0;

@@ -420,7 +420,7 @@ udp_prepare(struct dlb_worker *w, struct dlb_listener *l, unsigned i, struct dlb
 		/* the listener's own address, in the config: the query lives
 		 * within this batch, and the config outlives the batch */
 		c->has_dst = 0;
-		q->local = c->listener < w->cfg->nfrontends
+		q->local = c->listener < __atomic_load_n(&w->cfg->nfrontends, __ATOMIC_ACQUIRE)
 				   ? (const struct sockaddr *)&w->cfg->frontends[c->listener].addr
 				   : NULL;
 	}

@@ -749,7 +749,8 @@ dlb_query_client_local(const struct dlb_worker *w, const struct dlb_client *c,
 {
 	const struct dlb_frontend_cfg *fe;
 
-	if (c->proto == DLB_CLIENT_INTERNAL || c->listener >= w->cfg->nfrontends)
+	if (c->proto == DLB_CLIENT_INTERNAL ||
+	    c->listener >= __atomic_load_n(&w->cfg->nfrontends, __ATOMIC_ACQUIRE))
 		return NULL;
 	fe = &w->cfg->frontends[c->listener];
 	memcpy(out, &fe->addr, fe->addrlen < sizeof(*out) ? fe->addrlen : sizeof(*out));

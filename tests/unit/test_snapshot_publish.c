@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +67,8 @@ test_build_and_publish(void **state)
 struct reader {
 	struct dlb_config *cfg;
 	bool stop;		/* atomic */
-	uint64_t reads, last_gen;
+	uint64_t reads;		/* atomic */
+	uint64_t last_gen;
 	int torn;		/* snapshots whose fields disagree */
 	int backwards;		/* generations seen going back */
 };
@@ -92,7 +94,7 @@ reader_main(void *arg)
 		if (s->gen < r->last_gen)
 			r->backwards++;
 		r->last_gen = s->gen;
-		r->reads++;
+		__atomic_fetch_add(&r->reads, 1, __ATOMIC_RELAXED);
 		dlb_rcu_exit(&rt);
 		dlb_rcu_poll(&rt);
 	}
@@ -123,6 +125,8 @@ test_publish_while_reading(void **state)
 	set_values(cfg, 1);
 	assert_int_equal(dlb_config_publish(cfg, NULL), 0);
 	assert_int_equal(pthread_create(&th, NULL, reader_main, &r), 0);
+	while (__atomic_load_n(&r.reads, __ATOMIC_RELAXED) == 0)
+		sched_yield();	/* the publications below overlap its reads */
 	for (int k = 2; k < PUBLICATIONS; k++) {
 		set_values(cfg, k);
 		assert_int_equal(dlb_config_publish(cfg, &main_rt), 0);
