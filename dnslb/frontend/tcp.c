@@ -203,7 +203,7 @@ client_close(struct dlb_tcp_client *c)
 	c->l->tcp_conns--;
 	conn_closed(&fe_figs[c->l->index].current, &fe_figs[c->l->index].avg_queries,
 		    &fe_figs[c->l->index].avg_duration, c->queries, dlb_worker_now(w) - c->started);
-	if (fe->max_concurrent_tcp > 0)
+	if (__atomic_load_n(&fe->max_concurrent_tcp, __ATOMIC_RELAXED) > 0)
 		__atomic_sub_fetch(&fe_conns[c->l->index], 1, __ATOMIC_RELAXED);
 	if (c->counted_client)
 		dlb_tcp_client_release(w->cfg, &c->peer.sa, dlb_worker_now(w));
@@ -429,8 +429,9 @@ client_process(struct dlb_tcp_client *c)
 	struct dlb_worker *w = c->w;
 	const struct dlb_config *cfg = w->cfg;
 	const struct dlb_frontend_cfg *fe = &cfg->frontends[c->l->index];
-	uint32_t max_inflight = fe->max_in_flight > 0 && !c->restricted ? (uint32_t)fe->max_in_flight
-									  : 1;
+	/* a reload may change it (reload_commit_listeners: atomic) */
+	int fe_max = __atomic_load_n(&fe->max_in_flight, __ATOMIC_RELAXED);
+	uint32_t max_inflight = fe_max > 0 && !c->restricted ? (uint32_t)fe_max : 1;
 
 	for (;;) {
 		size_t avail = c->rlen - c->rpos;
@@ -565,6 +566,8 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 	const struct dlb_config *cfg = w->cfg;
 	const struct dlb_frontend_cfg *fe = &cfg->frontends[l->index];
 	int threshold = cfg->tcp_overload_threshold;
+	/* a reload may change it (reload_commit_listeners: atomic) */
+	int max_conc = __atomic_load_n(&fe->max_concurrent_tcp, __ATOMIC_RELAXED);
 	double now = dlb_worker_now(w);
 
 	dlb_tcp_clients_maintain(cfg, now);
@@ -587,9 +590,9 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 			close(fd);
 			continue;
 		}
-		if (fe->max_concurrent_tcp > 0 &&
+		if (max_conc > 0 &&
 		    (fe_prior = __atomic_fetch_add(&fe_conns[l->index], 1, __ATOMIC_RELAXED)) >=
-			    (uint32_t)fe->max_concurrent_tcp) {
+			    (uint32_t)max_conc) {
 			__atomic_sub_fetch(&fe_conns[l->index], 1, __ATOMIC_RELAXED);
 			w->stats.tcp_client_rejected++;
 			close(fd);
@@ -607,7 +610,7 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 		case DLB_TCP_ADMIT_TOO_MANY:
 			w->stats.tcp_client_rejected++;
 		refuse:
-			if (fe->max_concurrent_tcp > 0)
+			if (max_conc > 0)
 				__atomic_sub_fetch(&fe_conns[l->index], 1, __ATOMIC_RELAXED);
 			close(fd);
 			continue;
@@ -620,7 +623,7 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 			free(c);
 			if (counted)
 				dlb_tcp_client_release(cfg, &peer.sa, now);
-			if (fe->max_concurrent_tcp > 0)
+			if (max_conc > 0)
 				__atomic_sub_fetch(&fe_conns[l->index], 1, __ATOMIC_RELAXED);
 			close(fd);
 			continue;
@@ -639,8 +642,8 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 		c->counted_client = counted;
 		/* past the overload threshold of a cap: one query, short timeouts */
 		if (threshold > 0 &&
-		    ((fe->max_concurrent_tcp > 0 &&
-		      (uint64_t)fe_prior * 100 >= (uint64_t)threshold * fe->max_concurrent_tcp) ||
+		    ((max_conc > 0 &&
+		      (uint64_t)fe_prior * 100 >= (uint64_t)threshold * max_conc) ||
 		     (counted && (uint64_t)client_prior * 100 >=
 					 (uint64_t)threshold * cfg->max_tcp_conns_per_client))) {
 			c->restricted = true;
