@@ -525,12 +525,12 @@ maintenance_cb(struct ev_loop *loop, ev_timer *t, int revents)
 		dlb_lua_conf_maintenance(main_lc);
 	if (last_clean == 0)
 		last_clean = now;	/* the first cleaning comes one delay after start */
-	if (now - last_clean >= cfg->cache_cleaning_delay) {
+	if (now - last_clean >= cfg->set.cache_cleaning_delay) {
 		last_clean = now;
 		for (int i = 0; i < cfg->ncaches; i++) {
 			struct dlb_cache *c = cfg->caches[i];
 			const struct dlb_cache_opts *o = dlb_cache_get_opts(c);
-			size_t keep = (size_t)o->max_entries * (size_t)(100 - cfg->cache_cleaning_pct) / 100;
+			size_t keep = (size_t)o->max_entries * (size_t)(100 - cfg->set.cache_cleaning_pct) / 100;
 
 			if (o->keep_stale_data && cache_pools_all_down(c))
 				continue;
@@ -541,95 +541,19 @@ maintenance_cb(struct ev_loop *loop, ev_timer *t, int revents)
 }
 
 
-/*
- * The policies of @ncfg into the running config: built-in ones as they are,
- * Lua ones into the slots of cfg->lua_policies that follow the running
- * generation's (a ring: at most half of it per generation, so the running
- * one is never overwritten), renumbered. @return 0, or -1 (too many).
- */
+/* ---- reloading (docs/architecture.md#publication) ----------------------- */
+
+/* The rules module's publish hook, once workers run: new rules, new snapshot. */
 static int
-adopt_policy(int p, int base, int *out)
+rules_published(const struct dlb_ruleset *rs, struct dlb_rcu_thread *rt)
 {
-	if (p < DLB_POLICY_LUA) {
-		*out = p;
+	const struct dlb_ruleset *prev = cfg->rules;
+
+	cfg->rules = rs;
+	if (dlb_config_publish(cfg, rt) == 0)
 		return 0;
-	}
-	*out = DLB_POLICY_LUA + (base + (p - DLB_POLICY_LUA)) % DLB_MAX_LUA_POLICIES;
-	return 0;
-}
-
-static int
-adopt_policies(const struct dlb_config *ncfg)
-{
-	int base = cfg->lua_policy_next, gp, pp[DLB_MAX_POOLS], n = ncfg->nlua_policies;
-
-	if (n > DLB_MAX_LUA_POLICIES / 2)
-		return -1;
-	adopt_policy(ncfg->policy, base, &gp);
-	for (int i = 0; i < ncfg->npools; i++) {
-		pp[i] = ncfg->pools[i]->policy;
-		if (pp[i] >= 0)
-			adopt_policy(pp[i], base, &pp[i]);
-	}
-	for (int i = 0; i < n; i++)
-		cfg->lua_policies[(base + i) % DLB_MAX_LUA_POLICIES] = ncfg->lua_policies[i];
-	if (base + n > cfg->nlua_policies)
-		__atomic_store_n(&cfg->nlua_policies,
-				 base + n < DLB_MAX_LUA_POLICIES ? base + n : DLB_MAX_LUA_POLICIES,
-				 __ATOMIC_RELEASE);
-	cfg->lua_policy_next = (base + n) % DLB_MAX_LUA_POLICIES;
-	__atomic_store_n(&cfg->policy, gp, __ATOMIC_RELAXED);
-	/* pools by name (reload_structure made every one of them exist); pools the
-	 * file no longer has fall back to the global policy */
-	for (int i = 0; i < cfg->npools; i++) {
-		const struct dlb_pool *np = dlb_config_find_pool(ncfg, cfg->pools[i]->name);
-
-		__atomic_store_n(&cfg->pools[i]->policy, -1, __ATOMIC_RELAXED);
-		for (int j = 0; np != NULL && j < ncfg->npools; j++)
-			if (ncfg->pools[j] == np)
-				__atomic_store_n(&cfg->pools[i]->policy, pp[j], __ATOMIC_RELAXED);
-	}
-	return 0;
-}
-
-/* ---- reloading servers, pools, caches and settings ---------------------- */
-
-/*
- * The settings a reload takes from the file: those the console may change
- * at runtime too (workers read them per query). Config-time-only ones
- * (listeners, worker count, setMaxUDPOutstanding, TCP limits, vector and
- * socket-buffer sizes) keep their running values.
- */
-static void
-reload_settings(const struct dlb_config *n)
-{
-	cfg->stale_cache_ttl = n->stale_cache_ttl;
-	cfg->stale_on_timeout = n->stale_on_timeout;
-	cfg->failover_on_timeout = n->failover_on_timeout;
-	cfg->failover_on_servfail = n->failover_on_servfail;
-	memcpy(cfg->failover_pool, n->failover_pool, sizeof(cfg->failover_pool));
-	cfg->failover_other_pool = n->failover_other_pool;
-	cfg->failover_budget = n->failover_budget;
-	cfg->cache_cleaning_delay = n->cache_cleaning_delay;
-	cfg->cache_cleaning_pct = n->cache_cleaning_pct;
-	cfg->servfail_when_no_server = n->servfail_when_no_server;
-	cfg->drop_empty_queries = n->drop_empty_queries;
-	cfg->allow_empty_response = n->allow_empty_response;
-	cfg->truncate_tc = n->truncate_tc;
-	cfg->max_udp_answer = n->max_udp_answer;
-	cfg->roundrobin_fail_on_no_server = n->roundrobin_fail_on_no_server;
-	cfg->fixup_case = n->fixup_case;
-	cfg->selfans = n->selfans;
-	cfg->whashed_perturbation = n->whashed_perturbation;
-	cfg->ecs_prefix_v4 = n->ecs_prefix_v4;
-	cfg->ecs_prefix_v6 = n->ecs_prefix_v6;
-	cfg->ecs_override = n->ecs_override;
-	cfg->weighted_balancing_factor = n->weighted_balancing_factor;
-	cfg->ch_balancing_factor = n->ch_balancing_factor;
-	cfg->udp_timeout_ms = n->udp_timeout_ms;
-	cfg->tcp_recv_timeout = n->tcp_recv_timeout;
-	cfg->tcp_send_timeout = n->tcp_send_timeout;
-	cfg->verbose_health_checks = n->verbose_health_checks;
+	cfg->rules = prev;
+	return -1;
 }
 
 /* Listeners a reload opened or revived, until it commits (for an undo). */
@@ -732,53 +656,15 @@ reload_commit_listeners(const struct dlb_config *ncfg, const struct dlb_reload_p
 		dlb_err("Reload: closing listeners: %s", why);
 }
 
-static bool
-pool_has(const struct dlb_pool *p, const struct dlb_backend *be)
-{
-	for (int i = 0; p != NULL && i < p->n; i++)
-		if (p->members[i] == be)
-			return true;
-	return false;
-}
-
 /*
- * The part of a reload that can fail and touches the running config: open
- * the file's new servers (every worker opens its sockets; they join no pool
- * yet), create its new caches, and make sure every pool it names exists.
- * @plan's -1 entries become the new indexes. @return 0, or -1 with @err.
+ * Open the reload's new servers: every worker opens its sockets towards
+ * them; they join no pool yet (dlb_config_adopt puts them in). @plan's -1
+ * server entries become their indexes. @return 0, or -1 with @err.
  */
 static int
-reload_structure(const struct dlb_config *ncfg, struct dlb_reload_plan *plan, char *err,
-		 size_t errlen)
+reload_servers(const struct dlb_config *ncfg, struct dlb_reload_plan *plan, char *err,
+	       size_t errlen)
 {
-	for (int k = 0; k < ncfg->ncaches; k++) {
-		struct dlb_cache *c;
-
-		if (plan->cache_map[k] >= 0)
-			continue;
-		if (cfg->ncaches >= (int)(sizeof(cfg->caches) / sizeof(cfg->caches[0]))) {
-			snprintf(err, errlen, "too many packet caches created by reloads (at most %d "
-				 "in a process): restart dnslb",
-				 (int)(sizeof(cfg->caches) / sizeof(cfg->caches[0])));
-			return -1;
-		}
-		c = dlb_cache_new(&ncfg->cache_opts[k]);
-		if (c == NULL) {
-			snprintf(err, errlen, "cannot create a packet cache of %u entries (out of "
-				 "memory)", ncfg->cache_opts[k].max_entries);
-			return -1;
-		}
-		cfg->cache_opts[cfg->ncaches] = ncfg->cache_opts[k];
-		cfg->caches[cfg->ncaches] = c;
-		plan->cache_map[k] = cfg->ncaches;
-		__atomic_store_n(&cfg->ncaches, cfg->ncaches + 1, __ATOMIC_RELEASE);
-	}
-	for (int i = 0; i < ncfg->npools; i++) {
-		if (dlb_config_get_pool(cfg, ncfg->pools[i]->name) == NULL) {
-			snprintf(err, errlen, "too many pools (at most %d)", DLB_MAX_POOLS);
-			return -1;
-		}
-	}
 	for (int j = 0; j < ncfg->nbackends; j++) {
 		struct dlb_backend *be;
 		char why[256];
@@ -807,62 +693,16 @@ reload_structure(const struct dlb_config *ncfg, struct dlb_reload_plan *plan, ch
 }
 
 /*
- * Commit servers, pools and caches (nothing fails from here): the running
- * servers the file still has take its in-place settings and pool lists,
- * the new ones join their pools, the others are retired; every pool gets
- * the file's cache (or none); rings are rebuilt.
- */
-static void
-reload_commit_structure(const struct dlb_config *ncfg, const struct dlb_reload_plan *plan)
-{
-	bool kept[DLB_MAX_BACKENDS] = { false };
-
-	for (int j = 0; j < ncfg->nbackends; j++) {
-		const struct dlb_backend *nb = ncfg->backends[j];
-		struct dlb_backend *be = cfg->backends[plan->be_map[j]];
-
-		kept[be->index] = true;
-		dlb_config_update_backend(be, nb);
-		/* pools: those the file puts it in (the default one included) */
-		for (int i = 0; i < cfg->npools; i++) {
-			const char *name = cfg->pools[i]->name;
-
-			if (!pool_has(dlb_config_find_pool(ncfg, name), nb))
-				dlb_config_pool_remove(cfg, name, be);
-		}
-		for (int i = 0; i < ncfg->npools; i++)
-			if (pool_has(ncfg->pools[i], nb))
-				dlb_config_pool_add(cfg, ncfg->pools[i]->name, be);
-	}
-	for (int i = 0; i < cfg->nbackends; i++)
-		if (!kept[i] && !cfg->backends[i]->removed) {
-			dlb_info("Reload: downstream server %s is no longer configured: it takes "
-				 "no more queries", cfg->backends[i]->name);
-			dlb_config_retire_backend(cfg, cfg->backends[i]);
-		}
-	dlb_config_resort_pools(cfg);
-	for (int i = 0; i < cfg->npools; i++) {
-		const struct dlb_pool *np = dlb_config_find_pool(ncfg, cfg->pools[i]->name);
-		struct dlb_cache *c = NULL;
-
-		for (int k = 0; np != NULL && np->cache != NULL && k < ncfg->ncaches; k++)
-			if (ncfg->caches[k] == np->cache)
-				c = cfg->caches[plan->cache_map[k]];
-		__atomic_store_n(&cfg->pools[i]->cache, c, __ATOMIC_RELEASE);
-	}
-	if (dlb_config_build_rings(cfg, &main_rcu) != 0)
-		dlb_err("out of memory rebuilding the consistent-hashing rings");
-}
-
-/*
  * Reload (SIGHUP, reload()): evaluate the config file again in a new config
- * state against a throwaway configuration, with its rules staged. If it
- * evaluates, and its listeners, servers, pools and caches are those running
- * (a reload cannot change them: the message says which differ), the new
- * rules (all chains at once), Lua states (one per worker, handed over with
- * the rules), ACL and policies replace the running ones. In-flight queries
- * finish normally; caches keep their contents. On any failure the running
- * configuration is kept and @err says why (file:line for Lua errors).
+ * state against a throwaway configuration, with its rules staged; check it
+ * against the running one (what a reload cannot change: the message says
+ * which differ); open its new listeners and servers; build its snapshot and
+ * one Lua state per worker. Only then, with nothing left to fail, adopt it:
+ * one snapshot swap (settings, ACL, policies, pools' caches and members),
+ * the Lua states, then the rules (staged, all chains in one swap) in the
+ * same step. In-flight queries finish normally; caches keep their
+ * contents. On any failure nothing is published, what was opened is closed
+ * again and @err says why (file:line for Lua errors).
  */
 static int
 reload_config(bool in_lua, char *err, size_t errlen)
@@ -871,23 +711,19 @@ reload_config(bool in_lua, char *err, size_t errlen)
 	struct dlb_lua_conf *nlc = NULL;
 	struct dlb_lua_worker *lws[DLB_MAX_WORKERS] = { NULL };
 	struct dlb_ruleset *staged = NULL;
+	struct dlb_snapshot *snap = NULL;
+	struct dlb_ruleset *old_rules;
 	struct dlb_reload_plan plan;
-	struct dlb_nmg acl;
 	int first_new = cfg->nbackends;
 	const char *diff;
 	int rc = -1;
 
-	dlb_nmg_init(&acl);
 	if (in_lua && nretired_lc == MAX_RETIRED_LC) {
 		snprintf(err, errlen, "too many reloads within a second; try again");
 		goto out;
 	}
-	if (ncfg == NULL || (staged = dlb_rules_stage_begin()) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		goto out;
-	}
-	nlc = dlb_lua_conf_new(ncfg, DLB_LUA_PHASE_RELOAD);
-	if (nlc == NULL) {
+	if (ncfg == NULL || (staged = dlb_rules_stage_begin()) == NULL ||
+	    (nlc = dlb_lua_conf_new(ncfg, DLB_LUA_PHASE_RELOAD)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
@@ -902,19 +738,9 @@ reload_config(bool in_lua, char *err, size_t errlen)
 		snprintf(err, errlen, "%s", diff);
 		goto out;
 	}
-	if (ncfg->nlua_policies > DLB_MAX_LUA_POLICIES / 2) {
-		snprintf(err, errlen, "too many Lua policies for a reload (at most %d)",
-			 DLB_MAX_LUA_POLICIES / 2);
-		goto out;
-	}
-	if (dlb_nmg_copy(&acl, &ncfg->acl) != 0) {
-		snprintf(err, errlen, "out of memory");
-		goto out;
-	}
-	/* new listeners, new servers (their sockets open in every worker, in no pool
-	 * yet), caches, pools */
 	if (reload_listeners(ncfg, &plan, err, errlen) != 0 ||
-	    reload_structure(ncfg, &plan, err, errlen) != 0)
+	    (snap = dlb_config_adopt_prepare(cfg, ncfg, &plan, err, errlen)) == NULL ||
+	    reload_servers(ncfg, &plan, err, errlen) != 0)
 		goto out_undo;
 	dlb_lua_conf_set_plan(nlc, &plan);
 	for (int i = 0; i < nworkers; i++) {
@@ -925,24 +751,21 @@ reload_config(bool in_lua, char *err, size_t errlen)
 	if (dlb_lua_conf_adopt(nlc, cfg, &main_rcu, err, errlen) != 0)
 		goto out_undo;
 
-	/* nothing can fail any more: servers, pools, caches, settings, ACL, then Lua
-	 * states, then the rules that use them */
-	adopt_policies(ncfg);
-	reload_commit_structure(ncfg, &plan);
-	reload_commit_listeners(ncfg, &plan);
-	reload_settings(ncfg);
-	dlb_nmg_deinit(&cfg->acl);
-	cfg->acl = acl;
-	dlb_nmg_init(&acl);
-	if (dlb_config_publish_acl(cfg, &main_rcu) != 0)
-		dlb_err("Reload: out of memory publishing the ACL: the previous one stays in force");
+	/* nothing can fail any more: the Lua states (a worker takes its new one
+	 * with the first query that sees their generation), then one snapshot
+	 * swap (rules, settings, ACL, policies, pools), then the listeners */
 	lua_gen++;
 	for (int i = 0; i < nworkers; i++) {
 		dlb_worker_give_lua(workers[i], lws[i], lua_gen);
 		lws[i] = NULL;
 	}
-	dlb_rules_stage_commit(staged, lua_gen, &main_rcu);
+	old_rules = dlb_rules_stage_take(staged, lua_gen);
+	snap->rules = staged;
 	staged = NULL;
+	dlb_config_adopt(cfg, ncfg, &plan, snap, &main_rcu);
+	snap = NULL;
+	dlb_rules_retire(old_rules, &main_rcu);
+	reload_commit_listeners(ncfg, &plan);
 	if (in_lua)
 		retired_lc[nretired_lc++] = main_lc;	/* reload() is running in it */
 	else
@@ -955,7 +778,7 @@ reload_config(bool in_lua, char *err, size_t errlen)
 out_undo:
 	reload_undo_servers(first_new);
 out:
-	dlb_nmg_deinit(&acl);
+	dlb_snapshot_free(snap);
 	dlb_rules_stage_end();
 	if (staged != NULL)
 		dlb_rules_stage_discard(staged);
@@ -1088,7 +911,7 @@ main(int argc, char **argv)
 		dlb_info("Listening on %s", cfg->frontends[i].text);
 	if (cfg->nbackends == 0)
 		dlb_warn("No downstream server configured: queries will be %s",
-			 cfg->servfail_when_no_server ? "answered SERVFAIL" : "dropped");
+			 cfg->set.servfail_when_no_server ? "answered SERVFAIL" : "dropped");
 	for (int i = 0; i < cfg->workers; i++) {
 		workers[i] = dlb_worker_new(i, cfg);
 		if (workers[i] == NULL) {
@@ -1120,12 +943,15 @@ main(int argc, char **argv)
 		goto out_workers;
 
 	cfg->be_totals = be_totals;
-	cfg->lua_policy_next = cfg->nlua_policies % DLB_MAX_LUA_POLICIES;
-	/* from now on workers read a published copy of the ACL: setACL & co. may change it */
-	if (dlb_config_publish_acl(cfg, NULL) != 0) {
+	cfg->lua_policy_next = cfg->set.nlua_policies % DLB_MAX_LUA_POLICIES;
+	/* from now on workers read the published snapshot: the console and reloads
+	 * change the builder values and publish again */
+	cfg->rules = dlb_rules_current();
+	if (dlb_config_publish(cfg, NULL) != 0) {
 		dlb_err("out of memory");
 		goto out_workers;
 	}
+	dlb_rules_set_publish_hook(rules_published);
 
 	/* the initial health checks decide each backend's state before serving */
 	loop = ev_default_loop(0);
@@ -1233,6 +1059,7 @@ out_workers:
 		dlb_worker_free(workers[i]);
 	}
 out:
+	dlb_rules_set_publish_hook(NULL);
 	dlb_rules_shutdown();
 	dlb_lua_conf_free(main_lc);	/* lc, or the state of the last reload */
 	while (nretired_lc > 0)

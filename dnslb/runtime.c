@@ -83,6 +83,9 @@ dlb_daemon_add_backend(struct dlb_backend *be, char *err, size_t errlen)
 	}
 	if (dlb_config_build_rings(cfg, dlb_daemon.rcu) != 0)
 		dlb_err("out of memory rebuilding the consistent-hashing rings");
+	/* workers find it in its pools from the next snapshot */
+	if (dlb_config_publish(cfg, dlb_daemon.rcu) != 0)
+		dlb_err("out of memory publishing the pools: %s joins them later", be->name);
 	return 0;
 }
 

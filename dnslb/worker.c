@@ -75,9 +75,9 @@ invoke_in_section(struct ev_loop *loop)
 {
 	struct dlb_worker *w = ev_userdata(loop);
 
-	dlb_rcu_enter(&w->rcu);
+	dlb_worker_enter(w);
 	ev_invoke_pending(loop);
-	dlb_rcu_exit(&w->rcu);
+	dlb_worker_exit(w);
 	dlb_rcu_poll(&w->rcu);
 	/* about to block in epoll_wait: wait in the UDP socket instead if it may */
 	if (w->park != NULL && !w->stopping && dlb_worker_quiet(w))
@@ -351,8 +351,9 @@ worker_main(void *arg)
 	struct dlb_worker *w = arg;
 	const struct dlb_config *cfg = w->cfg;
 
-	/* cpus= of the first frontend that has some: pin round robin over them */
-	for (int i = 0; i < cfg->nfrontends; i++) {
+	/* cpus= of the first frontend that has some: pin round robin over them
+	 * (a reload may append listeners meanwhile: nfrontends is atomic) */
+	for (int i = 0; i < __atomic_load_n(&cfg->nfrontends, __ATOMIC_ACQUIRE); i++) {
 		const struct dlb_frontend_cfg *fe = &cfg->frontends[i];
 
 		if (fe->ncpus > 0) {

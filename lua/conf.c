@@ -340,14 +340,19 @@ l_add_local(lua_State *L)
 
 /* ---- ACL ---------------------------------------------------------------- */
 
-/* At runtime the workers read a published copy: publish the changed ACL. */
+/*
+ * At runtime the workers read the published snapshot (docs/architecture.md#publication):
+ * after a setting, the ACL or a policy changed in the builder values, publish
+ * them. At config time and while a reload evaluates, nothing is published
+ * (startup and the reload publish the whole configuration once).
+ */
 static int
-acl_changed(lua_State *L, const char *fn)
+conf_publish(lua_State *L, const char *fn)
 {
 	struct dlb_lua_conf *lc = conf_get(L);
 
-	if (lc->phase == DLB_LUA_PHASE_RUNNING && lc->cfg->acl_live != NULL &&
-	    dlb_config_publish_acl(lc->cfg, lc->rt) != 0)
+	if (lc->phase == DLB_LUA_PHASE_RUNNING && lc->cfg->snap != NULL &&
+	    dlb_config_publish(lc->cfg, lc->rt) != 0)
 		return luaL_error(L, "%s: out of memory", fn);
 	return 0;
 }
@@ -364,7 +369,7 @@ l_set_acl(lua_State *L)
 		dlb_nmg_clear(&cfg->acl);
 		if (dlb_nmg_add(&cfg->acl, &nm) != 0)
 			return luaL_error(L, "setACL: out of memory");
-		return acl_changed(L, "setACL");
+		return conf_publish(L, "setACL");
 	}
 	luaL_checktype(L, 1, LUA_TTABLE);
 	n = (lua_Integer)lua_rawlen(L, 1);
@@ -382,7 +387,7 @@ l_set_acl(lua_State *L)
 		if (dlb_nmg_add(&cfg->acl, &nm) != 0)
 			return luaL_error(L, "setACL: out of memory");
 	}
-	return acl_changed(L, "setACL");
+	return conf_publish(L, "setACL");
 }
 
 /*
@@ -450,7 +455,7 @@ l_add_acl(lua_State *L)
 	dlb_lua_check_netmask(L, 1, "addACL", &nm);
 	if (dlb_nmg_add(&conf_get(L)->cfg->acl, &nm) != 0)
 		return luaL_error(L, "addACL: out of memory");
-	return acl_changed(L, "addACL");
+	return conf_publish(L, "addACL");
 }
 
 static int
@@ -460,7 +465,7 @@ l_rm_acl(lua_State *L)
 
 	dlb_lua_check_netmask(L, 1, "rmACL", &nm);
 	dlb_nmg_remove(&conf_get(L)->cfg->acl, &nm);
-	return acl_changed(L, "rmACL");
+	return conf_publish(L, "rmACL");
 }
 
 static int
@@ -524,12 +529,14 @@ check_server(lua_State *L, int idx)
 {
 	struct server_ref *r = luaL_checkudata(L, idx, MT_SERVER);
 	struct dlb_config *cfg = conf_get(L)->cfg;
+	/* workers' states too: a runtime newServer appends (release store) */
+	int n = __atomic_load_n(&cfg->nbackends, __ATOMIC_ACQUIRE);
 
-	if (r->index >= 0 && r->index < cfg->nbackends && cfg->backends[r->index] == r->be &&
+	if (r->index >= 0 && r->index < n && cfg->backends[r->index] == r->be &&
 	    strcmp(cfg->backends[r->index]->uuid, r->uuid) == 0)
 		return r->be;
 	/* rmServer() re-indexed the list: find it again */
-	for (int i = 0; i < cfg->nbackends; i++) {
+	for (int i = 0; i < n; i++) {
 		if (cfg->backends[i] == r->be && strcmp(cfg->backends[i]->uuid, r->uuid) == 0) {
 			r->index = i;
 			return r->be;
@@ -615,11 +622,12 @@ l_server_set_qps(lua_State *L)
 }
 
 /*
- * After a runtime change of pool membership or weight: publish fresh
- * consistent-hashing rings (before the workers run, main builds them once).
+ * After a runtime change of pool membership, order or weight: publish fresh
+ * consistent-hashing rings and a snapshot with the pools' new members
+ * (before the workers run, main builds and publishes them once).
  */
 static void
-rebuild_rings(lua_State *L)
+pools_changed(lua_State *L)
 {
 	struct dlb_lua_conf *lc = conf_get(L);
 
@@ -627,6 +635,8 @@ rebuild_rings(lua_State *L)
 		return;
 	if (dlb_config_build_rings(lc->cfg, lc->rt) != 0)
 		dlb_err("out of memory rebuilding the consistent-hashing rings");
+	if (dlb_config_publish(lc->cfg, lc->rt) != 0)
+		dlb_err("out of memory publishing the pools: the previous ones stay in force");
 }
 
 static int
@@ -639,7 +649,7 @@ l_server_add_pool(lua_State *L)
 	if (dlb_config_pool_add(conf_get(L)->cfg, pool, be) != 0)
 		return luaL_error(L, "addPool: cannot add %s to pool '%s' (too many pools or name "
 				  "too long)", be->name, pool);
-	rebuild_rings(L);
+	pools_changed(L);
 	return 0;
 }
 
@@ -650,7 +660,7 @@ l_server_rm_pool(lua_State *L)
 
 	not_from_rules(L, "rmPool");
 	dlb_config_pool_remove(conf_get(L)->cfg, dlb_lua_arg_string(L, 2, "rmPool"), be);
-	rebuild_rings(L);
+	pools_changed(L);
 	return 0;
 }
 
@@ -761,13 +771,14 @@ l_server_newindex(lua_State *L)
 			return luaL_error(L, "a server's order cannot be changed from a rule");
 		__atomic_store_n(&be->order, order, __ATOMIC_RELAXED);
 		dlb_config_resort_pools(conf_get(L)->cfg);
+		pools_changed(L);
 	} else if (strcmp(key, "weight") == 0) {
 		int weight = (int)dlb_lua_arg_int(L, 3, "weight", 1, INT_MAX);
 
 		if (conf_get(L)->phase == DLB_LUA_PHASE_RULES)
 			return luaL_error(L, "a server's weight cannot be changed from a rule");
 		__atomic_store_n(&be->weight, weight, __ATOMIC_RELAXED);
-		rebuild_rings(L);
+		pools_changed(L);
 	} else {
 		return luaL_error(L, "Server field '%s' is read-only or unknown", key);
 	}
@@ -1425,7 +1436,7 @@ new_server_runtime(lua_State *L, struct dlb_lua_conf *lc, struct dlb_backend *be
 		return luaL_error(L, "newServer: %s: it is listed but down and in no pool", err);
 	if (want_default && be->npools > 0) {
 		dlb_config_pool_add(lc->cfg, "", be);
-		rebuild_rings(L);
+		pools_changed(L);
 	}
 	dlb_info("Added downstream server %s", be->addr_text);
 	push_server(L, be);
@@ -1567,7 +1578,7 @@ l_rm_server(lua_State *L)
 		return 0;
 	}
 	dlb_config_retire_backend(cfg, be);
-	rebuild_rings(L);
+	pools_changed(L);
 	dlb_info("Removed downstream server %s from all pools and marked it down",
 		 be->addr_text);
 	return 0;
@@ -2180,8 +2191,8 @@ l_set_stale_cache_entries_ttl(lua_State *L)
 {
 	uint32_t ttl = (uint32_t)dlb_lua_arg_int(L, 1, "setStaleCacheEntriesTTL", 0, CACHE_TTL_MAX);
 
-	__atomic_store_n(&conf_get(L)->cfg->stale_cache_ttl, ttl, __ATOMIC_RELAXED);
-	return 0;
+	conf_get(L)->cfg->set.stale_cache_ttl = ttl;
+	return conf_publish(L, "setStaleCacheEntriesTTL");
 }
 
 static int
@@ -2189,8 +2200,8 @@ l_set_serve_stale_on_timeout(lua_State *L)
 {
 	bool on = dlb_lua_arg_bool(L, 1, "setServeStaleOnTimeout");
 
-	__atomic_store_n(&conf_get(L)->cfg->stale_on_timeout, on, __ATOMIC_RELAXED);
-	return 0;
+	conf_get(L)->cfg->set.stale_on_timeout = on;
+	return conf_publish(L, "setServeStaleOnTimeout");
 }
 
 static int
@@ -2198,8 +2209,8 @@ l_set_cache_cleaning_delay(lua_State *L)
 {
 	int delay = (int)dlb_lua_arg_int(L, 1, "setCacheCleaningDelay", 1, INT_MAX);
 
-	__atomic_store_n(&conf_get(L)->cfg->cache_cleaning_delay, delay, __ATOMIC_RELAXED);
-	return 0;
+	conf_get(L)->cfg->set.cache_cleaning_delay = delay;
+	return conf_publish(L, "setCacheCleaningDelay");
 }
 
 static int
@@ -2207,8 +2218,8 @@ l_set_cache_cleaning_percentage(lua_State *L)
 {
 	int pct = (int)dlb_lua_arg_int(L, 1, "setCacheCleaningPercentage", 0, 100);
 
-	__atomic_store_n(&conf_get(L)->cfg->cache_cleaning_pct, pct, __ATOMIC_RELAXED);
-	return 0;
+	conf_get(L)->cfg->set.cache_cleaning_pct = pct;
+	return conf_publish(L, "setCacheCleaningPercentage");
 }
 
 /* ---- pools and policies ------------------------------------------------- */
@@ -2278,8 +2289,8 @@ l_pool_set_cache(lua_State *L)
 	struct dlb_cache *c = check_cache(L, 2);
 
 	not_from_rules(L, "setCache");
-	__atomic_store_n(&p->cache, c, __ATOMIC_RELEASE);
-	return 0;
+	p->cache = c;
+	return conf_publish(L, "setCache");
 }
 
 static int
@@ -2301,8 +2312,8 @@ l_pool_unset_cache(lua_State *L)
 	struct dlb_pool *p = check_pool(L, 1, "unsetCache");
 
 	not_from_rules(L, "unsetCache");
-	__atomic_store_n(&p->cache, NULL, __ATOMIC_RELEASE);
-	return 0;
+	p->cache = NULL;
+	return conf_publish(L, "unsetCache");
 }
 
 /*
@@ -2371,7 +2382,7 @@ l_show_pools(lua_State *L)
 	for (int i = 0; i < n; i++) {
 		struct dlb_pool *p = pools[i];
 		struct dlb_cache *c = __atomic_load_n(&p->cache, __ATOMIC_ACQUIRE);
-		int policy = __atomic_load_n(&p->policy, __ATOMIC_RELAXED);
+		int policy = p->policy;
 		int members = __atomic_load_n(&p->n, __ATOMIC_ACQUIRE);
 		luaL_Buffer b;
 
@@ -2393,7 +2404,7 @@ l_show_pools(lua_State *L)
 		}
 		luaL_pushresult(&b);
 		print_pool_row(L, p->name, lua_tostring(L, -2),
-			       dlb_config_policy_name(cfg, policy >= 0 ? policy : cfg->policy),
+			       dlb_config_policy_name(cfg, policy >= 0 ? policy : cfg->set.policy),
 			       lua_tostring(L, -1));
 		lua_pop(L, 2);
 	}
@@ -2448,14 +2459,14 @@ l_set_server_policy(lua_State *L)
 {
 	int p = check_policy(L, 1);
 
-	__atomic_store_n(&conf_get(L)->cfg->policy, p, __ATOMIC_RELAXED);
-	return 0;
+	conf_get(L)->cfg->set.policy = p;
+	return conf_publish(L, "setServerPolicy");
 }
 
 static int
 l_show_server_policy(lua_State *L)
 {
-	dlb_lua_print(L, dlb_config_policy_name(conf_get(L)->cfg, conf_get(L)->cfg->policy));
+	dlb_lua_print(L, dlb_config_policy_name(conf_get(L)->cfg, conf_get(L)->cfg->set.policy));
 	return 0;
 }
 
@@ -2466,8 +2477,8 @@ l_set_pool_server_policy(lua_State *L)
 	struct dlb_pool *pool = get_pool(L, "setPoolServerPolicy",
 					 dlb_lua_arg_string(L, 2, "setPoolServerPolicy"));
 
-	__atomic_store_n(&pool->policy, p, __ATOMIC_RELAXED);
-	return 0;
+	pool->policy = p;
+	return conf_publish(L, "setPoolServerPolicy");
 }
 
 static int
@@ -2479,7 +2490,7 @@ l_show_pool_server_policy(lua_State *L)
 
 	/* a pool without its own policy uses the global one, and dnsdist prints that */
 	dlb_lua_print(L, dlb_config_policy_name(cfg, pool && pool->policy >= 0 ? pool->policy
-									       : cfg->policy));
+									       : cfg->set.policy));
 	return 0;
 }
 
@@ -2498,19 +2509,19 @@ new_lua_policy_ffi(lua_State *L, const char *fn, int name_idx, int fn_idx, bool 
 	struct policy_ref *r;
 
 	luaL_checktype(L, fn_idx, LUA_TFUNCTION);
-	if (cfg->nlua_policies >= DLB_MAX_LUA_POLICIES)
+	if (cfg->set.nlua_policies >= DLB_MAX_LUA_POLICIES)
 		return luaL_error(L, "%s: too many Lua policies (%d)", fn, DLB_MAX_LUA_POLICIES);
-	lp = &cfg->lua_policies[cfg->nlua_policies];
+	lp = &cfg->set.lua_policies[cfg->set.nlua_policies];
 	snprintf(lp->name, sizeof(lp->name), "%s", name);
 	lp->ffi = ffi;
 	lp->fn = dlb_lua_register_fn(L, fn_idx, lp->src, sizeof(lp->src));
 	r = lua_newuserdatauv(L, sizeof(*r), 1);
-	r->policy = DLB_POLICY_LUA + cfg->nlua_policies;
+	r->policy = DLB_POLICY_LUA + cfg->set.nlua_policies;
 	lua_pushvalue(L, fn_idx);
 	lua_setiuservalue(L, -2, 1);
 	luaL_setmetatable(L, MT_POLICY);
-	/* published last: workers read nlua_policies only through a policy number */
-	__atomic_store_n(&cfg->nlua_policies, cfg->nlua_policies + 1, __ATOMIC_RELEASE);
+	cfg->set.nlua_policies++;	/* workers see it with the next publication */
+	conf_publish(L, fn);
 	return 1;
 }
 
@@ -2531,8 +2542,8 @@ static int
 l_set_server_policy_lua(lua_State *L)
 {
 	new_lua_policy(L, "setServerPolicyLua", 1, 2);
-	__atomic_store_n(&conf_get(L)->cfg->policy, check_policy(L, -1), __ATOMIC_RELAXED);
-	return 0;
+	conf_get(L)->cfg->set.policy = check_policy(L, -1);
+	return conf_publish(L, "setServerPolicyLua");
 }
 
 /* setPoolServerPolicyLua(name, function, pool) */
@@ -2543,8 +2554,8 @@ l_set_pool_server_policy_lua(lua_State *L)
 	struct dlb_pool *pool = get_pool(L, fn, dlb_lua_arg_string(L, 3, fn));
 
 	new_lua_policy(L, fn, 1, 2);
-	__atomic_store_n(&pool->policy, check_policy(L, -1), __ATOMIC_RELAXED);
-	return 0;
+	pool->policy = check_policy(L, -1);
+	return conf_publish(L, "setPoolServerPolicyLua");
 }
 
 /*
@@ -2569,9 +2580,10 @@ ffi_policy(lua_State *L, const char *fn, bool per_thread, int pool_arg)
 	}
 	new_lua_policy_ffi(L, fn, 1, 2, true);
 	if (pool != NULL)
-		__atomic_store_n(&pool->policy, check_policy(L, -1), __ATOMIC_RELAXED);
+		pool->policy = check_policy(L, -1);
 	else
-		__atomic_store_n(&conf_get(L)->cfg->policy, check_policy(L, -1), __ATOMIC_RELAXED);
+		conf_get(L)->cfg->set.policy = check_policy(L, -1);
+	conf_publish(L, fn);
 }
 
 static int
@@ -2605,9 +2617,9 @@ l_set_pool_server_policy_lua_ffi_per_thread(lua_State *L)
 static int
 l_set_round_robin_fail_on_no_server(lua_State *L)
 {
-	conf_get(L)->cfg->roundrobin_fail_on_no_server =
+	conf_get(L)->cfg->set.roundrobin_fail_on_no_server =
 		dlb_lua_arg_bool(L, 1, "setRoundRobinFailOnNoServer");
-	return 0;
+	return conf_publish(L, "setRoundRobinFailOnNoServer");
 }
 
 /*
@@ -2647,16 +2659,16 @@ l_set_failover(lua_State *L)
 	lua_pop(L, 1);
 	if (lua_getfield(L, 1, "pool") != LUA_TNIL) {
 		pool = lua_tostring(L, -1);
-		if (pool == NULL || strlen(pool) >= sizeof(cfg->failover_pool))
+		if (pool == NULL || strlen(pool) >= sizeof(cfg->set.failover_pool))
 			return luaL_error(L, "setFailover: 'pool' must be a pool name");
 	}
-	cfg->failover_on_timeout = on_timeout;
-	cfg->failover_on_servfail = on_servfail;
-	cfg->failover_budget = budget;
-	cfg->failover_other_pool = pool != NULL;
-	snprintf(cfg->failover_pool, sizeof(cfg->failover_pool), "%s", pool ? pool : "");
+	cfg->set.failover_on_timeout = on_timeout;
+	cfg->set.failover_on_servfail = on_servfail;
+	cfg->set.failover_budget = budget;
+	cfg->set.failover_other_pool = pool != NULL;
+	snprintf(cfg->set.failover_pool, sizeof(cfg->set.failover_pool), "%s", pool ? pool : "");
 	lua_pop(L, 1);
-	return 0;
+	return conf_publish(L, "setFailover");
 }
 
 /*
@@ -2680,16 +2692,16 @@ static int
 l_set_weighted_balancing_factor(lua_State *L)
 {
 	balancing_factor(L, "setWeightedBalancingFactor",
-			 &conf_get(L)->cfg->weighted_balancing_factor);
-	return 0;
+			 &conf_get(L)->cfg->set.weighted_balancing_factor);
+	return conf_publish(L, "setWeightedBalancingFactor");
 }
 
 static int
 l_set_ch_balancing_factor(lua_State *L)
 {
 	balancing_factor(L, "setConsistentHashingBalancingFactor",
-			 &conf_get(L)->cfg->ch_balancing_factor);
-	return 0;
+			 &conf_get(L)->cfg->set.ch_balancing_factor);
+	return conf_publish(L, "setConsistentHashingBalancingFactor");
 }
 
 static int
@@ -2857,14 +2869,14 @@ l_show_servers(lua_State *L)
 static int
 l_set_ecs_source_prefix_v4(lua_State *L)
 {
-	conf_get(L)->cfg->ecs_prefix_v4 = (int)dlb_lua_arg_int(L, 1, "setECSSourcePrefixV4", 0, 32);
+	conf_get(L)->cfg->set.ecs_prefix_v4 = (int)dlb_lua_arg_int(L, 1, "setECSSourcePrefixV4", 0, 32);
 	return 0;
 }
 
 static int
 l_set_ecs_source_prefix_v6(lua_State *L)
 {
-	conf_get(L)->cfg->ecs_prefix_v6 =
+	conf_get(L)->cfg->set.ecs_prefix_v6 =
 		(int)dlb_lua_arg_int(L, 1, "setECSSourcePrefixV6", 0, 128);
 	return 0;
 }
@@ -2872,16 +2884,16 @@ l_set_ecs_source_prefix_v6(lua_State *L)
 static int
 l_set_ecs_override(lua_State *L)
 {
-	conf_get(L)->cfg->ecs_override = dlb_lua_arg_bool(L, 1, "setECSOverride");
-	return 0;
+	conf_get(L)->cfg->set.ecs_override = dlb_lua_arg_bool(L, 1, "setECSOverride");
+	return conf_publish(L, "setECSOverride");
 }
 
 static int
 l_set_whashed_pertubation(lua_State *L)
 {
-	conf_get(L)->cfg->whashed_perturbation =
+	conf_get(L)->cfg->set.whashed_perturbation =
 		(uint32_t)dlb_lua_arg_int(L, 1, "setWHashedPertubation", 0, UINT32_MAX);
-	return 0;
+	return conf_publish(L, "setWHashedPertubation");
 }
 
 /* ---- settings ----------------------------------------------------------- */
@@ -2893,8 +2905,8 @@ l_set_udp_timeout(lua_State *L)
 
 	if (!dlb_lua_to_number(L, 1, &secs) || secs <= 0 || secs > 3600)
 		return luaL_error(L, "setUDPTimeout: expected a number of seconds (0..3600]");
-	conf_get(L)->cfg->udp_timeout_ms = secs * 1000 < 1 ? 1 : (int)lround(secs * 1000);
-	return 0;
+	conf_get(L)->cfg->set.udp_timeout_ms = secs * 1000 < 1 ? 1 : (int)lround(secs * 1000);
+	return conf_publish(L, "setUDPTimeout");
 }
 
 static int
@@ -2909,39 +2921,39 @@ l_set_max_udp_outstanding(lua_State *L)
 static int
 l_set_servfail_when_no_server(lua_State *L)
 {
-	conf_get(L)->cfg->servfail_when_no_server =
+	conf_get(L)->cfg->set.servfail_when_no_server =
 		dlb_lua_arg_bool(L, 1, "setServFailWhenNoServer");
-	return 0;
+	return conf_publish(L, "setServFailWhenNoServer");
 }
 
 static int
 l_set_drop_empty_queries(lua_State *L)
 {
-	conf_get(L)->cfg->drop_empty_queries = dlb_lua_arg_bool(L, 1, "setDropEmptyQueries");
-	return 0;
+	conf_get(L)->cfg->set.drop_empty_queries = dlb_lua_arg_bool(L, 1, "setDropEmptyQueries");
+	return conf_publish(L, "setDropEmptyQueries");
 }
 
 static int
 l_set_allow_empty_response(lua_State *L)
 {
-	conf_get(L)->cfg->allow_empty_response = dlb_lua_arg_bool(L, 1, "setAllowEmptyResponse");
-	return 0;
+	conf_get(L)->cfg->set.allow_empty_response = dlb_lua_arg_bool(L, 1, "setAllowEmptyResponse");
+	return conf_publish(L, "setAllowEmptyResponse");
 }
 
 static int
 l_truncate_tc(lua_State *L)
 {
-	conf_get(L)->cfg->truncate_tc = dlb_lua_arg_bool(L, 1, "truncateTC");
-	return 0;
+	conf_get(L)->cfg->set.truncate_tc = dlb_lua_arg_bool(L, 1, "truncateTC");
+	return conf_publish(L, "truncateTC");
 }
 
 /* dnslb's own: the cap on what a UDP client's advertised size lets through */
 static int
 l_set_max_udp_answer_size(lua_State *L)
 {
-	conf_get(L)->cfg->max_udp_answer =
+	conf_get(L)->cfg->set.max_udp_answer =
 		(uint16_t)dlb_lua_arg_int(L, 1, "setMaxUDPAnswerSize", 512, 65535);
-	return 0;
+	return conf_publish(L, "setMaxUDPAnswerSize");
 }
 
 static int
@@ -2958,32 +2970,32 @@ l_set_payload_size_on_self_generated_answers(lua_State *L)
 		conf_log(L, DLB_LOG_WARN, "%s() is set too high, capping to 1500 instead!", fn);
 		n = 1500;
 	}
-	conf_get(L)->cfg->selfans.payload_size = (uint16_t)n;
-	return 0;
+	conf_get(L)->cfg->set.selfans.payload_size = (uint16_t)n;
+	return conf_publish(L, "setPayloadSizeOnSelfGeneratedAnswers");
 }
 
 static int
 l_set_add_edns_to_self_generated_responses(lua_State *L)
 {
-	conf_get(L)->cfg->selfans.add_edns =
+	conf_get(L)->cfg->set.selfans.add_edns =
 		dlb_lua_arg_bool(L, 1, "setAddEDNSToSelfGeneratedResponses");
-	return 0;
+	return conf_publish(L, "setAddEDNSToSelfGeneratedResponses");
 }
 
 static int
 l_set_tcp_recv_timeout(lua_State *L)
 {
-	conf_get(L)->cfg->tcp_recv_timeout =
+	conf_get(L)->cfg->set.tcp_recv_timeout =
 		(int)dlb_lua_arg_int(L, 1, "setTCPRecvTimeout", 0, INT_MAX);
-	return 0;
+	return conf_publish(L, "setTCPRecvTimeout");
 }
 
 static int
 l_set_tcp_send_timeout(lua_State *L)
 {
-	conf_get(L)->cfg->tcp_send_timeout =
+	conf_get(L)->cfg->set.tcp_send_timeout =
 		(int)dlb_lua_arg_int(L, 1, "setTCPSendTimeout", 0, INT_MAX);
-	return 0;
+	return conf_publish(L, "setTCPSendTimeout");
 }
 
 static int
@@ -3110,8 +3122,8 @@ l_get_verbose(lua_State *L)
 static int
 l_set_verbose_health_checks(lua_State *L)
 {
-	conf_get(L)->cfg->verbose_health_checks = dlb_lua_arg_bool(L, 1, "setVerboseHealthChecks");
-	return 0;
+	conf_get(L)->cfg->set.verbose_health_checks = dlb_lua_arg_bool(L, 1, "setVerboseHealthChecks");
+	return conf_publish(L, "setVerboseHealthChecks");
 }
 
 static int
@@ -3154,8 +3166,8 @@ l_set_syslog_facility(lua_State *L)
 static int
 l_fixup_case(lua_State *L)
 {
-	conf_get(L)->cfg->fixup_case = dlb_lua_arg_bool(L, 1, "fixupCase");
-	return 0;
+	conf_get(L)->cfg->set.fixup_case = dlb_lua_arg_bool(L, 1, "fixupCase");
+	return conf_publish(L, "fixupCase");
 }
 
 /*

@@ -181,7 +181,7 @@ policy_pick(const struct dlb_config *cfg, const struct dlb_pool *pool, int polic
 	static const struct dlb_be_stats zero[DLB_MAX_BACKENDS];
 	struct dlb_qps_window *qps = calloc(DLB_MAX_BACKENDS, sizeof(*qps));
 	unsigned rr = 0;
-	struct dlb_policy_view v = dlb_policy_view_init(cfg, zero, qps, rng, &rr, now);
+	struct dlb_policy_view v = dlb_policy_view_init(cfg, &cfg->set, NULL, zero, qps, rng, &rr, now);
 	struct dlb_backend *be;
 
 	if (qps == NULL)
@@ -271,7 +271,7 @@ l_explain_query(lua_State *L)
 
 	out(L, "Query: %s type %u from %s over %s%s%s", name, qtype, client, tcp ? "TCP" : "UDP",
 	    dnssec ? ", DO" : "", rd ? ", RD" : "");
-	if (!dlb_nmg_match(dlb_config_acl(cfg), (const struct sockaddr *)&remote)) {
+	if (!dlb_nmg_match(&cfg->acl, (const struct sockaddr *)&remote)) {
 		out(L, "ACL: the client is not in the ACL: dropped (acl-drops)");
 		return 0;
 	}
@@ -289,6 +289,7 @@ l_explain_query(lua_State *L)
 	dq.worker = DLB_MAX_WORKERS;
 	dq.lua = NULL;
 	dq.cfg = cfg;
+	dq.set = &cfg->set;	/* the main thread's: the builder values */
 	dq.now = (double)tv.tv_sec + tv.tv_usec / 1e6;
 	dq.t_start = dq.now;
 	dq.rng = &rng;
@@ -346,7 +347,7 @@ l_explain_query(lua_State *L)
 		return 0;
 	}
 	{
-		int up = 0, policy = dlb_pool_policy(cfg, pool);
+		int up = 0, policy = dlb_config_pool_policy(cfg, pool);
 		enum dlb_lua_phase ph = dlb_lua_conf_phase(dlb_lua_conf_of(L));
 
 		for (int i = 0; i < pool->n; i++)
@@ -366,7 +367,7 @@ l_explain_query(lua_State *L)
 						       "leastOutstanding's pick)" :
 						       " (the policy's pick with nothing in flight)");
 		else
-			out(L, "Server: none available: %s", cfg->servfail_when_no_server
+			out(L, "Server: none available: %s", cfg->set.servfail_when_no_server
 				   ? "SERVFAIL (setServFailWhenNoServer)" : "dropped (no-policy)");
 	}
 	if (dq.skip_cache)

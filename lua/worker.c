@@ -438,7 +438,7 @@ l_dq_index(lua_State *L)
 	case 'e':
 		if (strcmp(k, "ecsOverride") == 0) {
 			lua_pushboolean(L, dq->ecs_override >= 0 ? dq->ecs_override :
-					   dq->cfg != NULL && dq->cfg->ecs_override);
+					   dq->set != NULL && dq->set->ecs_override);
 			return 1;
 		}
 		if (strcmp(k, "ecsPrefixLength") == 0) {
@@ -446,8 +446,8 @@ l_dq_index(lua_State *L)
 			int p = v6 ? dq->ecs_prefix_v6 : dq->ecs_prefix_v4;
 
 			if (p < 0)
-				p = dq->cfg == NULL ? (v6 ? 56 : 24) :
-				    v6 ? dq->cfg->ecs_prefix_v6 : dq->cfg->ecs_prefix_v4;
+				p = dq->set == NULL ? (v6 ? 56 : 24) :
+				    v6 ? dq->set->ecs_prefix_v6 : dq->set->ecs_prefix_v4;
 			lua_pushinteger(L, p);
 			return 1;
 		}
@@ -1039,7 +1039,7 @@ l_dq_spoof(lua_State *L)
 {
 	struct dlb_dq *dq = check_dq(L, 1);
 	static const struct dlb_answer_opts o = { .ttl = 60 };
-	const struct dlb_selfanswer_opts *so = dq->cfg != NULL ? &dq->cfg->selfans : NULL;
+	const struct dlb_selfanswer_opts *so = dq->set != NULL ? &dq->set->selfans : NULL;
 	struct sockaddr_storage addrs[SPOOF_MAX];
 	uint8_t *raw[SPOOF_MAX];
 	uint16_t rawlen[SPOOF_MAX];
@@ -1577,15 +1577,21 @@ log_error(struct dlb_lua_worker *lw, const char *what, const char *src, const ch
 		dlb_warn("%s (%s) failed on worker %d: %s", what, src, lw->id, msg);
 }
 
-/* A signature of @pool's membership: the cached Server objects are still right if it matches. */
+/* A signature of a pool's membership: the cached Server objects are still right if it matches. */
 static lua_Integer
-pool_signature(const struct dlb_pool *pool)
+pool_signature(const struct dlb_pool_state *ps)
 {
-	uint64_t h = DLB_FNV1A64_INIT ^ (uint64_t)pool->n;
+	uint64_t h = DLB_FNV1A64_INIT ^ (uint64_t)ps->n;
 
-	h = dlb_fnv1a64(pool->members, (size_t)pool->n * sizeof(pool->members[0]), h);
+	h = dlb_fnv1a64(ps->members, (size_t)ps->n * sizeof(ps->members[0]), h);
 	return (lua_Integer)(h >> 1);
 }
+
+/* What a policy call gets: the pool (the cache key) and its members in the dq's snapshot. */
+struct policy_pool {
+	const struct dlb_pool *pool;
+	const struct dlb_pool_state *ps;
+};
 
 /*
  * Push a fresh table of Server objects of @pool's members (in order): the
@@ -1595,10 +1601,12 @@ pool_signature(const struct dlb_pool *pool)
  * protected.
  */
 static void
-push_pool_servers(lua_State *L, const struct dlb_pool *pool)
+push_pool_servers(lua_State *L, const struct policy_pool *pp)
 {
 	static const char key = 'p', sig_key = 's';
-	lua_Integer sig = pool_signature(pool);
+	const struct dlb_pool *pool = pp->pool;
+	const struct dlb_pool_state *ps = pp->ps;
+	lua_Integer sig = pool_signature(ps);
 	bool cached = false;
 
 	push_registry_table(L, &sig_key);
@@ -1613,9 +1621,9 @@ push_pool_servers(lua_State *L, const struct dlb_pool *pool)
 		lua_pop(L, 1);
 	}
 	if (!cached) {
-		lua_createtable(L, pool->n, 0);
-		for (int i = 0; i < pool->n; i++) {
-			dlb_lua_push_server(L, pool->members[i]);
+		lua_createtable(L, ps->n, 0);
+		for (int i = 0; i < ps->n; i++) {
+			dlb_lua_push_server(L, ps->members[i]);
 			lua_rawseti(L, -2, i + 1);
 		}
 		lua_pushvalue(L, -1);
@@ -1624,8 +1632,8 @@ push_pool_servers(lua_State *L, const struct dlb_pool *pool)
 		lua_rawsetp(L, -4, pool);		/* sigs[pool] = sig */
 	}
 	/* stack: sigs, cache, cached table */
-	lua_createtable(L, pool->n, 0);
-	for (int i = 1; i <= pool->n; i++) {
+	lua_createtable(L, ps->n, 0);
+	for (int i = 1; i <= ps->n; i++) {
 		lua_rawgeti(L, -2, i);
 		lua_rawseti(L, -2, i);
 	}
@@ -1689,10 +1697,10 @@ load_runtime_fn(struct dlb_lua_worker *lw, int fn)
 static int
 policy_call(lua_State *L)
 {
-	const struct dlb_pool *pool = lua_touserdata(L, 2);
+	const struct policy_pool *pp = lua_touserdata(L, 2);
 
 	lua_pushvalue(L, 1);
-	push_pool_servers(L, pool);
+	push_pool_servers(L, pp);
 	lua_pushvalue(L, 3);
 	lua_call(L, 2, 1);
 	return 1;
@@ -1708,6 +1716,8 @@ call_fn_pool(struct dlb_lua_worker *lw, const char *what, int fn, const char *sr
 	     struct dlb_dq *dq, bool response, const struct dlb_pool *pool, int nres)
 {
 	lua_State *L = lw->L;
+	struct dlb_pool_state tmp;
+	struct policy_pool pp = { pool, NULL };
 	int st, nargs = 1;
 
 	if ((fn > lw->nfns || (fn >= 1 && lw->srcs[fn][0] == '\0')) &&
@@ -1728,7 +1738,8 @@ call_fn_pool(struct dlb_lua_worker *lw, const char *what, int fn, const char *sr
 		/* the servers table is built inside the protected call (it allocates) */
 		lua_pushcfunction(L, policy_call);
 		lua_rawgeti(L, SLOT_FNS, fn);
-		lua_pushlightuserdata(L, (void *)(uintptr_t)pool);
+		pp.ps = dlb_pool_state(dq->snap, pool, &tmp);
+		lua_pushlightuserdata(L, &pp);
 		nargs = 3;
 	} else {
 		lua_rawgeti(L, SLOT_FNS, fn);
@@ -1905,6 +1916,8 @@ int
 dlb_luaw_policy(struct dlb_lua_worker *lw, int fn, const char *src, const struct dlb_pool *pool,
 		struct dlb_dq *dq)
 {
+	struct dlb_pool_state tmp;
+	const struct dlb_pool_state *ps = dlb_pool_state(dq->snap, pool, &tmp);
 	lua_State *L;
 	struct dlb_backend *be;
 	int idx = -1;
@@ -1914,33 +1927,33 @@ dlb_luaw_policy(struct dlb_lua_worker *lw, int fn, const char *src, const struct
 		return -1;
 	L = lw->L;
 	/* an FFI policy (setServerPolicyLuaFFI) returns a 0-based index; few policies */
-	if (dq->cfg != NULL) {
-		int np = __atomic_load_n(&dq->cfg->nlua_policies, __ATOMIC_ACQUIRE);
+	if (dq->set != NULL) {
+		int np = dq->set->nlua_policies;
 
 		for (int k = 0; k < np; k++)
-			if (dq->cfg->lua_policies[k].fn == fn)
-				ffi = dq->cfg->lua_policies[k].ffi;
+			if (dq->set->lua_policies[k].fn == fn)
+				ffi = dq->set->lua_policies[k].ffi;
 	}
 	if (ffi) {
 		int isnum = 0;
 		lua_Integer i = lua_tointegerx(L, -1, &isnum);
 
-		if (!isnum || i < 0 || i >= pool->n) {
+		if (!isnum || i < 0 || i >= ps->n) {
 			log_error(lw, "Lua FFI policy", lw->srcs[fn], "it must return the 0-based "
 				  "index of a server of the list");
 			lua_settop(L, SLOT__TOP);
 			return -1;
 		}
-		idx = pool->members[i]->index;
+		idx = ps->members[i]->index;
 	} else if (lua_isinteger(L, -1)) {
 		lua_Integer i = lua_tointeger(L, -1);
 
-		if (i >= 1 && i <= pool->n)
-			idx = pool->members[i - 1]->index;
+		if (i >= 1 && i <= ps->n)
+			idx = ps->members[i - 1]->index;
 	} else if ((be = dlb_lua_to_server(L, -1)) != NULL) {
 		/* only a server of this pool: a stale object of another one is "none" */
-		for (int i = 0; i < pool->n; i++)
-			if (pool->members[i] == be)
+		for (int i = 0; i < ps->n; i++)
+			if (ps->members[i] == be)
 				idx = be->index;
 	} else if (!lua_isnil(L, -1)) {
 		log_error(lw, "Lua policy", lw->srcs[fn], "it must return a Server, a position or nil");

@@ -8,7 +8,7 @@
  * runs' noise: dlb_policy_select (dnslb/pipeline/policy.c) timed on the default pool of
  * a config with 1 backend and with 8 backends (weight=100 each, so chashed
  * has a ring of 800 points; fixed distinct ids, so the ring is the same
- * from run to run), the policy set globally (cfg->policy, setServerPolicy)
+ * from run to run), the policy set globally (cfg->set.policy, setServerPolicy)
  * with the pool's own left at "use the global one", as the daemon does by
  * default.
  *
@@ -153,10 +153,11 @@ static struct dlb_backend *
 select_one(struct bench_worker *w, const struct dlb_pool *pool, const struct dlb_dnsmsg *m,
 	   double now)
 {
-	const struct dlb_policy_view v = dlb_policy_view_init(w->cfg, w->be_stats, w->qps, &w->rng,
-							      &w->rr_counter, now);
+	/* no worker threads: the builder's settings and pools */
+	const struct dlb_policy_view v = dlb_policy_view_init(w->cfg, &w->cfg->set, NULL, w->be_stats,
+							      w->qps, &w->rng, &w->rr_counter, now);
 
-	return dlb_policy_select(&v, pool, dlb_pool_policy(w->cfg, pool), m->qname_lc,
+	return dlb_policy_select(&v, pool, dlb_config_pool_policy(w->cfg, pool), m->qname_lc,
 				 m->qname_len);
 }
 
@@ -198,9 +199,7 @@ cell_init(struct cell *c, struct dlb_config *cfg, struct bench_worker *w, int po
 static void
 cell_enter(struct cell *c)
 {
-	__atomic_store_n(&c->cfg->policy,
-			 c->policy == HARNESS ? DLB_POLICY_LEAST_OUTSTANDING : c->policy,
-			 __ATOMIC_RELAXED);
+	c->cfg->set.policy = c->policy == HARNESS ? DLB_POLICY_LEAST_OUTSTANDING : c->policy;
 	for (int i = 0; i < c->cfg->nbackends; i++)
 		c->w->be_stats[i].outstanding = 0;
 	for (int i = 0; i < INFLIGHT; i++)

@@ -343,34 +343,50 @@ sockaddr_port(const struct sockaddr *sa)
 	return -1;
 }
 
-static bool
-pool_available(const struct dlb_config *cfg, const char *name)
+/* Pool @name in the dq's snapshot (or, with none, the builder's). */
+static const struct dlb_pool *
+dq_find_pool(const struct dlb_dq *dq, const char *name)
 {
+	if (dq->snap != NULL)
+		return dlb_snapshot_find_pool(dq->snap, name);
+	return dq->cfg != NULL ? dlb_config_find_pool(dq->cfg, name) : NULL;
+}
+
+static bool
+pool_available(const struct dlb_dq *dq, const char *name)
+{
+	const struct dlb_pool_state *ps;
+	struct dlb_pool_state tmp;
 	const struct dlb_pool *p;
 
-	if (cfg == NULL || name == NULL || (p = dlb_config_find_pool(cfg, name)) == NULL)
+	if (name == NULL || (p = dq_find_pool(dq, name)) == NULL)
 		return false;
-	for (int i = 0; i < p->n; i++) {
-		if (dlb_backend_is_up(p->members[i]))
+	ps = dlb_pool_state(dq->snap, p, &tmp);
+	for (int i = 0; i < ps->n; i++) {
+		if (dlb_backend_is_up(ps->members[i]))
 			return true;
 	}
 	return false;
 }
 
 static uint64_t
-pool_outstanding(const struct dlb_config *cfg, const char *name)
+pool_outstanding(const struct dlb_dq *dq, const char *name)
 {
+	const struct dlb_config *cfg = dq->cfg;
+	const struct dlb_pool_state *ps;
+	struct dlb_pool_state tmp;
 	const struct dlb_pool *p;
 	uint64_t sum = 0;
 
 	if (cfg == NULL || name == NULL || cfg->be_totals == NULL ||
-	    (p = dlb_config_find_pool(cfg, name)) == NULL)
+	    (p = dq_find_pool(dq, name)) == NULL)
 		return 0;
-	for (int i = 0; i < p->n; i++) {
+	ps = dlb_pool_state(dq->snap, p, &tmp);
+	for (int i = 0; i < ps->n; i++) {
 		struct dlb_be_totals t;
 
 		memset(&t, 0, sizeof(t));
-		cfg->be_totals(p->members[i]->index, &t);
+		cfg->be_totals(ps->members[i]->index, &t);
 		sum += t.outstanding;
 	}
 	return sum;
@@ -531,9 +547,9 @@ sel_match_slow(const struct dlb_sel *s, struct dlb_dq *dq, struct dlb_stats *st)
 		return v != NULL && (s->u.tag.value == NULL || strcmp(v, s->u.tag.value) == 0);
 	}
 	case DLB_SEL_POOL_AVAILABLE:
-		return pool_available(dq->cfg, s->u.pool.name);
+		return pool_available(dq, s->u.pool.name);
 	case DLB_SEL_POOL_OUTSTANDING:
-		return pool_outstanding(dq->cfg, s->u.pool.name) > s->u.pool.limit;
+		return pool_outstanding(dq, s->u.pool.name) > s->u.pool.limit;
 	case DLB_SEL_LUA: {
 		int rc;
 
@@ -687,7 +703,7 @@ rcode_counter(unsigned rcode)
 static inline const struct dlb_selfanswer_opts *
 selfans(const struct dlb_dq *dq)
 {
-	return dq->cfg != NULL ? &dq->cfg->selfans : NULL;
+	return dq->set != NULL ? &dq->set->selfans : NULL;
 }
 
 /*
@@ -711,7 +727,7 @@ static void
 set_pool(struct dlb_dq *dq, const char *name)
 {
 	dq->pool_set = true;
-	dq->pool = dq->cfg != NULL ? dlb_config_find_pool(dq->cfg, name ? name : "") : NULL;
+	dq->pool = dq_find_pool(dq, name ? name : "");
 }
 
 static void
@@ -1215,6 +1231,13 @@ dlb_act_run(const struct dlb_act *a, struct dlb_dq *dq)
 
 /* Slot DLB_MAX_WORKERS is for the main thread (and any caller outside the workers). */
 #define RULE_CTR_SLOTS (DLB_MAX_WORKERS + 1)
+/*
+ * One more slot past them holds the number of rules sharing the counters
+ * (main thread only): a reload's unchanged rule takes over its predecessor's
+ * (rules_keep_counters), so workers still on the old ruleset count into the
+ * same slots.
+ */
+#define RULE_CTR_REFS(r) ((r)->ctr[RULE_CTR_SLOTS].hits)
 
 static uint64_t rule_creation;	/* main thread */
 
@@ -1223,7 +1246,7 @@ struct dlb_rule *
 dlb_rule_new(struct dlb_sel *sel, struct dlb_act *act, const char *name, const char *uuid)
 {
 	struct dlb_rule *r;
-	size_t ctrsz = RULE_CTR_SLOTS * sizeof(struct dlb_rule_ctr);
+	size_t ctrsz = (RULE_CTR_SLOTS + 1) * sizeof(struct dlb_rule_ctr);
 
 	if (sodium_init() < 0)
 		return NULL;
@@ -1237,6 +1260,7 @@ dlb_rule_new(struct dlb_sel *sel, struct dlb_act *act, const char *name, const c
 		return NULL;
 	}
 	memset(r->ctr, 0, ctrsz);
+	RULE_CTR_REFS(r) = 1;
 	if (name != NULL)
 		snprintf(r->name, sizeof(r->name), "%s", name);
 	if (uuid != NULL && uuid[0] != '\0')
@@ -1267,7 +1291,8 @@ dlb_rule_unref(struct dlb_rule *r)
 		return;
 	dlb_sel_unref(r->sel);
 	dlb_act_unref(r->act);
-	free(r->ctr);
+	if (--RULE_CTR_REFS(r) == 0)
+		free(r->ctr);
 	free(r);
 }
 
@@ -1300,6 +1325,7 @@ static struct dlb_ruleset empty_ruleset = {
 _Static_assert(DLB_CHAIN__COUNT == 5, "one initializer per chain kind");
 
 static struct dlb_ruleset *live = &empty_ruleset;	/* atomic */
+static dlb_rules_publish_fn *publish_hook;	/* main thread */
 /* main thread: while set, chains are read from and published to this one */
 static _Thread_local struct dlb_ruleset *staging;
 
@@ -1362,19 +1388,39 @@ ruleset_copy(const struct dlb_ruleset *from)
 	return rs;
 }
 
-/* Make @rs live; the old one is retired through @rt (NULL: freed now). */
-static void
-ruleset_publish(struct dlb_ruleset *rs, struct dlb_rcu_thread *rt)
+void
+dlb_rules_set_publish_hook(dlb_rules_publish_fn *fn)
 {
-	struct dlb_ruleset *old = live;
+	publish_hook = fn;
+}
 
-	__atomic_store_n(&live, rs, __ATOMIC_RELEASE);
-	if (old == &empty_ruleset)
+void
+dlb_rules_retire(struct dlb_ruleset *old, struct dlb_rcu_thread *rt)
+{
+	if (old == &empty_ruleset || old == NULL)
 		return;
 	if (rt == NULL)
 		ruleset_free(old);
 	else
 		dlb_rcu_defer(rt, &old->epoch, ruleset_reclaim);
+}
+
+/*
+ * Make @rs live and publish it to the workers (the hook: in a new
+ * configuration snapshot); the old one is retired through @rt (NULL: freed
+ * now) once no snapshot being published holds it. @return 0, or DLB_ENOMEM
+ * (nothing changed; @rs is still the caller's).
+ */
+static int
+ruleset_publish(struct dlb_ruleset *rs, struct dlb_rcu_thread *rt)
+{
+	struct dlb_ruleset *old = live;
+
+	if (publish_hook != NULL && publish_hook(rs, rt) != 0)
+		return DLB_ENOMEM;
+	__atomic_store_n(&live, rs, __ATOMIC_RELEASE);
+	dlb_rules_retire(old, rt);
+	return 0;
 }
 
 int
@@ -1408,7 +1454,10 @@ dlb_rules_publish(enum dlb_chain_kind kind, struct dlb_rule *const *v, int n,
 	}
 	chain_unref(rs->c[kind]);
 	rs->c[kind] = c;
-	ruleset_publish(rs, rt);
+	if (ruleset_publish(rs, rt) != 0) {
+		ruleset_free(rs);
+		return DLB_ENOMEM;
+	}
 	return 0;
 }
 
@@ -1431,11 +1480,75 @@ dlb_rules_stage_end(void)
 	staging = NULL;
 }
 
+/* Is @b the same rule as @a: same name, selector and action text? */
+static bool
+rule_same(const struct dlb_rule *a, const struct dlb_rule *b)
+{
+	const char *sa = a->sel != NULL && a->sel->desc != NULL ? a->sel->desc : "";
+	const char *sb = b->sel != NULL && b->sel->desc != NULL ? b->sel->desc : "";
+	const char *aa = a->act != NULL && a->act->desc != NULL ? a->act->desc : "";
+	const char *ab = b->act != NULL && b->act->desc != NULL ? b->act->desc : "";
+
+	return strcmp(a->name, b->name) == 0 && strcmp(sa, sb) == 0 && strcmp(aa, ab) == 0 &&
+	       (a->sel != NULL) == (b->sel != NULL) && (a->act != NULL) == (b->act != NULL) &&
+	       (a->sel == NULL || a->sel->type == b->sel->type) &&
+	       (a->act == NULL || a->act->type == b->act->type);
+}
+
+/*
+ * A reload's rules keep the match counters of the running rules they repeat
+ * unchanged (rule_same, in the same chain; repeated rules pair up in order):
+ * the new rule shares the old one's counter slots.
+ */
+static void
+rules_keep_counters(struct dlb_ruleset *rs, const struct dlb_ruleset *old)
+{
+	for (int k = 0; k < DLB_CHAIN__COUNT; k++) {
+		const struct dlb_chain *oc = old->c[k];
+		bool *taken = oc->n > 0 ? calloc((size_t)oc->n, sizeof(*taken)) : NULL;
+
+		if (taken == NULL)
+			continue;	/* nothing to keep, or no memory: counters start at 0 */
+		for (int i = 0; i < rs->c[k]->n; i++) {
+			struct dlb_rule *r = rs->c[k]->v[i];
+
+			/* the same position first: most reloads change few rules */
+			for (int n = 0; n < oc->n; n++) {
+				int j = (i + n) % oc->n;
+				struct dlb_rule *o = oc->v[j];
+
+				if (taken[j] || o->ctr == r->ctr || !rule_same(o, r))
+					continue;
+				taken[j] = true;
+				if (--RULE_CTR_REFS(r) == 0)
+					free(r->ctr);
+				r->ctr = o->ctr;
+				RULE_CTR_REFS(r)++;
+				break;
+			}
+		}
+		free(taken);
+	}
+}
+
 void
 dlb_rules_stage_commit(struct dlb_ruleset *rs, uint64_t gen, struct dlb_rcu_thread *rt)
 {
+	rules_keep_counters(rs, live);
 	rs->gen = gen;
-	ruleset_publish(rs, rt);
+	if (ruleset_publish(rs, rt) != 0)
+		ruleset_free(rs);	/* no memory for a snapshot: the running rules stay */
+}
+
+struct dlb_ruleset *
+dlb_rules_stage_take(struct dlb_ruleset *rs, uint64_t gen)
+{
+	struct dlb_ruleset *old = live;
+
+	rules_keep_counters(rs, live);
+	rs->gen = gen;
+	__atomic_store_n(&live, rs, __ATOMIC_RELEASE);
+	return old;
 }
 
 void

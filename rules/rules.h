@@ -93,7 +93,10 @@ struct dlb_dq {
 	int worker;			/* worker id: counter slot, Lua state */
 	struct dlb_lua_worker *lua;	/* this worker's Lua state; NULL: Lua rules don't match,
 					 * Lua actions answer SERVFAIL (counted) */
-	const struct dlb_config *cfg;	/* pools by name, backends' states */
+	const struct dlb_config *cfg;	/* live objects: pools by name, backends' states */
+	const struct dlb_snapshot *snap;	/* the worker's snapshot: pools (NULL: the
+					 * builder's, main thread) */
+	const struct dlb_settings *set;	/* its settings (NULL: defaults) */
 	double now;			/* loop clock, s */
 	double t_start;			/* when the query arrived (dr: latency) */
 	struct dlb_rng *rng;		/* ProbaRule */
@@ -677,8 +680,10 @@ struct dlb_chain {
 };
 
 /*
- * The five chains in force, published together with one atomic store (so a
- * reload swaps them all at once) and retired through the epoch. @gen is the
+ * The five chains in force, published together in the daemon's
+ * configuration snapshot (one atomic store, with the settings: a reload
+ * swaps them all at once; docs/architecture.md#publication) and retired
+ * through the epoch. @gen is the
  * Lua generation the chains' Lua functions belong to: bumped by each reload,
  * which also hands every worker a new Lua state of that generation
  * (lua/worker.h); runtime edits keep it.
@@ -690,10 +695,25 @@ struct dlb_ruleset {
 };
 
 /**
- * The rules in force (never NULL). Thread: any; workers inside their epoch
- * section. On the main thread during a reload's evaluation, the staged ones.
+ * The rules in force (never NULL): the builder's, main thread (and tests
+ * without a daemon). Workers read the ruleset of their configuration
+ * snapshot instead (w->snap->rules, docs/architecture.md#publication). On
+ * the main thread during a reload's evaluation, the staged ones.
  */
 const struct dlb_ruleset *dlb_rules_current(void);
+
+/**
+ * Publishes a ruleset to the workers: the daemon puts @rs in a new
+ * configuration snapshot and swaps it in. @return 0, or -1 (no memory:
+ * nothing published).
+ */
+typedef int dlb_rules_publish_fn(const struct dlb_ruleset *rs, struct dlb_rcu_thread *rt);
+/**
+ * Once the workers read snapshots: every later change of the rules in force
+ * goes through @fn before the ruleset it replaces is retired (NULL: none,
+ * before the workers start and after they stop). Main thread.
+ */
+void dlb_rules_set_publish_hook(dlb_rules_publish_fn *fn);
 
 /** dlb_rules_current()->c[@kind]. */
 const struct dlb_chain *dlb_rules_chain(enum dlb_chain_kind kind);
@@ -718,6 +738,16 @@ struct dlb_ruleset *dlb_rules_stage_begin(void);
 void dlb_rules_stage_end(void);
 void dlb_rules_stage_commit(struct dlb_ruleset *rs, uint64_t gen, struct dlb_rcu_thread *rt);
 void dlb_rules_stage_discard(struct dlb_ruleset *rs);
+/**
+ * A reload's commit when the caller publishes @rs itself (in its
+ * configuration snapshot, dlb_config_adopt): @rs becomes the rules in force
+ * with generation @gen, keeping the counters of unchanged rules; the
+ * publish hook is not called. @return the ruleset it replaces, for
+ * dlb_rules_retire once @rs is published. Main thread.
+ */
+struct dlb_ruleset *dlb_rules_stage_take(struct dlb_ruleset *rs, uint64_t gen);
+/** Retire @old (from dlb_rules_stage_take) through @rt. Main thread. */
+void dlb_rules_retire(struct dlb_ruleset *old, struct dlb_rcu_thread *rt);
 
 /**
  * Housekeeping of the published rules, every second (main thread): idle

@@ -625,7 +625,7 @@ dlb_metrics_pool(int i, struct dlb_metrics_pool *out)
 			out->active++;
 	policy = __atomic_load_n(&pool->policy, __ATOMIC_RELAXED);
 	out->policy = dlb_config_policy_name(cfg, policy >= 0 ? policy :
-					      __atomic_load_n(&cfg->policy, __ATOMIC_RELAXED));
+					      __atomic_load_n(&cfg->set.policy, __ATOMIC_RELAXED));
 	if (pool->cache != NULL) {
 		struct dlb_cache_stats st;
 

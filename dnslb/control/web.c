@@ -1290,7 +1290,7 @@ json_stats(void)
 	json_num(o, "too-old-drops", 0, false);
 	if (dlb_daemon.cfg != NULL)
 		json_str(o, "server-policy", dlb_config_policy_name(dlb_daemon.cfg,
-								    dlb_daemon.cfg->policy));
+								    dlb_daemon.cfg->set.policy));
 	return o;
 }
 

@@ -25,6 +25,7 @@
 
 #include "dnslb/core/cache.h"
 #include "dnslb/core/hash.h"
+#include "dnslb/core/log.h"
 #include "dnslb/core/rcu.h"
 #include "dnslb/core/util.h"
 
@@ -39,8 +40,8 @@ static const char *const default_acl[] = {
 const char *
 dlb_config_policy_name(const struct dlb_config *cfg, int p)
 {
-	if (p >= DLB_POLICY_LUA && p < DLB_POLICY_LUA + cfg->nlua_policies)
-		return cfg->lua_policies[p - DLB_POLICY_LUA].name;
+	if (p >= DLB_POLICY_LUA && p < DLB_POLICY_LUA + cfg->set.nlua_policies)
+		return cfg->set.lua_policies[p - DLB_POLICY_LUA].name;
 	return dlb_policy_name((enum dlb_policy)p);
 }
 
@@ -99,14 +100,14 @@ dlb_config_new(void)
 	}
 
 	cfg->workers = 0;
-	cfg->policy = DLB_POLICY_LEAST_OUTSTANDING;
-	cfg->udp_timeout_ms = 2000;
-	cfg->max_udp_answer = 4096;
+	cfg->set.policy = DLB_POLICY_LEAST_OUTSTANDING;
+	cfg->set.udp_timeout_ms = 2000;
+	cfg->set.max_udp_answer = 4096;
 	cfg->max_udp_outstanding = 65535;
-	cfg->selfans.add_edns = true;
-	cfg->selfans.payload_size = 1232;
-	cfg->tcp_recv_timeout = 2;
-	cfg->tcp_send_timeout = 2;
+	cfg->set.selfans.add_edns = true;
+	cfg->set.selfans.payload_size = 1232;
+	cfg->set.tcp_recv_timeout = 2;
+	cfg->set.tcp_send_timeout = 2;
 	/* abuse limits (docs/abuse.md): dnsdist 2.0's defaults where it has the setting */
 	cfg->tcp_conn_rate_interval = 5;
 	cfg->tcp_ban_duration_rate = 10;
@@ -121,56 +122,307 @@ dlb_config_new(void)
 	cfg->max_tcp_client_threads = 10;
 	cfg->udp_vector_size = DLB_UDP_BATCH;
 	cfg->blocking_receive = true;
-	cfg->cache_cleaning_delay = 60;
-	cfg->cache_cleaning_pct = 100;
-	cfg->failover_budget = 3.0;
-	cfg->ecs_prefix_v4 = 24;
-	cfg->ecs_prefix_v6 = 56;
+#ifdef DLB_RCU_TSAN
+	/*
+	 * ThreadSanitizer holds back a signal sent to a thread blocked in
+	 * recvmmsg (not among its blocking interceptors) until the call returns.
+	 * A parked worker is woken by such a signal (dlb_worker_wake), so it
+	 * would sleep until the next datagram and a stop or a new listener
+	 * would wait for traffic: under TSan workers wait in epoll instead.
+	 */
+	cfg->blocking_receive = false;
+#endif
+	cfg->set.cache_cleaning_delay = 60;
+	cfg->set.cache_cleaning_pct = 100;
+	cfg->set.failover_budget = 3.0;
+	cfg->set.ecs_prefix_v4 = 24;
+	cfg->set.ecs_prefix_v6 = 56;
 	return cfg;
 }
 
-/* A published copy of the ACL (what workers read), retired through the epoch. */
-struct acl_box {
-	ck_epoch_entry_t epoch;
-	struct dlb_nmg g;
-};
+/* ---- publication (docs/architecture.md#publication) ------------------------ */
 
-static void
-acl_free(struct dlb_nmg *g)
+void
+dlb_snapshot_free(struct dlb_snapshot *s)
 {
-	struct acl_box *b = container_of(g, struct acl_box, g);
-
-	dlb_nmg_deinit(&b->g);
-	free(b);
+	if (s == NULL)
+		return;
+	dlb_nmg_deinit(&s->acl);
+	free(s->mbuf);
+	free(s->wbuf);
+	free(s);
 }
 
+/* Epoch callback: on the retiring (main) thread, in dlb_rcu_poll. */
 static void
-acl_reclaim(ck_epoch_entry_t *e)
+snapshot_reclaim(ck_epoch_entry_t *e)
 {
-	acl_free(&container_of(e, struct acl_box, epoch)->g);
+	dlb_snapshot_free(container_of(e, struct dlb_snapshot, epoch));
+}
+
+/* A snapshot with room for @cap pool members and a copy of @acl. NULL on ENOMEM. */
+static struct dlb_snapshot *
+snapshot_new(struct dlb_config *cfg, const struct dlb_nmg *acl, int cap)
+{
+	struct dlb_snapshot *s = calloc(1, sizeof(*s));
+
+	if (s == NULL)
+		return NULL;
+	dlb_nmg_init(&s->acl);
+	s->live = cfg;
+	s->cap = cap;
+	s->mbuf = calloc(cap > 0 ? (size_t)cap : 1, sizeof(*s->mbuf));
+	s->wbuf = calloc(cap > 0 ? (size_t)cap : 1, sizeof(*s->wbuf));
+	if (s->mbuf == NULL || s->wbuf == NULL || dlb_nmg_copy(&s->acl, acl) != 0) {
+		dlb_snapshot_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+/* Every pool's members (with their weights) and cache, from the builder's pools. */
+static void
+snapshot_fill_pools(struct dlb_snapshot *s, const struct dlb_config *cfg)
+{
+	int used = 0;
+
+	s->npools = cfg->npools;
+	for (int i = 0; i < cfg->npools; i++) {
+		const struct dlb_pool *p = cfg->pools[i];
+		struct dlb_pool_state *ps = &s->pools[i];
+		int n = p->n <= s->cap - used ? p->n : s->cap - used;
+
+		for (int k = 0; k < n; k++) {
+			s->mbuf[used + k] = p->members[k];
+			s->wbuf[used + k] = __atomic_load_n(&p->members[k]->weight, __ATOMIC_RELAXED);
+		}
+		ps->members = s->mbuf + used;
+		ps->weights = s->wbuf + used;
+		ps->n = n;
+		ps->cache = p->cache;
+		used += n;
+	}
+}
+
+struct dlb_snapshot *
+dlb_snapshot_build(struct dlb_config *cfg)
+{
+	struct dlb_snapshot *s;
+	int cap = 0;
+
+	for (int i = 0; i < cfg->npools; i++)
+		cap += cfg->pools[i]->n;
+	s = snapshot_new(cfg, &cfg->acl, cap);
+	if (s == NULL)
+		return NULL;
+	s->set = cfg->set;
+	s->rules = cfg->rules;
+	snapshot_fill_pools(s, cfg);
+	for (int i = 0; i < cfg->npools; i++)
+		s->pools[i].policy = cfg->pools[i]->policy;
+	return s;
+}
+
+const struct dlb_pool *
+dlb_snapshot_find_pool(const struct dlb_snapshot *s, const char *name)
+{
+	for (int i = 0; i < s->npools; i++)
+		if (strcmp(s->live->pools[i]->name, name) == 0)
+			return s->live->pools[i];
+	return NULL;
+}
+
+void
+dlb_snapshot_publish(struct dlb_config *cfg, struct dlb_snapshot *s, struct dlb_rcu_thread *rt)
+{
+	struct dlb_snapshot *prev = cfg->snap;
+
+	s->gen = prev != NULL ? prev->gen + 1 : 1;
+	__atomic_store_n(&cfg->snap, s, __ATOMIC_RELEASE);
+	if (prev == NULL)
+		return;
+	if (rt != NULL)
+		dlb_rcu_defer(rt, &prev->epoch, snapshot_reclaim);
+	else
+		dlb_snapshot_free(prev);
 }
 
 int
-dlb_config_publish_acl(struct dlb_config *cfg, struct dlb_rcu_thread *rt)
+dlb_config_publish(struct dlb_config *cfg, struct dlb_rcu_thread *rt)
 {
-	struct acl_box *b = calloc(1, sizeof(*b));
-	struct dlb_nmg *prev;
+	struct dlb_snapshot *s = dlb_snapshot_build(cfg);
 
-	if (b == NULL)
+	if (s == NULL)
 		return -1;
-	dlb_nmg_init(&b->g);
-	if (dlb_nmg_copy(&b->g, &cfg->acl) != 0) {
-		free(b);
-		return -1;
+	dlb_snapshot_publish(cfg, s, rt);
+	return 0;
+}
+
+/* ---- reloads: prepare, then adopt (docs/architecture.md#publication) ------ */
+
+/* Policy @p of a reload's file, numbered in the running ring from @base. */
+static int
+adopt_policy(int p, int base)
+{
+	if (p < DLB_POLICY_LUA)
+		return p;
+	return DLB_POLICY_LUA + (base + (p - DLB_POLICY_LUA)) % DLB_MAX_LUA_POLICIES;
+}
+
+/* @ncfg's new caches into @cfg, and every pool it names. @return 0, or -1 with @err. */
+static int
+adopt_caches_pools(struct dlb_config *cfg, const struct dlb_config *ncfg,
+		   struct dlb_reload_plan *plan, char *err, size_t errlen)
+{
+	const int max = (int)(sizeof(cfg->caches) / sizeof(cfg->caches[0]));
+
+	for (int k = 0; k < ncfg->ncaches; k++) {
+		struct dlb_cache *c;
+
+		if (plan->cache_map[k] >= 0)
+			continue;
+		if (cfg->ncaches >= max) {
+			snprintf(err, errlen, "too many packet caches created by reloads (at most %d "
+				 "in a process): restart dnslb", max);
+			return -1;
+		}
+		c = dlb_cache_new(&ncfg->cache_opts[k]);
+		if (c == NULL) {
+			snprintf(err, errlen, "cannot create a packet cache of %u entries (out of "
+				 "memory)", ncfg->cache_opts[k].max_entries);
+			return -1;
+		}
+		cfg->cache_opts[cfg->ncaches] = ncfg->cache_opts[k];
+		cfg->caches[cfg->ncaches] = c;
+		plan->cache_map[k] = cfg->ncaches;
+		__atomic_store_n(&cfg->ncaches, cfg->ncaches + 1, __ATOMIC_RELEASE);
 	}
-	prev = __atomic_exchange_n(&cfg->acl_live, &b->g, __ATOMIC_ACQ_REL);
-	if (prev != NULL) {
-		if (rt != NULL)
-			dlb_rcu_defer(rt, &container_of(prev, struct acl_box, g)->epoch, acl_reclaim);
-		else
-			acl_free(prev);
+	for (int i = 0; i < ncfg->npools; i++) {
+		if (dlb_config_get_pool(cfg, ncfg->pools[i]->name) == NULL) {
+			snprintf(err, errlen, "too many pools (at most %d)", DLB_MAX_POOLS);
+			return -1;
+		}
 	}
 	return 0;
+}
+
+struct dlb_snapshot *
+dlb_config_adopt_prepare(struct dlb_config *cfg, const struct dlb_config *ncfg,
+			 struct dlb_reload_plan *plan, char *err, size_t errlen)
+{
+	int base = cfg->lua_policy_next, n = ncfg->set.nlua_policies, cap = 0;
+	struct dlb_snapshot *s;
+
+	if (n > DLB_MAX_LUA_POLICIES / 2) {
+		snprintf(err, errlen, "too many Lua policies for a reload (at most %d)",
+			 DLB_MAX_LUA_POLICIES / 2);
+		return NULL;
+	}
+	if (adopt_caches_pools(cfg, ncfg, plan, err, errlen) != 0)
+		return NULL;
+	/* after dlb_config_adopt, each pool has the members its namesake in the
+	 * file has (dlb_config_adopt fills them in) */
+	for (int i = 0; i < ncfg->npools; i++)
+		cap += ncfg->pools[i]->n;
+	s = snapshot_new(cfg, &ncfg->acl, cap);
+	if (s == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->set = ncfg->set;
+	s->rules = cfg->rules;	/* the reload's own, once staged (the caller sets them) */
+	/* the running generation's Lua policies stay where they are */
+	memcpy(s->set.lua_policies, cfg->set.lua_policies, sizeof(s->set.lua_policies));
+	for (int i = 0; i < n; i++)
+		s->set.lua_policies[(base + i) % DLB_MAX_LUA_POLICIES] = ncfg->set.lua_policies[i];
+	s->set.nlua_policies = cfg->set.nlua_policies;
+	if (base + n > s->set.nlua_policies)
+		s->set.nlua_policies = base + n < DLB_MAX_LUA_POLICIES ? base + n
+								       : DLB_MAX_LUA_POLICIES;
+	s->set.policy = adopt_policy(ncfg->set.policy, base);
+	/* pools by name; those the file no longer has fall back to the global policy */
+	s->npools = cfg->npools;
+	for (int i = 0; i < cfg->npools; i++) {
+		const struct dlb_pool *np = dlb_config_find_pool(ncfg, cfg->pools[i]->name);
+
+		s->pools[i].policy = np != NULL && np->policy >= 0 ? adopt_policy(np->policy, base)
+								   : -1;
+	}
+	return s;
+}
+
+static bool
+pool_has(const struct dlb_pool *p, const struct dlb_backend *be)
+{
+	for (int i = 0; p != NULL && i < p->n; i++)
+		if (p->members[i] == be)
+			return true;
+	return false;
+}
+
+/* Servers, pools and caches of @ncfg into the running @cfg (see dlb_config_adopt). */
+static void
+adopt_structure(struct dlb_config *cfg, const struct dlb_config *ncfg,
+		const struct dlb_reload_plan *plan, struct dlb_rcu_thread *rt)
+{
+	bool kept[DLB_MAX_BACKENDS] = { false };
+
+	for (int j = 0; j < ncfg->nbackends; j++) {
+		const struct dlb_backend *nb = ncfg->backends[j];
+		struct dlb_backend *be = cfg->backends[plan->be_map[j]];
+
+		kept[be->index] = true;
+		dlb_config_update_backend(be, nb);
+		/* pools: those the file puts it in (the default one included) */
+		for (int i = 0; i < cfg->npools; i++) {
+			const char *name = cfg->pools[i]->name;
+
+			if (!pool_has(dlb_config_find_pool(ncfg, name), nb))
+				dlb_config_pool_remove(cfg, name, be);
+		}
+		for (int i = 0; i < ncfg->npools; i++)
+			if (pool_has(ncfg->pools[i], nb))
+				dlb_config_pool_add(cfg, ncfg->pools[i]->name, be);
+	}
+	for (int i = 0; i < cfg->nbackends; i++)
+		if (!kept[i] && !cfg->backends[i]->removed) {
+			dlb_info("Reload: downstream server %s is no longer configured: it takes "
+				 "no more queries", cfg->backends[i]->name);
+			dlb_config_retire_backend(cfg, cfg->backends[i]);
+		}
+	dlb_config_resort_pools(cfg);
+	for (int i = 0; i < cfg->npools; i++) {
+		const struct dlb_pool *np = dlb_config_find_pool(ncfg, cfg->pools[i]->name);
+		struct dlb_cache *c = NULL;
+
+		for (int k = 0; np != NULL && np->cache != NULL && k < ncfg->ncaches; k++)
+			if (ncfg->caches[k] == np->cache)
+				c = cfg->caches[plan->cache_map[k]];
+		__atomic_store_n(&cfg->pools[i]->cache, c, __ATOMIC_RELEASE);
+	}
+	if (dlb_config_build_rings(cfg, rt) != 0)
+		dlb_err("out of memory rebuilding the consistent-hashing rings");
+}
+
+void
+dlb_config_adopt(struct dlb_config *cfg, struct dlb_config *ncfg,
+		 const struct dlb_reload_plan *plan, struct dlb_snapshot *s,
+		 struct dlb_rcu_thread *rt)
+{
+	struct dlb_nmg acl = cfg->acl;
+
+	/* the builder values first: the rings hash with set.whashed_perturbation */
+	cfg->set = s->set;
+	cfg->lua_policy_next = (cfg->lua_policy_next + ncfg->set.nlua_policies) %
+			       DLB_MAX_LUA_POLICIES;
+	for (int i = 0; i < s->npools; i++)
+		cfg->pools[i]->policy = s->pools[i].policy;
+	cfg->acl = ncfg->acl;
+	ncfg->acl = acl;
+	cfg->rules = s->rules;
+	adopt_structure(cfg, ncfg, plan, rt);
+	snapshot_fill_pools(s, cfg);
+	dlb_snapshot_publish(cfg, s, rt);
 }
 
 void
@@ -188,8 +440,7 @@ dlb_config_free(struct dlb_config *cfg)
 	/* caches last: pools point at them, and they are never freed earlier */
 	for (int i = 0; i < cfg->ncaches; i++)
 		dlb_cache_free(cfg->caches[i]);
-	if (cfg->acl_live != NULL)
-		acl_free(cfg->acl_live);
+	dlb_snapshot_free(cfg->snap);
 	dlb_nmg_deinit(&cfg->acl);
 	free(cfg->cache_opts);
 	free(cfg);
@@ -262,6 +513,7 @@ dlb_config_get_pool(struct dlb_config *cfg, const char *name)
 	}
 	snprintf(p->name, sizeof(p->name), "%s", name);
 	p->policy = -1;
+	p->index = cfg->npools;
 	cfg->pools[cfg->npools++] = p;
 	return p;
 }
@@ -660,7 +912,7 @@ dlb_config_build_rings(struct dlb_config *cfg, struct dlb_rcu_thread *rt)
 		struct dlb_pool *p = cfg->pools[i];
 		struct dlb_ch_ring *r, *prev;
 
-		if (ring_build(p, cfg->whashed_perturbation, &r) != 0) {
+		if (ring_build(p, cfg->set.whashed_perturbation, &r) != 0) {
 			rc = -1;
 			continue;
 		}

@@ -3,11 +3,14 @@
  * backends, pools and global settings.
  *
  * Ownership and threads: the main thread builds one struct dlb_config while
- * evaluating the Lua config (lua/conf.c). Once workers start, the structure is
- * read-only for them, except the fields marked "atomic" in struct dlb_backend,
- * which are read and written with __atomic builtins by any thread.
- * (Runtime changes through published snapshots come with the console and
- * reload issues; see docs/architecture.md#memory-reclamation.)
+ * evaluating the Lua config (lua/conf.c), and owns it afterwards: the
+ * console and reloads change its builder values (set, acl, the pools'
+ * members, policies and caches), then publish them as one immutable struct
+ * dlb_snapshot (dlb_config_publish). Workers read settings, the ACL and pools
+ * only from a snapshot (w->snap), and the rest of the structure (servers,
+ * pools' identities, caches, listeners: the live objects) through it or
+ * w->cfg; fields marked "atomic" are read and written with __atomic builtins
+ * by any thread. docs/architecture.md#publication.
  */
 #ifndef DNSLB_CONFIG_H
 #define DNSLB_CONFIG_H
@@ -23,6 +26,7 @@
 #include "dnslb/core/wire.h"
 
 struct dlb_cache_opts;
+struct dlb_ruleset;
 
 #define DLB_MAX_CPUS 64
 
@@ -185,32 +189,25 @@ struct dlb_pool {
 	char name[64];				/* "" is the default pool */
 	struct dlb_backend **members;		/* sorted by (order, index) */
 	int n;
-	int policy;				/* -1 = use the global policy */
+	int index;				/* position in cfg->pools (pools are never removed) */
+	int policy;				/* -1 = use the global policy. Main thread; workers
+						 * read the snapshot's (struct dlb_pool_state) */
 	int necs;				/* atomic: members with useClientSubnet */
 	bool use_ecs;				/* atomic: setECS(), ECS when no server is up */
 	struct dlb_cache *cache;		/* setCache(); NULL = none. Owned by cfg->caches */
 	struct dlb_ch_ring *ring;		/* chashed (atomic): NULL = no points */
 };
 
-struct dlb_config {
-	struct dlb_frontend_cfg frontends[DLB_MAX_FRONTENDS];
-	int nfrontends;				/* atomic at runtime: a reload appends */
-	unsigned fe_gen;			/* atomic: bumped when listeners must be synced */
-
-	struct dlb_backend *backends[DLB_MAX_BACKENDS];
-	int nbackends;
-	struct dlb_pool *pools[DLB_MAX_POOLS];	/* created by getPool() or a backend's pool= */
-	int npools;
-
-	struct dlb_nmg acl;			/* default: dnsdist's private ranges. The main
-						 * thread's copy, edited by setACL & co. */
-	struct dlb_nmg *acl_live;		/* atomic: the copy workers check, published by
-						 * dlb_config_publish_acl; NULL (config time): &acl */
-
-	struct dlb_cache *caches[DLB_MAX_POOLS * 2];	/* every newPacketCache(), freed with cfg */
-	struct dlb_cache_opts *cache_opts;	/* [DLB_MAX_POOLS * 2]: the options each was asked
-						 * with (a reload's caches are built tiny) */
-	int ncaches;
+/**
+ * The settings workers read while serving, that the console and reloads
+ * change: plain values, copied whole into each snapshot. A new one is a
+ * field here, its setter in lua/conf.c (which publishes at runtime) and its
+ * readers (through w->snap); reloads take it from the file with no code.
+ */
+struct dlb_settings {
+	int policy;				/* enum dlb_policy, global */
+	struct dlb_lua_policy lua_policies[DLB_MAX_LUA_POLICIES];
+	int nlua_policies;			/* slots in use; config time: appended */
 	uint32_t stale_cache_ttl;		/* setStaleCacheEntriesTTL, s; 0 = off */
 	bool stale_on_timeout;			/* setServeStaleOnTimeout (dnslb, RFC 8767) */
 	/* setFailover{} (dnslb): retry a UDP query once on another server */
@@ -221,14 +218,7 @@ struct dlb_config {
 	double failover_budget;			/* s since the query arrived, default 3 */
 	int cache_cleaning_delay;		/* setCacheCleaningDelay, s, default 60 */
 	int cache_cleaning_pct;			/* setCacheCleaningPercentage, default 100 */
-
-	int workers;				/* 0 = number of CPUs */
-	int policy;				/* enum dlb_policy, global (atomic) */
-	struct dlb_lua_policy lua_policies[DLB_MAX_LUA_POLICIES];
-	int nlua_policies;			/* slots in use (atomic); config time: appended */
-	int lua_policy_next;			/* reloads: the next slot, as a ring (main thread) */
 	int udp_timeout_ms;			/* setUDPTimeout, default 2000 */
-	int max_udp_outstanding;		/* setMaxUDPOutstanding, per backend and worker, default 65535 */
 	bool servfail_when_no_server;
 	bool drop_empty_queries;
 	bool allow_empty_response;
@@ -243,10 +233,78 @@ struct dlb_config {
 	bool ecs_override;			/* setECSOverride: replace the client's own ECS */
 	double weighted_balancing_factor;	/* setWeightedBalancingFactor, 0 = off */
 	double ch_balancing_factor;		/* setConsistentHashingBalancingFactor, 0 = off */
-	dlb_be_totals_fn *be_totals;		/* NULL until the workers run */
-
 	int tcp_recv_timeout;			/* s, default 2 */
 	int tcp_send_timeout;			/* s, default 2 */
+	bool verbose_health_checks;
+};
+
+struct dlb_config;
+
+/**
+ * A pool as a snapshot has it. The pool itself (struct dlb_pool: name,
+ * index, ring, ECS flags) is a live object; what a reload or the console
+ * changes of it is here, immutable.
+ */
+struct dlb_pool_state {
+	struct dlb_backend *const *members;	/* sorted by (order, index); referenced servers */
+	const int *weights;			/* each member's weight when published */
+	int n;
+	int policy;				/* -1 = the global policy */
+	struct dlb_cache *cache;		/* referenced; NULL = none */
+};
+
+/**
+ * One published configuration (docs/architecture.md#publication): immutable
+ * once published, swapped in whole with one atomic store of cfg->snap and
+ * retired through the epoch. Copied into it: the settings, the ACL, each
+ * pool's members, weights, policy and cache. Referenced, not copied: the
+ * objects whose identity outlives a reload (servers and their counters,
+ * pools, caches and their entries, listeners), all reached through @live.
+ *
+ * Thread: built and published by the main thread; workers load it once per
+ * loop iteration into w->snap (dnslb/core/wstate.h) and read it inside that
+ * epoch section only.
+ */
+struct dlb_snapshot {
+	ck_epoch_entry_t epoch;
+	uint64_t gen;				/* 1 for the first, +1 for each publication */
+	struct dlb_config *live;		/* referenced: servers, pools, caches, listeners */
+	struct dlb_settings set;
+	const struct dlb_ruleset *rules;	/* referenced: the five rule chains (rules/rules.h),
+						 * retired by the rules module when replaced */
+	struct dlb_nmg acl;			/* owned */
+	int npools;				/* pools[] entries filled: live->pools[0..npools) */
+	struct dlb_pool_state pools[DLB_MAX_POOLS];	/* by pool index */
+	struct dlb_backend **mbuf;		/* owned: every pool's members, one after another */
+	int *wbuf;				/* owned: their weights */
+	int cap;				/* entries in mbuf and wbuf */
+};
+
+struct dlb_config {
+	struct dlb_frontend_cfg frontends[DLB_MAX_FRONTENDS];
+	int nfrontends;				/* atomic at runtime: a reload appends */
+	unsigned fe_gen;			/* atomic: bumped when listeners must be synced */
+
+	struct dlb_backend *backends[DLB_MAX_BACKENDS];
+	int nbackends;
+	struct dlb_pool *pools[DLB_MAX_POOLS];	/* created by getPool() or a backend's pool= */
+	int npools;
+
+	struct dlb_nmg acl;			/* default: dnsdist's private ranges. The main
+						 * thread's copy, edited by setACL & co.; workers
+						 * read the snapshot's */
+
+	struct dlb_cache *caches[DLB_MAX_POOLS * 2];	/* every newPacketCache(), freed with cfg */
+	struct dlb_cache_opts *cache_opts;	/* [DLB_MAX_POOLS * 2]: the options each was asked
+						 * with (a reload's caches are built tiny) */
+	int ncaches;
+
+	int workers;				/* 0 = number of CPUs */
+	int lua_policy_next;			/* reloads: the next slot of set.lua_policies,
+						 * as a ring (main thread) */
+	int max_udp_outstanding;		/* setMaxUDPOutstanding, per backend and worker, default 65535 */
+	dlb_be_totals_fn *be_totals;		/* NULL until the workers run */
+
 	int max_tcp_queries_per_conn;		/* 0 = unlimited */
 	int max_tcp_conns_per_client;		/* 0 = unlimited */
 	int max_tcp_conn_duration;		/* s, 0 = unlimited */
@@ -270,28 +328,94 @@ struct dlb_config {
 	int udp_rcvbuf, udp_sndbuf;		/* setUDPSocketBufferSizes, 0 = kernel default */
 
 	bool verbose;
-	bool verbose_health_checks;
+
+	/* What workers read while running: the builder's copy here (main thread),
+	 * published to them as a snapshot (struct dlb_snapshot) */
+	struct dlb_settings set;
+	const struct dlb_ruleset *rules;	/* the rules in force (main thread: the rules
+						 * module's publish hook sets it); NULL: none yet */
+	struct dlb_snapshot *snap;		/* atomic: the published one; NULL before the
+						 * first dlb_config_publish */
 };
 
 /** Name of policy @p: a built-in's, or the Lua policy's own name. */
 const char *dlb_config_policy_name(const struct dlb_config *cfg, int p);
 
-/** The ACL in force (a reload may have replaced it). Thread: any, in an epoch section. */
-static inline const struct dlb_nmg *
-dlb_config_acl(const struct dlb_config *cfg)
-{
-	const struct dlb_nmg *g = __atomic_load_n(&cfg->acl_live, __ATOMIC_ACQUIRE);
+struct dlb_rcu_thread;
 
-	return g != NULL ? g : &cfg->acl;
+/**
+ * A snapshot of @cfg's builder values (set, acl, pools' policies), not yet
+ * published. Main thread. @return NULL on ENOMEM. Ownership: the caller's,
+ * until dlb_snapshot_publish (or dlb_snapshot_free).
+ */
+struct dlb_snapshot *dlb_snapshot_build(struct dlb_config *cfg);
+/**
+ * Make @s the one workers read (one release store of cfg->snap); the one
+ * before is retired through @rt (NULL: freed at once: no worker runs).
+ * Cannot fail. Main thread. Ownership: @s is cfg's from here.
+ */
+void dlb_snapshot_publish(struct dlb_config *cfg, struct dlb_snapshot *s,
+			  struct dlb_rcu_thread *rt);
+void dlb_snapshot_free(struct dlb_snapshot *s);
+/**
+ * Build and publish: after the builder values changed (startup, console).
+ * @return 0, or -1 (no memory: the running snapshot stays).
+ */
+int dlb_config_publish(struct dlb_config *cfg, struct dlb_rcu_thread *rt);
+
+/** The published snapshot (NULL before the first). Thread: any, in an epoch section. */
+static inline const struct dlb_snapshot *
+dlb_config_snapshot(const struct dlb_config *cfg)
+{
+	return __atomic_load_n(&cfg->snap, __ATOMIC_ACQUIRE);
 }
 
-struct dlb_rcu_thread;
+/** The builder's policy of @pool: its own, else the global one. Main thread. */
+static inline int
+dlb_config_pool_policy(const struct dlb_config *cfg, const struct dlb_pool *pool)
+{
+	return pool->policy >= 0 ? pool->policy : cfg->set.policy;
+}
+
 /**
- * Publish a copy of cfg->acl as the ACL workers check (before they start,
- * and after every change at runtime or by a reload). The previous copy is
- * retired through @rt (NULL: freed at once). Main thread. @return 0 or -1.
+ * @pool's members, weights, policy and cache as snapshot @s has them (a
+ * pool created after @s: none). @s NULL: the builder's, filled into @tmp
+ * (main thread, or no worker running: explainQuery, tests).
  */
-int dlb_config_publish_acl(struct dlb_config *cfg, struct dlb_rcu_thread *rt);
+static inline const struct dlb_pool_state *
+dlb_pool_state(const struct dlb_snapshot *s, const struct dlb_pool *pool,
+	       struct dlb_pool_state *tmp)
+{
+	static const struct dlb_pool_state none = { .policy = -1 };
+
+	if (s != NULL)
+		return pool->index < s->npools ? &s->pools[pool->index] : &none;
+	tmp->members = pool->members;
+	tmp->weights = NULL;	/* the builder has none apart: dlb_pool_weight reads the servers */
+	tmp->n = pool->n;
+	tmp->policy = pool->policy;
+	tmp->cache = pool->cache;
+	return tmp;
+}
+
+/** Member @i's weight in @ps (the server's own when @ps is the builder's). */
+static inline int
+dlb_pool_weight(const struct dlb_pool_state *ps, int i)
+{
+	return ps->weights != NULL ? ps->weights[i] : ps->members[i]->weight;
+}
+
+/** The policy of @pool in @s: its own, else the global one. */
+static inline int
+dlb_snapshot_pool_policy(const struct dlb_snapshot *s, const struct dlb_pool *pool)
+{
+	int p = pool->index < s->npools ? s->pools[pool->index].policy : -1;
+
+	return p >= 0 ? p : s->set.policy;
+}
+
+/** Pool @name among those @s knows, or NULL. Thread: any, in an epoch section. */
+const struct dlb_pool *dlb_snapshot_find_pool(const struct dlb_snapshot *s, const char *name);
 
 /**
  * How a reload's configuration @b maps onto the running one @a: which
@@ -332,6 +456,33 @@ void dlb_config_update_backend(struct dlb_backend *be, const struct dlb_backend 
  * down, marked removed (its index stays). Rings are the caller's. Main thread.
  */
 void dlb_config_retire_backend(struct dlb_config *cfg, struct dlb_backend *be);
+
+/**
+ * A reload, first step (after dlb_config_plan_reload, before anything of it
+ * is committed): create @ncfg's new packet caches in @cfg (@plan's -1
+ * cache entries become their indexes), make every pool it names exist, and
+ * build the snapshot it would publish: its settings, ACL and policies, Lua
+ * policies renumbered into the slots of cfg's ring that follow the running
+ * generation's (at most half the ring per generation, so the running one is
+ * never overwritten), pools' policies by running pool. Main thread.
+ * @return the snapshot (not published; the caller's), or NULL with @err:
+ * nothing is published, the running configuration stays.
+ */
+struct dlb_snapshot *dlb_config_adopt_prepare(struct dlb_config *cfg, const struct dlb_config *ncfg,
+					      struct dlb_reload_plan *plan, char *err, size_t errlen);
+
+/**
+ * A reload, commit (nothing fails from here): the running servers @ncfg
+ * still has take its in-place settings and pool lists, its new ones (opened
+ * by the caller, @plan) join their pools, the others are retired; every pool
+ * gets its cache (or none); rings are rebuilt; the builder values (settings,
+ * ACL, policies) become @s's, and @s is published (one pointer swap; the
+ * previous snapshot retired through @rt). @ncfg's ACL is taken (left empty).
+ * Main thread.
+ */
+void dlb_config_adopt(struct dlb_config *cfg, struct dlb_config *ncfg,
+		      const struct dlb_reload_plan *plan, struct dlb_snapshot *s,
+		      struct dlb_rcu_thread *rt);
 
 /** Do options @x and @y build the same cache? */
 bool dlb_cache_opts_same(const struct dlb_cache_opts *x, const struct dlb_cache_opts *y);

@@ -8,9 +8,12 @@
 #include "dnslb/core/rcu.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 static ck_epoch_t dlb_epoch;
+
+#ifdef DLB_RCU_TSAN
+char dlb_rcu_tsan_grace;	/* the sync object of rcu.h's TSan note; only its address is used */
+#endif
 
 void
 dlb_rcu_init(void)
@@ -21,21 +24,28 @@ dlb_rcu_init(void)
 int
 dlb_rcu_register(struct dlb_rcu_thread *t)
 {
-	memset(t, 0, sizeof(*t));
-	t->rec = ck_epoch_recycle(&dlb_epoch, NULL);
-	if (t->rec != NULL)
-		return 0;
-	t->rec = malloc(sizeof(*t->rec));
-	if (t->rec == NULL)
-		return -1;
-	ck_epoch_register(&dlb_epoch, t->rec, NULL);
+	ck_epoch_record_t *rec = ck_epoch_recycle(&dlb_epoch, NULL);
+
+	t->depth = 0;
+	if (rec == NULL) {
+		rec = malloc(sizeof(*rec));
+		if (rec == NULL) {
+			__atomic_store_n(&t->rec, NULL, __ATOMIC_RELEASE);
+			return -1;
+		}
+		ck_epoch_register(&dlb_epoch, rec, NULL);
+	}
+	__atomic_store_n(&t->rec, rec, __ATOMIC_RELEASE);
 	return 0;
 }
 
 void
 dlb_rcu_barrier(struct dlb_rcu_thread *t)
 {
-	ck_epoch_barrier(t->rec);
+	/* ck_epoch_barrier, in its two steps: the TSan edge between them */
+	ck_epoch_synchronize(t->rec);
+	DLB_RCU_TSAN_RECLAIM();
+	ck_epoch_reclaim(t->rec);
 }
 
 void
@@ -43,7 +53,7 @@ dlb_rcu_unregister(struct dlb_rcu_thread *t)
 {
 	if (t->rec == NULL)
 		return;
-	ck_epoch_barrier(t->rec);
+	dlb_rcu_barrier(t);
 	ck_epoch_unregister(t->rec);
-	t->rec = NULL;
+	__atomic_store_n(&t->rec, NULL, __ATOMIC_RELEASE);
 }

@@ -16,8 +16,41 @@
 
 #include <ck_epoch.h>
 
+/*
+ * ThreadSanitizer cannot see ck_epoch's grace-period detection (it runs in
+ * libck.so, not instrumented), so every free of a retired object would be
+ * reported as racing with the readers' last accesses. In a TSan build each
+ * section's end releases, and each reclamation pass first acquires, one
+ * sync object: what a reader did in a section it has left happens before
+ * what the reclaimer frees after that. This is what the grace period
+ * guarantees (an object is freed only once every section that could see it
+ * has ended). The edge is wider than that (all earlier sections, not only
+ * those that saw the object), so it can hide a race between a reader's
+ * earlier plain write and a later read by the reclaiming thread; counters
+ * are the only such data. No other build has it.
+ */
+#if defined(__SANITIZE_THREAD__)
+#define DLB_RCU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DLB_RCU_TSAN 1
+#endif
+#endif
+
+#ifdef DLB_RCU_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+extern char dlb_rcu_tsan_grace;
+#define DLB_RCU_TSAN_SECTION_END()	__tsan_release(&dlb_rcu_tsan_grace)
+#define DLB_RCU_TSAN_RECLAIM()		__tsan_acquire(&dlb_rcu_tsan_grace)
+#else
+#define DLB_RCU_TSAN_SECTION_END()	((void)0)
+#define DLB_RCU_TSAN_RECLAIM()		((void)0)
+#endif
+
 struct dlb_rcu_thread {
-	ck_epoch_record_t *rec;	/* never freed: CK keeps every record on a global list */
+	ck_epoch_record_t *rec;	/* never freed: CK keeps every record on a global list.
+				 * Atomic: other threads may look at it (dyntrack.c) */
 	unsigned depth;		/* nesting of enter/exit */
 };
 
@@ -38,8 +71,10 @@ dlb_rcu_enter(struct dlb_rcu_thread *t)
 static inline void
 dlb_rcu_exit(struct dlb_rcu_thread *t)
 {
-	if (--t->depth == 0)
+	if (--t->depth == 0) {
+		DLB_RCU_TSAN_SECTION_END();
 		ck_epoch_end(t->rec, NULL);
+	}
 }
 
 /** Free @e with @cb once no reader can hold it. Ownership: taken. */
@@ -57,8 +92,10 @@ dlb_rcu_defer(struct dlb_rcu_thread *t, ck_epoch_entry_t *e, ck_epoch_cb_t *cb)
 static inline void
 dlb_rcu_poll(struct dlb_rcu_thread *t)
 {
-	if (t->rec->n_pending > 0)
+	if (t->rec->n_pending > 0) {
+		DLB_RCU_TSAN_RECLAIM();
 		ck_epoch_poll(t->rec);
+	}
 }
 
 /** Wait until everything @t retired is freed (shutdown, tests). Outside a section. */

@@ -24,6 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "dnslb/core/config.h"
 #include "dnslb/core/inflight.h"
 #include "dnslb/core/rcu.h"
 #include "dnslb/core/sendbatch.h"
@@ -120,7 +121,10 @@ struct dlb_worker {
 	 * what reloads, timers and forwarding use comes after it. */
 	int id;
 	struct ev_loop *loop;
-	const struct dlb_config *cfg;
+	const struct dlb_config *cfg;	/* live objects: servers, pools, caches, listeners */
+	const struct dlb_snapshot *snap;	/* settings, ACL, policies: the snapshot loaded
+					 * when this epoch section began (dlb_worker_enter);
+					 * read only inside it */
 	const struct dlb_pool *default_pool;	/* pool "" (NULL when it has no servers) */
 	struct dlb_listener *listeners;	/* [DLB_MAX_FRONTENDS] */
 	int nlisteners;			/* slots in use (atomic: a reload adds) */
@@ -341,5 +345,26 @@ dlb_worker_clock_release(struct dlb_worker *w)
 void dlb_worker_init_recv(struct dlb_worker *w);
 /** Install the wake signal's handler, once per process (dlb_worker_start). */
 void dlb_worker_wake_init(void);
+
+/**
+ * Begin an epoch section on worker @w and load the published snapshot into
+ * w->snap: every setting, the ACL and the policies it reads until
+ * dlb_worker_exit come from that one snapshot (docs/architecture.md#publication).
+ * Thread: the worker.
+ */
+static inline void
+dlb_worker_enter(struct dlb_worker *w)
+{
+	dlb_rcu_enter(&w->rcu);
+	if (w->rcu.depth == 1)
+		w->snap = dlb_config_snapshot(w->cfg);
+}
+
+/** End the section dlb_worker_enter began; w->snap may be freed after it. */
+static inline void
+dlb_worker_exit(struct dlb_worker *w)
+{
+	dlb_rcu_exit(&w->rcu);
+}
 
 #endif

@@ -393,7 +393,7 @@ udp_prepare(struct dlb_worker *w, struct dlb_listener *l, unsigned i, struct dlb
 	struct dlb_client *c = &p->c;
 	enum dlb_verdict v;
 
-	if (!dlb_nmg_match(dlb_config_acl(w->cfg), &w->raddr[i].sa)) {
+	if (!dlb_nmg_match(&w->snap->acl, &w->raddr[i].sa)) {
 		w->stats.acl_drops++;
 		return false;
 	}
@@ -420,7 +420,7 @@ udp_prepare(struct dlb_worker *w, struct dlb_listener *l, unsigned i, struct dlb
 		/* the listener's own address, in the config: the query lives
 		 * within this batch, and the config outlives the batch */
 		c->has_dst = 0;
-		q->local = c->listener < w->cfg->nfrontends
+		q->local = c->listener < __atomic_load_n(&w->cfg->nfrontends, __ATOMIC_ACQUIRE)
 				   ? (const struct sockaddr *)&w->cfg->frontends[c->listener].addr
 				   : NULL;
 	}
@@ -645,9 +645,9 @@ dlb_frontend_park(struct dlb_worker *w, struct dlb_listener *l)
 		coalesce = may_coalesce && n >= COALESCE_MIN_BATCH && (unsigned)n < batch;
 		if (n > 0) {
 			dlb_worker_clock_tick(w);
-			dlb_rcu_enter(&w->rcu);
+			dlb_worker_enter(w);
 			udp_batch_and_flush(w, l, (unsigned)n);
-			dlb_rcu_exit(&w->rcu);
+			dlb_worker_exit(w);
 			dlb_rcu_poll(&w->rcu);
 		}
 		if (n == 0 || woken || !dlb_worker_quiet(w))

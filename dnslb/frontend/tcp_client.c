@@ -157,7 +157,7 @@ client_close(struct dlb_tcp_client *c)
 	c->l->tcp_conns--;
 	dlb_connstat_closed(&fe_figs[c->l->index].current, &fe_figs[c->l->index].avg_queries,
 		    &fe_figs[c->l->index].avg_duration, c->queries, dlb_worker_now(w) - c->started);
-	if (fe->max_concurrent_tcp > 0)
+	if (__atomic_load_n(&fe->max_concurrent_tcp, __ATOMIC_RELAXED) > 0)
 		__atomic_sub_fetch(&fe_conns[c->l->index], 1, __ATOMIC_RELAXED);
 	if (c->counted_client)
 		dlb_tcp_client_release(w->cfg, &c->peer.sa, dlb_worker_now(w));
@@ -207,7 +207,7 @@ client_queue(struct dlb_tcp_client *c, const uint8_t *pkt, size_t len)
 static double
 client_recv_timeout(const struct dlb_tcp_client *c)
 {
-	double t = c->w->cfg->tcp_recv_timeout;
+	double t = c->w->snap->set.tcp_recv_timeout;
 
 	return c->restricted && (t <= 0 || t > TCP_OVERLOAD_RECV_TIMEOUT) ? TCP_OVERLOAD_RECV_TIMEOUT
 									  : t;
@@ -225,12 +225,11 @@ static void
 client_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct dlb_tcp_client *c = container_of(t, struct dlb_tcp_client, timer);
-	const struct dlb_config *cfg = c->w->cfg;
 	double now = ev_now(loop);
 	double max_duration = client_max_duration(c);
 
 	if ((max_duration > 0 && now - c->started >= max_duration) ||
-	    (dlb_stream_pending(&c->st) > 0 && now - c->st.last_io >= cfg->tcp_send_timeout) ||
+	    (dlb_stream_pending(&c->st) > 0 && now - c->st.last_io >= c->w->snap->set.tcp_send_timeout) ||
 	    (dlb_stream_pending(&c->st) == 0 && c->inflight == 0 &&
 	     now - c->st.last_io >= client_recv_timeout(c))) {
 		c->w->stats.tcp_client_timeouts++;
@@ -245,12 +244,11 @@ client_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 static void
 client_arm_timer(struct dlb_tcp_client *c)
 {
-	const struct dlb_config *cfg = c->w->cfg;
 	double now = dlb_worker_now(c->w), due = 0;
 	double max_duration = client_max_duration(c);
 
 	if (dlb_stream_pending(&c->st) > 0)
-		due = c->st.last_io + cfg->tcp_send_timeout;
+		due = c->st.last_io + c->w->snap->set.tcp_send_timeout;
 	else if (c->inflight == 0)
 		due = c->st.last_io + client_recv_timeout(c);
 	if (max_duration > 0) {
@@ -340,8 +338,9 @@ client_process(struct dlb_tcp_client *c)
 	struct dlb_worker *w = c->w;
 	const struct dlb_config *cfg = w->cfg;
 	const struct dlb_frontend_cfg *fe = &cfg->frontends[c->l->index];
-	uint32_t max_inflight = fe->max_in_flight > 0 && !c->restricted ? (uint32_t)fe->max_in_flight
-									  : 1;
+	/* a reload may change it (reload_commit_listeners: atomic) */
+	int fe_max = __atomic_load_n(&fe->max_in_flight, __ATOMIC_RELAXED);
+	uint32_t max_inflight = fe_max > 0 && !c->restricted ? (uint32_t)fe_max : 1;
 
 	c->processing = true;
 	for (;;) {
@@ -458,6 +457,8 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 	const struct dlb_config *cfg = w->cfg;
 	const struct dlb_frontend_cfg *fe = &cfg->frontends[l->index];
 	int threshold = cfg->tcp_overload_threshold;
+	/* a reload may change it (reload_commit_listeners: atomic) */
+	int max_conc = __atomic_load_n(&fe->max_concurrent_tcp, __ATOMIC_RELAXED);
 	double now = dlb_worker_now(w);
 
 	dlb_tcp_clients_maintain(cfg, now);
@@ -475,14 +476,14 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 				dlb_log_ratelimited(DLB_LOG_WARN, "accept: %s", strerror(errno));
 			return;
 		}
-		if (!dlb_nmg_match(dlb_config_acl(cfg), &peer.sa)) {
+		if (!dlb_nmg_match(&w->snap->acl, &peer.sa)) {
 			w->stats.acl_drops++;
 			close(fd);
 			continue;
 		}
-		if (fe->max_concurrent_tcp > 0 &&
+		if (max_conc > 0 &&
 		    (fe_prior = __atomic_fetch_add(&fe_conns[l->index], 1, __ATOMIC_RELAXED)) >=
-			    (uint32_t)fe->max_concurrent_tcp) {
+			    (uint32_t)max_conc) {
 			__atomic_sub_fetch(&fe_conns[l->index], 1, __ATOMIC_RELAXED);
 			w->stats.tcp_client_rejected++;
 			close(fd);
@@ -500,7 +501,7 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 		case DLB_TCP_ADMIT_TOO_MANY:
 			w->stats.tcp_client_rejected++;
 		refuse:
-			if (fe->max_concurrent_tcp > 0)
+			if (max_conc > 0)
 				__atomic_sub_fetch(&fe_conns[l->index], 1, __ATOMIC_RELAXED);
 			close(fd);
 			continue;
@@ -510,7 +511,7 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 			free(c);
 			if (counted)
 				dlb_tcp_client_release(cfg, &peer.sa, now);
-			if (fe->max_concurrent_tcp > 0)
+			if (max_conc > 0)
 				__atomic_sub_fetch(&fe_conns[l->index], 1, __ATOMIC_RELAXED);
 			close(fd);
 			continue;
@@ -527,8 +528,8 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 		c->counted_client = counted;
 		/* past the overload threshold of a cap: one query, short timeouts */
 		if (threshold > 0 &&
-		    ((fe->max_concurrent_tcp > 0 &&
-		      (uint64_t)fe_prior * 100 >= (uint64_t)threshold * fe->max_concurrent_tcp) ||
+		    ((max_conc > 0 &&
+		      (uint64_t)fe_prior * 100 >= (uint64_t)threshold * max_conc) ||
 		     (counted && (uint64_t)client_prior * 100 >=
 					 (uint64_t)threshold * cfg->max_tcp_conns_per_client))) {
 			c->restricted = true;

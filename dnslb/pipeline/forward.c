@@ -140,7 +140,7 @@ dlb_forward_reply(struct dlb_worker *w, const struct dlb_client *c, uint8_t *pkt
 static void
 answer_rcode(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *c, uint8_t rcode)
 {
-	int n = dlb_wire_build_answer(q->pkt, &q->m, rcode, &w->cfg->selfans, q->pkt, q->cap);
+	int n = dlb_wire_build_answer(q->pkt, &q->m, rcode, &w->snap->set.selfans, q->pkt, q->cap);
 
 	if (n < 0)
 		return;
@@ -178,9 +178,10 @@ static void up_end(struct dlb_worker *w, struct dlb_slot *s, enum dlb_slot_end w
 static bool
 failover_retry(struct dlb_worker *w, const struct dlb_slot *old)
 {
-	const struct dlb_config *cfg = w->cfg;
+	const struct dlb_settings *set = &w->snap->set;
 	double now = dlb_worker_now(w);
 	const struct dlb_pool *pool = old->pool;
+	const struct dlb_pool_state *ps;
 	struct dlb_backend *be = NULL;
 	struct dlb_slot *ns;
 	uint8_t buf[DLB_PP2_MAX + DLB_SLOT_QUERY_MAX];
@@ -188,14 +189,14 @@ failover_retry(struct dlb_worker *w, const struct dlb_slot *old)
 	uint32_t idx, self;
 
 	if (old->retried || old->qlen == 0 || old->client.proto != DLB_CLIENT_UDP ||
-	    now - old->client.t_start >= cfg->failover_budget)
+	    now - old->client.t_start >= set->failover_budget)
 		return false;
-	if (cfg->failover_other_pool)
-		pool = dlb_config_find_pool(cfg, cfg->failover_pool);
-	if (pool == NULL || pool->n == 0)
+	if (set->failover_other_pool)
+		pool = dlb_snapshot_find_pool(w->snap, set->failover_pool);
+	if (pool == NULL || (ps = dlb_pool_state(w->snap, pool, NULL))->n == 0)
 		return false;
-	for (int i = 0, start = (int)(w->rr_counter++ % (unsigned)pool->n); i < pool->n; i++) {
-		struct dlb_backend *c = pool->members[(start + i) % pool->n];
+	for (int i = 0, start = (int)(w->rr_counter++ % (unsigned)ps->n); i < ps->n; i++) {
+		struct dlb_backend *c = ps->members[(start + i) % ps->n];
 
 		if (c->index != old->be_index && !c->tcp_only && dlb_backend_is_up(c)) {
 			be = c;
@@ -327,7 +328,7 @@ dlb_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *
 	slot->client_counted = oc == DLB_COC_ACQUIRED;
 	if (q->ecslen > 0 || (q->has_dq && q->dq.edns_added))
 		q->len = dlb_query_add_ecs(w, q, q->pkt, q->len, q->cap, &slot->ecs_added);
-	if ((w->cfg->failover_on_timeout || w->cfg->failover_on_servfail) &&
+	if ((w->snap->set.failover_on_timeout || w->snap->set.failover_on_servfail) &&
 	    q->len <= DLB_SLOT_QUERY_MAX) {
 		memcpy(slot->query, q->pkt, q->len);	/* kept for one retry */
 		slot->qlen = (uint16_t)q->len;
@@ -402,7 +403,7 @@ up_answer(struct dlb_worker *w, struct dlb_slot *s, uint8_t *pkt, size_t len, bo
 	uint8_t *ans = pkt;
 	uint32_t delay_ms;
 
-	if (w->cfg->failover_on_servfail && DLB_RCODE(pkt[3]) == DLB_RCODE_SERVFAIL &&
+	if (w->snap->set.failover_on_servfail && DLB_RCODE(pkt[3]) == DLB_RCODE_SERVFAIL &&
 	    failover_retry(w, s)) {
 		/* the client waits for the other server's answer */
 		w->be_stats[s->be_index].responses++;
@@ -443,7 +444,7 @@ up_end(struct dlb_worker *w, struct dlb_slot *s, enum dlb_slot_end why)
 			w->be_stats[s->be_index].drops++;
 		if (c->proto == DLB_CLIENT_INTERNAL)
 			break;
-		if (w->cfg->failover_on_timeout && failover_retry(w, s))
+		if (w->snap->set.failover_on_timeout && failover_retry(w, s))
 			break;
 		if (c->proto != DLB_CLIENT_TCP) {
 			w->stats.downstream_timeouts++;

@@ -330,7 +330,7 @@ park_query(struct dlb_worker *w, struct l2_park *p, struct dlb_query *q, union d
 	q->delay_ms = p->delay_ms;
 	q->max_returned_ttl = p->max_returned_ttl;
 	q->tags = p->has_tags ? &p->tags : NULL;
-	q->rs = dlb_rules_current();	/* never the one of before the wait */
+	q->rs = dlb_query_rules(w);	/* never the one of before the wait */
 	q->has_dq = p->ecs_override >= 0;
 	if (q->has_dq)
 		q->dq.ecs_override = p->ecs_override;	/* the only dq field forwarding reads */

@@ -33,7 +33,10 @@ struct dlb_qps_window {
 };
 
 struct dlb_policy_view {
-	const struct dlb_config *cfg;		/* the settings (global policy, factors...) */
+	const struct dlb_config *cfg;		/* live objects (the worker count) */
+	const struct dlb_settings *set;		/* the snapshot's settings (factors...) */
+	const struct dlb_snapshot *snap;	/* pools' members and weights; NULL: the
+						 * builder's (main thread: explainQuery, tests) */
 	const struct dlb_be_stats *be_stats;	/* [server index]: outstanding, latency_us */
 	struct dlb_qps_window *qps;		/* [server index]: firstAvailable's windows */
 	struct dlb_rng *rng;			/* wrandom's draws */
@@ -43,31 +46,27 @@ struct dlb_policy_view {
 
 /**
  * The view over a worker's (or a stand-in's) state at @now: every part is
- * borrowed, none is copied. The one place a view is put together (the query
- * path, explain(), the benchmark and the tests).
+ * borrowed, none is copied. @set: the settings in force (a worker's
+ * snapshot's, or the builder's &cfg->set on the main thread); @snap: the
+ * worker's snapshot (NULL: the builder's pools). The one place a view is put
+ * together (the query path, explain(), the benchmark and the tests).
  */
 static inline struct dlb_policy_view
-dlb_policy_view_init(const struct dlb_config *cfg, const struct dlb_be_stats *be_stats,
+dlb_policy_view_init(const struct dlb_config *cfg, const struct dlb_settings *set,
+		     const struct dlb_snapshot *snap, const struct dlb_be_stats *be_stats,
 		     struct dlb_qps_window *qps, struct dlb_rng *rng, unsigned *rr_counter,
 		     double now)
 {
 	return (struct dlb_policy_view){
 		.cfg = cfg,
+		.set = set,
+		.snap = snap,
 		.be_stats = be_stats,
 		.qps = qps,
 		.rng = rng,
 		.rr_counter = rr_counter,
 		.now = now,
 	};
-}
-
-/** The policy of @pool: its own, else @cfg's global one (both may change at runtime). */
-static inline int
-dlb_pool_policy(const struct dlb_config *cfg, const struct dlb_pool *pool)
-{
-	int p = __atomic_load_n(&pool->policy, __ATOMIC_RELAXED);
-
-	return p >= 0 ? p : __atomic_load_n(&cfg->policy, __ATOMIC_RELAXED);
 }
 
 /**

@@ -20,7 +20,7 @@
 static enum dlb_verdict
 answer_locally(struct dlb_worker *w, struct dlb_query *q, uint8_t rcode, bool self)
 {
-	int n = dlb_wire_build_answer(q->pkt, &q->m, rcode, &w->cfg->selfans, q->pkt, q->cap);
+	int n = dlb_wire_build_answer(q->pkt, &q->m, rcode, &w->snap->set.selfans, q->pkt, q->cap);
 
 	if (n < 0)
 		return q->tcp ? DLB_V_CLOSE : DLB_V_DROP;
@@ -81,6 +81,8 @@ dq_base(struct dlb_worker *w, struct dlb_dq *dq, uint8_t *pkt, size_t len, size_
 	dq->worker = w->id;
 	dq->lua = dlb_worker_lua(w, gen);
 	dq->cfg = w->cfg;
+	dq->snap = w->snap;
+	dq->set = &w->snap->set;
 	dq->now = dlb_worker_now(w);
 	dq->t_start = dq->now;
 	dq->rng = &w->rng;
@@ -128,7 +130,7 @@ answer_rules_run(struct dlb_worker *w, struct dlb_query *q, enum dlb_chain_kind 
 		q->max_returned_ttl = dr.max_returned_ttl;
 	if (v == DLB_R_SERVFAIL) {
 		/* the header and question are still the client's: answer from them */
-		n = dlb_wire_build_answer(q->pkt, &q->m, DLB_RCODE_SERVFAIL, &w->cfg->selfans,
+		n = dlb_wire_build_answer(q->pkt, &q->m, DLB_RCODE_SERVFAIL, &w->snap->set.selfans,
 					  q->pkt, q->cap);
 		if (n < 0)
 			return DLB_V_DROP;
@@ -162,7 +164,7 @@ static DLB_HOT enum dlb_verdict
 cache_answer(struct dlb_worker *w, struct dlb_query *q, bool selected)
 {
 	double now = q->now;
-	uint32_t stale = selected && q->be == NULL ? w->cfg->stale_cache_ttl : 0;
+	uint32_t stale = selected && q->be == NULL ? w->snap->set.stale_cache_ttl : 0;
 	enum dlb_cache_result res;
 	const struct dlb_cache_entry *e;
 	uint8_t *out = q->pkt;
@@ -257,7 +259,7 @@ query_rules(struct dlb_worker *w, struct dlb_query *q, const struct dlb_chain *c
 		return DLB_V_DROP;
 	case DLB_R_SERVFAIL:
 		q->m.flags = q->orig_flags;	/* the client's RD and CD, whatever rules did */
-		n = dlb_wire_build_answer(q->pkt, &q->m, DLB_RCODE_SERVFAIL, &w->cfg->selfans,
+		n = dlb_wire_build_answer(q->pkt, &q->m, DLB_RCODE_SERVFAIL, &w->snap->set.selfans,
 					  q->pkt, q->cap);
 		if (n < 0)
 			return q->tcp ? DLB_V_CLOSE : DLB_V_DROP;
@@ -317,11 +319,11 @@ dynblock(struct dlb_worker *w, struct dlb_query *q, bool *skip_rules)
 		q->cap = DLB_RBUF_SIZE;
 	}
 	if (dv.action == DLB_DYN_TRUNCATE)
-		n = dlb_answer_tc(q->pkt, q->len, q->cap, &q->m, &w->cfg->selfans);
+		n = dlb_answer_tc(q->pkt, q->len, q->cap, &q->m, &w->snap->set.selfans);
 	else
 		n = dlb_wire_build_answer(q->pkt, &q->m, dv.action == DLB_DYN_NXDOMAIN ?
 					  DLB_RCODE_NXDOMAIN : DLB_RCODE_REFUSED,
-					  &w->cfg->selfans, q->pkt, q->cap);
+					  &w->snap->set.selfans, q->pkt, q->cap);
 	if (n < 0)
 		return q->tcp ? DLB_V_CLOSE : DLB_V_DROP;
 	q->len = (size_t)n;
@@ -331,11 +333,11 @@ dynblock(struct dlb_worker *w, struct dlb_query *q, bool *skip_rules)
 
 /* setECSOverride, or SetECSOverrideAction for this query. */
 static bool
-ecs_override(const struct dlb_config *cfg, const struct dlb_query *q)
+ecs_override(const struct dlb_settings *set, const struct dlb_query *q)
 {
 	if (q->has_dq && q->dq.ecs_override >= 0)
 		return q->dq.ecs_override != 0;
-	return cfg->ecs_override;
+	return set->ecs_override;
 }
 
 /*
@@ -355,7 +357,7 @@ use_ecs(const struct dlb_query *q)
 
 /* The ECS option for @q into q->ecs: SetECSAction's fixed subnet, or the client's. */
 static size_t
-ecs_option(const struct dlb_config *cfg, struct dlb_query *q)
+ecs_option(const struct dlb_settings *set, struct dlb_query *q)
 {
 	const struct sockaddr *src = q->client;
 	int bits;
@@ -365,10 +367,10 @@ ecs_option(const struct dlb_config *cfg, struct dlb_query *q)
 		bits = q->dq.ecs_fixed_bits;
 	} else if (src->sa_family == AF_INET) {
 		bits = q->has_dq && q->dq.ecs_prefix_v4 >= 0 ? q->dq.ecs_prefix_v4
-							     : cfg->ecs_prefix_v4;
+							     : set->ecs_prefix_v4;
 	} else {
 		bits = q->has_dq && q->dq.ecs_prefix_v6 >= 0 ? q->dq.ecs_prefix_v6
-							     : cfg->ecs_prefix_v6;
+							     : set->ecs_prefix_v6;
 	}
 	return dlb_wire_ecs_option(src, bits, q->ecs);
 }
@@ -419,7 +421,7 @@ query_count(struct dlb_worker *w, struct dlb_query *q)
 static enum dlb_verdict
 process_head(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 {
-	const struct dlb_config *cfg = w->cfg;
+	const struct dlb_settings *set = &w->snap->set;
 	const struct dlb_chain *qc;
 	bool skip_rules;
 	int rc;
@@ -443,7 +445,7 @@ process_head(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 		w->stats.empty_queries++;
 		if (q->m.flags & DLB_F_RD)
 			w->stats.rdqueries++;
-		if (cfg->drop_empty_queries)
+		if (set->drop_empty_queries)
 			return DLB_V_DROP;
 		/* dnsdist 1.7.3 counts this NOTIMP neither in self-answered nor
 		 * in the latency figures (dlb_query_account_local) */
@@ -458,9 +460,9 @@ process_head(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 
 	q->orig_flags = q->m.flags;
 	q->udp_max = !q->m.has_opt || q->m.udp_size < 512 ? 512 : q->m.udp_size;
-	if (q->udp_max > cfg->max_udp_answer)
-		q->udp_max = cfg->max_udp_answer;
-	q->rs = dlb_rules_current();
+	if (q->udp_max > set->max_udp_answer)
+		q->udp_max = set->max_udp_answer;
+	q->rs = dlb_query_rules(w);
 	if (__builtin_expect(dlb_qcount_enabled(), 0) && query_count(w, q) != 0)
 		return q->tcp ? DLB_V_CLOSE : DLB_V_DROP;
 	{
@@ -479,7 +481,8 @@ process_head(struct dlb_worker *w, struct dlb_query *q, bool *dyn_answer)
 			return v;
 	}
 	DLB_PROBE_STAGE(DLB_PROBE_RULES);
-	q->cache = q->pool != NULL && !q->skip_cache ? q->pool->cache : NULL;
+	q->cache = q->pool != NULL && !q->skip_cache ?
+		   dlb_pool_state(w->snap, q->pool, NULL)->cache : NULL;
 	if (q->cache != NULL && dlb_cache_key_make(q->cache, q->pkt, &q->m, q->tcp, &q->key) != 0)
 		q->cache = NULL;	/* not cacheable (AXFR, qdcount != 1, options too long, ...) */
 	if (q->cache != NULL) {
@@ -508,20 +511,19 @@ static struct dlb_backend *
 lua_policy(struct dlb_worker *w, const struct dlb_policy_view *v, const struct dlb_pool *pool,
 	   int policy, struct dlb_dq *dq)
 {
-	const struct dlb_config *cfg = w->cfg;
+	const struct dlb_settings *set = v->set;
 	int k = policy - DLB_POLICY_LUA;
-	int nlp = __atomic_load_n(&cfg->nlua_policies, __ATOMIC_ACQUIRE);
 	int idx;
 
-	if (dq == NULL || k >= nlp)
+	if (dq == NULL || k >= set->nlua_policies)
 		return dlb_policy_least_outstanding(v, pool);
-	idx = dlb_luaw_policy(dq->lua, cfg->lua_policies[k].fn, cfg->lua_policies[k].src, pool, dq);
+	idx = dlb_luaw_policy(dq->lua, set->lua_policies[k].fn, set->lua_policies[k].src, pool, dq);
 	if (idx == -1) {
 		w->stats.lua_errors++;
 		return dlb_policy_least_outstanding(v, pool);
 	}
 	/* a server added at runtime that this worker has not opened yet is not eligible */
-	return idx >= 0 && idx < w->nbe ? cfg->backends[idx] : NULL;
+	return idx >= 0 && idx < w->nbe ? w->cfg->backends[idx] : NULL;
 }
 
 /*
@@ -534,11 +536,12 @@ static struct dlb_backend *
 pool_select(struct dlb_worker *w, const struct dlb_pool *pool, const struct dlb_dnsmsg *m,
 	    struct dlb_dq *dq, double now)
 {
-	const struct dlb_policy_view v = dlb_policy_view_init(w->cfg, w->be_stats, w->qps, &w->rng,
+	const struct dlb_policy_view v = dlb_policy_view_init(w->cfg, &w->snap->set, w->snap,
+							      w->be_stats, w->qps, &w->rng,
 							      &w->rr_counter, now);
-	int policy = dlb_pool_policy(w->cfg, pool);
+	int policy = dlb_snapshot_pool_policy(w->snap, pool);
 
-	if (policy >= DLB_POLICY_LUA && pool->n > 0)
+	if (policy >= DLB_POLICY_LUA && dlb_pool_state(w->snap, pool, NULL)->n > 0)
 		return lua_policy(w, &v, pool, policy, dq);
 	return dlb_policy_select(&v, pool, policy, m->qname_lc, m->qname_len);
 }
@@ -547,7 +550,7 @@ pool_select(struct dlb_worker *w, const struct dlb_pool *pool, const struct dlb_
 static DLB_HOT void
 select_server(struct dlb_worker *w, struct dlb_query *q)
 {
-	if (q->pool != NULL && dlb_pool_policy(w->cfg, q->pool) >= DLB_POLICY_LUA && !q->has_dq)
+	if (q->pool != NULL && dlb_snapshot_pool_policy(w->snap, q->pool) >= DLB_POLICY_LUA && !q->has_dq)
 		dq_init(w, q, &q->dq);	/* a Lua policy gets the dq */
 	q->be = q->pool != NULL ? pool_select(w, q->pool, &q->m, q->has_dq ? &q->dq : NULL, q->now)
 				: NULL;
@@ -570,9 +573,9 @@ lookup_first(const struct dlb_worker *w, const struct dlb_query *q)
 	int policy;
 
 	if (__atomic_load_n(&q->pool->necs, __ATOMIC_RELAXED) > 0 ||
-	    __atomic_load_n(&q->pool->use_ecs, __ATOMIC_RELAXED) || w->cfg->stale_cache_ttl > 0)
+	    __atomic_load_n(&q->pool->use_ecs, __ATOMIC_RELAXED) || w->snap->set.stale_cache_ttl > 0)
 		return false;
-	policy = dlb_pool_policy(w->cfg, q->pool);
+	policy = dlb_snapshot_pool_policy(w->snap, q->pool);
 	return policy == DLB_POLICY_LEAST_OUTSTANDING || policy == DLB_POLICY_WRANDOM ||
 	       policy == DLB_POLICY_WHASHED || policy == DLB_POLICY_CHASHED;
 }
@@ -600,7 +603,7 @@ cache_hit(struct dlb_worker *w, struct dlb_query *q, enum dlb_verdict v)
 static enum dlb_verdict
 process_tail(struct dlb_worker *w, struct dlb_query *q)
 {
-	const struct dlb_config *cfg = w->cfg;
+	const struct dlb_settings *set = &w->snap->set;
 	bool looked = false;
 
 	q->be = NULL;
@@ -625,8 +628,8 @@ process_tail(struct dlb_worker *w, struct dlb_query *q)
 				return cache_hit(w, q, v);
 			q->zero_scope = q->m.ecs_off == 0;
 		}
-		if (q->m.ecs_off == 0 || ecs_override(cfg, q))
-			q->ecslen = (uint8_t)ecs_option(cfg, q);
+		if (q->m.ecs_off == 0 || ecs_override(set, q))
+			q->ecslen = (uint8_t)ecs_option(set, q);
 	}
 	if (q->cache != NULL && q->ecslen > 0 &&
 	    dlb_cache_key_add_option(q->cache, &q->key, q->ecs, q->ecslen) != 0)
@@ -656,7 +659,7 @@ process_tail(struct dlb_worker *w, struct dlb_query *q)
 				q->cap = DLB_RBUF_SIZE;
 			}
 		}
-		if (cfg->servfail_when_no_server)
+		if (set->servfail_when_no_server)
 			return answer_locally(w, q, DLB_RCODE_SERVFAIL, false);
 		return DLB_V_DROP;
 	}
@@ -715,7 +718,7 @@ size_t
 dlb_query_tc_for_client(const struct dlb_worker *w, uint8_t *pkt, size_t len)
 {
 	pkt[2] |= DLB_F_TC >> 8;
-	return dlb_wire_truncate_tc(pkt, len, w->cfg->selfans.add_edns);
+	return dlb_wire_truncate_tc(pkt, len, w->snap->set.selfans.add_edns);
 }
 
 size_t
@@ -725,7 +728,7 @@ dlb_query_add_ecs(const struct dlb_worker *w, const struct dlb_query *q, uint8_t
 	enum dlb_ecs_added a = DLB_ECS_NONE;
 
 	if (q->ecslen > 0)
-		len = dlb_wire_add_ecs(pkt, len, cap, &q->m, q->ecs, q->ecslen, ecs_override(w->cfg, q),
+		len = dlb_wire_add_ecs(pkt, len, cap, &q->m, q->ecs, q->ecslen, ecs_override(&w->snap->set, q),
 				       &a);
 	if (q->has_dq && q->dq.edns_added)
 		a = DLB_ECS_OPT_RR;	/* SetEDNSOptionAction's OPT: the answer's goes, as in dnsdist */
@@ -739,7 +742,8 @@ dlb_query_client_local(const struct dlb_worker *w, const struct dlb_client *c,
 {
 	const struct dlb_frontend_cfg *fe;
 
-	if (c->proto == DLB_CLIENT_INTERNAL || c->listener >= w->cfg->nfrontends)
+	if (c->proto == DLB_CLIENT_INTERNAL ||
+	    c->listener >= __atomic_load_n(&w->cfg->nfrontends, __ATOMIC_ACQUIRE))
 		return NULL;
 	fe = &w->cfg->frontends[c->listener];
 	memcpy(out, &fe->addr, fe->addrlen < sizeof(*out) ? fe->addrlen : sizeof(*out));
@@ -808,16 +812,16 @@ dlb_query_fill_slot(struct dlb_slot *s, const struct dlb_query *q, const struct 
 bool
 dlb_query_answer_stale(struct dlb_worker *w, const struct dlb_slot *s)
 {
-	const struct dlb_config *cfg = w->cfg;
+	const struct dlb_settings *set = &w->snap->set;
 	double now = dlb_worker_now(w);
 	enum dlb_cache_result res;
 	const struct dlb_cache_entry *e;
 	bool prefetch;
 	size_t n;
 
-	if (!cfg->stale_on_timeout || s->cache == NULL || s->client.proto == DLB_CLIENT_INTERNAL)
+	if (!set->stale_on_timeout || s->cache == NULL || s->client.proto == DLB_CLIENT_INTERNAL)
 		return false;
-	e = dlb_cache_lookup(s->cache, &s->key, now, cfg->stale_cache_ttl, &res, &prefetch, w->id);
+	e = dlb_cache_lookup(s->cache, &s->key, now, set->stale_cache_ttl, &res, &prefetch, w->id);
 	if (e == NULL)
 		return false;
 	n = dlb_cache_copy_out(s->cache, e, res, s->client.orig_id, s->qname_wire, now, w->scratch,
@@ -893,6 +897,12 @@ dr_from_slot(struct dlb_worker *w, const struct dlb_slot *s, uint8_t *pkt, size_
 	dr->tags = s->tags;
 }
 
+DLB_HOT const struct dlb_ruleset *
+dlb_query_rules(const struct dlb_worker *w)
+{
+	return w->snap->rules != NULL ? w->snap->rules : dlb_rules_current();
+}
+
 size_t
 dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 			  const struct dlb_slot *s, uint32_t *delay_ms)
@@ -902,7 +912,7 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 	uint8_t *pkt = *pktp;
 	uint16_t flags = dlb_rd16(pkt + 2);
 	const uint16_t keep = DLB_F_RD | DLB_F_CD;
-	const struct dlb_ruleset *rs = dlb_rules_current();
+	const struct dlb_ruleset *rs = dlb_query_rules(w);
 	const struct dlb_chain *rc = rs->c[DLB_CHAIN_RESPONSE];
 	const struct dlb_chain *ic = rs->c[DLB_CHAIN_CACHE_INSERTED];
 	struct dlb_cache *cache = s->cache;
@@ -925,7 +935,7 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 	flags = (uint16_t)((flags & ~keep) | (s->client.orig_flags & keep));
 	dlb_wr16(pkt + 2, flags);
 	/* fixupCase: the response matched the question (same name, any case) */
-	if (w->cfg->fixup_case && dlb_rd16(pkt + 4) > 0 && len >= 12u + s->key.qname_len)
+	if (w->snap->set.fixup_case && dlb_rd16(pkt + 4) > 0 && len >= 12u + s->key.qname_len)
 		memcpy(pkt + 12, s->qname_wire, s->key.qname_len);
 
 	bs->responses++;

@@ -129,6 +129,13 @@ dlb_query_is_empty_notimp(const uint8_t *pkt)
 	return (pkt[4] | pkt[5]) == 0 && DLB_RCODE(pkt[3]) == DLB_RCODE_NOTIMP;
 }
 
+/*
+ * The rules worker @w applies: its snapshot's (docs/architecture.md#publication).
+ * A worker of a unit test without a daemon has none there: the rules
+ * module's own. Thread: the worker, in its epoch section.
+ */
+const struct dlb_ruleset *dlb_query_rules(const struct dlb_worker *w);
+
 /* A UDP client's answer as it may go out: never cut, never larger than it takes. */
 static inline size_t
 dlb_query_fit_udp(const struct dlb_worker *w, const struct dlb_client *c, uint8_t *pkt,

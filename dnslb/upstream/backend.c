@@ -133,9 +133,12 @@ int
 dlb_backend_local_open(struct dlb_worker *w, const struct dlb_backend *be)
 {
 	struct dlb_be_local *bl = &w->be[be->index];
+	/* opened by dlb_worker_new before the first publication (main thread: the
+	 * builder's value), or by the worker in a loop iteration (its snapshot's) */
+	int global_ms = w->snap != NULL ? w->snap->set.udp_timeout_ms : w->cfg->set.udp_timeout_ms;
 
 	memset(bl, 0, sizeof(*bl));
-	bl->timeout = (be->udp_timeout_ms > 0 ? be->udp_timeout_ms : w->cfg->udp_timeout_ms) / 1000.0;
+	bl->timeout = (be->udp_timeout_ms > 0 ? be->udp_timeout_ms : global_ms) / 1000.0;
 	if (be_can_share(be))
 		bl->shared = shared_sock(w, be->addr.ss_family, bl->timeout);
 	bl->nsocks = be->sockets > 0 ? be->sockets : 1;
@@ -420,14 +423,14 @@ handle_answer(struct dlb_worker *w, struct dlb_be_sock *s, unsigned i)
 		return;
 	idx = dlb_inflight_match(&s->table, &w->slots, pkt, len,
 				 s->be_index < 0 ? &w->raddr[i].sa : NULL,
-				 w->cfg->allow_empty_response, &m);
+				 w->snap->set.allow_empty_response, &m);
 	if (idx == DLB_SLOT_NONE) {
 		if (m == DLB_ANSWER_NONCOMPLIANT)
 			w->stats.noncompliant_responses++;
 		return;
 	}
-	if (w->cfg->truncate_tc && (pkt[2] & (DLB_F_TC >> 8)))
-		len = dlb_wire_truncate_tc(pkt, len, w->cfg->selfans.add_edns);
+	if (w->snap->set.truncate_tc && (pkt[2] & (DLB_F_TC >> 8)))
+		len = dlb_wire_truncate_tc(pkt, len, w->snap->set.selfans.add_edns);
 	w->up_sink->answer(w, dlb_slot_get(&w->slots, idx), pkt, len, true);
 	release_slot(w, s, idx);
 }

@@ -149,7 +149,7 @@ check_done(struct hc *c, bool ok, const char *why)
 	bool initial = c->checks == 1 && !be->lazy;
 
 	check_stop_io(c);
-	if (!ok && h->cfg->verbose_health_checks)
+	if (!ok && h->cfg->set.verbose_health_checks)
 		dlb_info("Health check of %s (%s) failed: %s", be->name, be->addr_text, why);
 	if (ok) {
 		c->fails = 0;
@@ -489,7 +489,7 @@ dlb_health_lazy_tick(struct dlb_health *h)
 			continue;
 		if (c->win_q >= (uint64_t)(be->lazy_min_samples > 0 ? be->lazy_min_samples : 1) &&
 		    c->win_f * 100 >= c->win_q * (uint64_t)be->lazy_threshold) {
-			if (h->cfg->verbose_health_checks)
+			if (h->cfg->set.verbose_health_checks)
 				dlb_info("Lazy health check of %s (%s): %llu failures in %llu queries",
 					 be->name, be->addr_text, (unsigned long long)c->win_f,
 					 (unsigned long long)c->win_q);

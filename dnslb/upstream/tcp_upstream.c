@@ -451,7 +451,7 @@ up_read_frames(struct dlb_tcp_up *u)
 				return false;
 			continue;
 		}
-		match = dlb_slot_answer_matches(&u->reqs[i].s, pkt, flen, w->cfg->allow_empty_response);
+		match = dlb_slot_answer_matches(&u->reqs[i].s, pkt, flen, w->snap->set.allow_empty_response);
 		s = u->reqs[i].s;
 		up_remove_req(u, i);
 		w->be_stats[s.be_index].outstanding--;

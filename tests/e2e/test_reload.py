@@ -6,13 +6,14 @@ a failed reload keeps the running configuration and says why (file:line).
 docs/rules.md, "Live reload".
 """
 
+import re
 import signal
 import threading
 import time
 
 import pytest
 
-from dnslbtest import UdpClient, lua_server, make_query, parse, udp_query
+from dnslbtest import UdpClient, console, console_head, lua_server, make_query, parse, udp_query
 
 pytestmark = pytest.mark.dnslb_only("dnsdist has no reload (SIGHUP ends it)")
 
@@ -213,12 +214,15 @@ def test_failed_reload_with_a_new_server_keeps_everything(dnslb, make_responder)
     fails the reload: the running config stays, rules included."""
     a, b = make_responder(), make_responder()
     d = dnslb(conf_a(a))
-    rewrite(d, conf_b(a) + lua_server(b, name="bad", source="192.0.2.77"))
+    # the failure comes after the new snapshot was built: it is never published
+    rewrite(d, conf_b(a) + lua_server(b, name="bad", source="192.0.2.77") +
+            'setACL({"192.0.2.0/24"})\nsetMaxUDPAnswerSize(512)\n')
     line = reload_and_wait(d, ok=False)
     assert "could not open sockets" in line, line
     assert rcode(d, "x.blocked.reload.test.") == 5
     assert rcode(d, "fine.reload.test.") == 0
     assert b.client_queries() == []
+    assert d.stats()["acl-drops"] == 0
 
 
 def test_reload_acl(dnslb, responder):
@@ -370,3 +374,49 @@ def test_reload_from_lua(dnslb, responder):
     d = dnslb(conf)
     assert d.wait_line("reload\\(\\) gave true nil", timeout=6) is not None, d.output()
     assert rcode(d, "x.blocked.reload.test.") == 5
+
+
+def rule_matches(d):
+    """{rule text (name, else selector -> action): matches} from showRules()."""
+    out = console(d, "showRules()")
+    rows = {}
+    for line in out.splitlines():
+        m = re.match(r"^\s*(\d+)\s+(\S*)\s+(\d+)\s+(.*?)\s{2,}(.*?)\s*$", line)
+        if m is None:
+            continue
+        rows[m.group(2) or "%s -> %s" % (m.group(4), m.group(5))] = int(m.group(3))
+    return rows
+
+
+def counter_conf(r, head, changed_rcode, extra=""):
+    return (head + lua_server(r, name="b") + extra +
+            'addAction("kept.counter.test.", RCodeAction(DNSRCode.REFUSED), {name="kept"})\n'
+            'addAction("unnamed.counter.test.", RCodeAction(DNSRCode.NXDOMAIN))\n'
+            'addAction("changed.counter.test.", RCodeAction(DNSRCode.%s))\n' % changed_rcode)
+
+
+def test_unchanged_rules_keep_their_counters(dnslb, responder):
+    """A reload's rule that repeats a running one (same name, selector and
+    action) keeps its match counter, wherever it moved in the chain; a
+    changed rule starts again at 0."""
+    head = console_head()
+    d = dnslb(counter_conf(responder, head, "REFUSED"), args=("--workers", "2"))
+    for _ in range(3):
+        assert rcode(d, "kept.counter.test.") == 5
+        assert rcode(d, "unnamed.counter.test.") == 3
+        assert rcode(d, "changed.counter.test.") == 5
+    before = rule_matches(d)
+    assert before["kept"] == 3, before
+    # a new rule first: every kept rule moves one place down
+    rewrite(d, counter_conf(responder, head, "NOTIMP",
+                            'addAction("new.counter.test.", RCodeAction(DNSRCode.REFUSED))\n'))
+    reload_and_wait(d)
+    assert rcode(d, "changed.counter.test.") == 4
+    after = rule_matches(d)
+    assert after["kept"] == 3, after
+    unnamed = [k for k in after if k.startswith("qname in unnamed.counter.test.")]
+    assert len(unnamed) == 1 and after[unnamed[0]] == 3, after
+    changed = [k for k in after if k.startswith("qname in changed.counter.test.")]
+    assert len(changed) == 1 and after[changed[0]] == 1, after
+    assert rcode(d, "kept.counter.test.") == 5
+    assert rule_matches(d)["kept"] == 4

@@ -133,17 +133,17 @@ test_defaults(void **state)
 	assert_int_equal(cfg->nfrontends, 0);
 	assert_int_equal(cfg->nbackends, 0);
 	assert_int_equal(cfg->workers, 0);
-	assert_int_equal(cfg->policy, DLB_POLICY_LEAST_OUTSTANDING);
-	assert_int_equal(cfg->udp_timeout_ms, 2000);
+	assert_int_equal(cfg->set.policy, DLB_POLICY_LEAST_OUTSTANDING);
+	assert_int_equal(cfg->set.udp_timeout_ms, 2000);
 	assert_int_equal(cfg->max_udp_outstanding, 65535);
-	assert_true(cfg->selfans.add_edns);
-	assert_int_equal(cfg->selfans.payload_size, 1232);
-	assert_int_equal(cfg->tcp_recv_timeout, 2);
-	assert_int_equal(cfg->tcp_send_timeout, 2);
+	assert_true(cfg->set.selfans.add_edns);
+	assert_int_equal(cfg->set.selfans.payload_size, 1232);
+	assert_int_equal(cfg->set.tcp_recv_timeout, 2);
+	assert_int_equal(cfg->set.tcp_send_timeout, 2);
 	assert_int_equal(cfg->udp_vector_size, 64);
 	assert_true(cfg->blocking_receive);
 	assert_int_equal(cfg->recv_coalesce_us, 0);
-	assert_false(cfg->servfail_when_no_server);
+	assert_false(cfg->set.servfail_when_no_server);
 	assert_non_null(dlb_config_find_pool(cfg, ""));
 
 	assert_int_equal(cfg->acl.n, 9);
@@ -682,14 +682,14 @@ test_policies(void **state)
 	       "assert(out[3] == 'firstAvailable' and out[4] == 'roundrobin')\n"
 	       "setRoundRobinFailOnNoServer(true)\n"
 	       "setWHashedPertubation(12345)");
-	assert_int_equal(cfg->policy, DLB_POLICY_FIRST_AVAILABLE);
+	assert_int_equal(cfg->set.policy, DLB_POLICY_FIRST_AVAILABLE);
 	assert_int_equal(dlb_config_find_pool(cfg, "abuse")->policy, DLB_POLICY_ROUNDROBIN);
 	assert_int_equal(dlb_config_find_pool(cfg, "")->policy, -1);
-	assert_true(cfg->roundrobin_fail_on_no_server);
-	assert_int_equal(cfg->whashed_perturbation, 12345);
+	assert_true(cfg->set.roundrobin_fail_on_no_server);
+	assert_int_equal(cfg->set.whashed_perturbation, 12345);
 
 	run(f, "setServerPolicy(whashed)");
-	assert_int_equal(cfg->policy, DLB_POLICY_WHASHED);
+	assert_int_equal(cfg->set.policy, DLB_POLICY_WHASHED);
 	run_fail(f, "setServerPolicy('roundrobin')", "ServerPolicy expected");
 	run_fail(f, "setServerPolicy(nil)", "ServerPolicy expected");
 	run_fail(f, "setPoolServerPolicy(wrandom)", "setPoolServerPolicy");
@@ -730,15 +730,15 @@ test_settings(void **state)
 	       "assert(getVerbose() == true)\n"
 	       "setVerbose(false)\n"
 	       "assert(getVerbose() == false)");
-	assert_int_equal(cfg->udp_timeout_ms, 5000);
+	assert_int_equal(cfg->set.udp_timeout_ms, 5000);
 	assert_int_equal(cfg->max_udp_outstanding, 1024);
-	assert_true(cfg->servfail_when_no_server);
-	assert_true(cfg->drop_empty_queries);
-	assert_true(cfg->allow_empty_response);
-	assert_int_equal(cfg->selfans.payload_size, 1400);
-	assert_false(cfg->selfans.add_edns);
-	assert_int_equal(cfg->tcp_recv_timeout, 7);
-	assert_int_equal(cfg->tcp_send_timeout, 8);
+	assert_true(cfg->set.servfail_when_no_server);
+	assert_true(cfg->set.drop_empty_queries);
+	assert_true(cfg->set.allow_empty_response);
+	assert_int_equal(cfg->set.selfans.payload_size, 1400);
+	assert_false(cfg->set.selfans.add_edns);
+	assert_int_equal(cfg->set.tcp_recv_timeout, 7);
+	assert_int_equal(cfg->set.tcp_send_timeout, 8);
 	assert_int_equal(cfg->max_tcp_queries_per_conn, 100);
 	assert_int_equal(cfg->max_tcp_conns_per_client, 10);
 	assert_int_equal(cfg->max_tcp_conn_duration, 60);
@@ -746,7 +746,7 @@ test_settings(void **state)
 	assert_int_equal(cfg->udp_vector_size, 32);
 	assert_int_equal(cfg->udp_rcvbuf, 1048576);
 	assert_int_equal(cfg->udp_sndbuf, 2097152);
-	assert_true(cfg->verbose_health_checks);
+	assert_true(cfg->set.verbose_health_checks);
 	assert_int_equal(cfg->workers, 4);
 	assert_false(cfg->blocking_receive);
 	assert_int_equal(cfg->recv_coalesce_us, 150);
@@ -755,12 +755,12 @@ test_settings(void **state)
 	/* fractional seconds, string numbers and booleans, payload clamping */
 	run(f, "setUDPTimeout(0.5)\nsetMaxUDPOutstanding('2048')\n"
 	       "setServFailWhenNoServer('false')\nsetPayloadSizeOnSelfGeneratedAnswers(100)");
-	assert_int_equal(cfg->udp_timeout_ms, 500);
+	assert_int_equal(cfg->set.udp_timeout_ms, 500);
 	assert_int_equal(cfg->max_udp_outstanding, 2048);
-	assert_false(cfg->servfail_when_no_server);
-	assert_int_equal(cfg->selfans.payload_size, 512);
+	assert_false(cfg->set.servfail_when_no_server);
+	assert_int_equal(cfg->set.selfans.payload_size, 512);
 	run(f, "setPayloadSizeOnSelfGeneratedAnswers(100000)\nsetWorkerThreads(0)");
-	assert_int_equal(cfg->selfans.payload_size, 1500);	/* dnsdist 1.7's cap */
+	assert_int_equal(cfg->set.selfans.payload_size, 1500);	/* dnsdist 1.7's cap */
 	assert_int_equal(cfg->workers, 0);
 
 	run_fail(f, "setMaxUDPOutstanding(0)", "test:1: setMaxUDPOutstanding: 0 is out of range");
@@ -874,7 +874,7 @@ test_include_directory(void **state)
 	assert_int_equal(f->cfg->nbackends, 2);
 	assert_string_equal(f->cfg->backends[0]->name, "first");
 	assert_string_equal(f->cfg->backends[1]->name, "second");
-	assert_int_equal(f->cfg->policy, DLB_POLICY_ROUNDROBIN);
+	assert_int_equal(f->cfg->set.policy, DLB_POLICY_ROUNDROBIN);
 
 	/* an error in an included file carries that file's name and line */
 	snprintf(path, sizeof(path), "%s/30-bad.conf", dir);
@@ -1032,8 +1032,8 @@ test_runtime_phase(void **state)
 	run(f, "getServer(0):setDown()\nsetServerPolicy(wrandom)\n"
 	       "addACL('192.0.2.0/24')\nsetUDPTimeout(3)\nsetServFailWhenNoServer(true)");
 	assert_int_equal(f->cfg->nbackends, 1);
-	assert_int_equal(f->cfg->policy, DLB_POLICY_WRANDOM);
-	assert_int_equal(f->cfg->udp_timeout_ms, 3000);
+	assert_int_equal(f->cfg->set.policy, DLB_POLICY_WRANDOM);
+	assert_int_equal(f->cfg->set.udp_timeout_ms, 3000);
 
 	/* --check-config behaves as config time */
 	dlb_lua_conf_set_phase(f->lc, DLB_LUA_PHASE_CHECK);
@@ -1158,26 +1158,26 @@ test_cache_settings(void **state)
 	struct fixture *f = *state;
 	struct dlb_config *cfg = f->cfg;
 
-	assert_int_equal(cfg->cache_cleaning_delay, 60);
-	assert_int_equal(cfg->cache_cleaning_pct, 100);
-	assert_int_equal(cfg->stale_cache_ttl, 0);
-	assert_false(cfg->stale_on_timeout);
+	assert_int_equal(cfg->set.cache_cleaning_delay, 60);
+	assert_int_equal(cfg->set.cache_cleaning_pct, 100);
+	assert_int_equal(cfg->set.stale_cache_ttl, 0);
+	assert_false(cfg->set.stale_on_timeout);
 	assert_int_equal(cfg->ncaches, 0);
 
 	run(f, "setStaleCacheEntriesTTL(600)\n"
 	       "setServeStaleOnTimeout(true)\n"
 	       "setCacheCleaningDelay('30')\n"
 	       "setCacheCleaningPercentage(20)");
-	assert_int_equal(cfg->stale_cache_ttl, 600);
-	assert_true(cfg->stale_on_timeout);
-	assert_int_equal(cfg->cache_cleaning_delay, 30);
-	assert_int_equal(cfg->cache_cleaning_pct, 20);
+	assert_int_equal(cfg->set.stale_cache_ttl, 600);
+	assert_true(cfg->set.stale_on_timeout);
+	assert_int_equal(cfg->set.cache_cleaning_delay, 30);
+	assert_int_equal(cfg->set.cache_cleaning_pct, 20);
 
 	run(f, "setStaleCacheEntriesTTL(0)\nsetServeStaleOnTimeout(false)\n"
 	       "setCacheCleaningPercentage(0)\nsetCacheCleaningPercentage(100)");
-	assert_int_equal(cfg->stale_cache_ttl, 0);
-	assert_false(cfg->stale_on_timeout);
-	assert_int_equal(cfg->cache_cleaning_pct, 100);
+	assert_int_equal(cfg->set.stale_cache_ttl, 0);
+	assert_false(cfg->set.stale_on_timeout);
+	assert_int_equal(cfg->set.cache_cleaning_pct, 100);
 
 	run_fail(f, "\nsetStaleCacheEntriesTTL(-1)",
 		 "test:2: setStaleCacheEntriesTTL: -1 is out of range");
@@ -1188,16 +1188,16 @@ test_cache_settings(void **state)
 	run_fail(f, "setCacheCleaningPercentage(101)", "setCacheCleaningPercentage: 101 is out of "
 		 "range (0..100)");
 	run_fail(f, "setCacheCleaningPercentage('x')", "must be an integer");
-	assert_int_equal(cfg->cache_cleaning_delay, 30);
-	assert_int_equal(cfg->cache_cleaning_pct, 100);
+	assert_int_equal(cfg->set.cache_cleaning_delay, 30);
+	assert_int_equal(cfg->set.cache_cleaning_pct, 100);
 
 	/* all of them may change at runtime */
 	dlb_lua_conf_set_phase(f->lc, DLB_LUA_PHASE_RUNNING);
 	run(f, "setStaleCacheEntriesTTL(5)\nsetServeStaleOnTimeout(true)\n"
 	       "setCacheCleaningDelay(10)\nsetCacheCleaningPercentage(50)");
-	assert_int_equal(cfg->stale_cache_ttl, 5);
-	assert_int_equal(cfg->cache_cleaning_delay, 10);
-	assert_int_equal(cfg->cache_cleaning_pct, 50);
+	assert_int_equal(cfg->set.stale_cache_ttl, 5);
+	assert_int_equal(cfg->set.cache_cleaning_delay, 10);
+	assert_int_equal(cfg->set.cache_cleaning_pct, 50);
 }
 
 static void

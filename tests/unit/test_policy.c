@@ -83,7 +83,9 @@ fx_new(int nb, const int *weights)
 	assert_non_null(f->stats);
 	memset(f->stats, 0, DLB_MAX_BACKENDS * sizeof(*f->stats));
 	seed_rng(&f->rng, 42);
-	f->v = dlb_policy_view_init(f->cfg, f->stats, f->qps, &f->rng, &f->rr, 1000.0);
+	/* no workers: the builder's settings and pools */
+	f->v = dlb_policy_view_init(f->cfg, &f->cfg->set, NULL, f->stats, f->qps, &f->rng, &f->rr,
+				    1000.0);
 	return f;
 }
 
@@ -242,7 +244,7 @@ test_roundrobin(void **state)
 	for (int i = 0; i < 6; i++)
 		assert_int_equal(pick(f, DLB_POLICY_ROUNDROBIN, "a."), i % 3);
 	/* ...unless setRoundRobinFailOnNoServer */
-	f->cfg->roundrobin_fail_on_no_server = true;
+	f->cfg->set.roundrobin_fail_on_no_server = true;
 	assert_int_equal(pick(f, DLB_POLICY_ROUNDROBIN, "a."), -1);
 	fx_free(f);
 }
@@ -405,11 +407,11 @@ test_whashed(void **state)
 
 		snprintf(name, sizeof(name), "n%d.example.com.", i);
 		n = dlb_wire_name_from_text(name, wire, sizeof(wire));
-		r = (int)(dlb_burtle_ci(wire, (size_t)n, f->cfg->whashed_perturbation) % 10);
+		r = (int)(dlb_burtle_ci(wire, (size_t)n, f->cfg->set.whashed_perturbation) % 10);
 		assert_int_equal(first[i], r < 1 ? 0 : r < 3 ? 1 : 2);
 	}
 	/* setWHashedPertubation changes the mapping */
-	f->cfg->whashed_perturbation = 12345;
+	f->cfg->set.whashed_perturbation = 12345;
 	for (int i = 0; i < NAMES; i++)
 		moved += pick_n(f, DLB_POLICY_WHASHED, i) != first[i];
 	assert_true(moved > NAMES / 4);
@@ -495,7 +497,7 @@ test_weighted_balancing_factor(void **state)
 	for (int i = 0; i < 1000; i++)
 		count[pick(f, DLB_POLICY_WRANDOM, "a.")]++;
 	assert_true(count[0] > 300);	/* off: the load plays no part */
-	f->cfg->weighted_balancing_factor = 1.5;
+	f->cfg->set.weighted_balancing_factor = 1.5;
 	for (int i = 0; i < 1000; i++)
 		assert_int_equal(pick(f, DLB_POLICY_WRANDOM, "a."), 1);
 	/* whashed too: every name goes to s1 */
@@ -527,7 +529,7 @@ test_ch_balancing_factor(void **state)
 	for (int i = 0; i < NAMES; i++)
 		first[i] = pick_n(f, DLB_POLICY_CHASHED, i);
 	f->stats[0].outstanding = 30;	/* bound: 1.2 * 31 / 3 = 12.4 */
-	f->cfg->ch_balancing_factor = 1.2;
+	f->cfg->set.ch_balancing_factor = 1.2;
 	for (int i = 0; i < NAMES; i++) {
 		int k = pick_n(f, DLB_POLICY_CHASHED, i);
 
@@ -537,7 +539,7 @@ test_ch_balancing_factor(void **state)
 	/* only s0's names move */
 	assert_int_equal(moved_other, 0);
 	/* off again: back where they were */
-	f->cfg->ch_balancing_factor = 0;
+	f->cfg->set.ch_balancing_factor = 0;
 	for (int i = 0; i < NAMES; i++)
 		assert_int_equal(pick_n(f, DLB_POLICY_CHASHED, i), first[i]);
 	fx_free(f);
@@ -573,11 +575,18 @@ test_pool_policy(void **state)
 	struct fx *f = fx_new(1, NULL);
 
 	(void)state;
-	f->cfg->policy = DLB_POLICY_WRANDOM;
+	f->cfg->set.policy = DLB_POLICY_WRANDOM;
 	assert_int_equal(f->pool->policy, -1);
-	assert_int_equal(dlb_pool_policy(f->cfg, f->pool), DLB_POLICY_WRANDOM);
+	assert_int_equal(dlb_config_pool_policy(f->cfg, f->pool), DLB_POLICY_WRANDOM);
+	assert_int_equal(dlb_config_publish(f->cfg, NULL), 0);
 	f->pool->policy = DLB_POLICY_CHASHED;
-	assert_int_equal(dlb_pool_policy(f->cfg, f->pool), DLB_POLICY_CHASHED);
+	assert_int_equal(dlb_config_pool_policy(f->cfg, f->pool), DLB_POLICY_CHASHED);
+	/* workers see the change only once it is published */
+	assert_int_equal(dlb_snapshot_pool_policy(dlb_config_snapshot(f->cfg), f->pool),
+			 DLB_POLICY_WRANDOM);
+	assert_int_equal(dlb_config_publish(f->cfg, NULL), 0);
+	assert_int_equal(dlb_snapshot_pool_policy(dlb_config_snapshot(f->cfg), f->pool),
+			 DLB_POLICY_CHASHED);
 	fx_free(f);
 }
 

@@ -925,6 +925,57 @@ test_chain_publish(void **state)
 	dlb_rule_unref(keep);
 }
 
+/* A named rule (rule() with a name). */
+static struct dlb_rule *
+named_rule(const char *name, struct dlb_sel *s, struct dlb_act *a)
+{
+	struct dlb_rule *r = dlb_rule_new(s, a, name, NULL);
+
+	assert_non_null(r);
+	dlb_sel_unref(s);
+	dlb_act_unref(a);
+	return r;
+}
+
+/*
+ * A reload's rule that repeats a running one (name, selector and action)
+ * shares its counters, wherever it moved in the chain; a changed one starts
+ * at 0.
+ */
+static void
+test_ruleset_reload_keeps_counters(void **state)
+{
+	struct dlb_rule *old[2], *neu[2];
+	struct dlb_ruleset *rs;
+
+	(void)state;
+	old[0] = named_rule("a", sel_num(DLB_SEL_QTYPE, 1), act_new(DLB_ACT_DROP));
+	old[1] = named_rule("b", dlb_sel_new(DLB_SEL_ALL), act_new(DLB_ACT_NONE));
+	assert_int_equal(dlb_rules_publish(DLB_CHAIN_QUERY, old, 2, NULL), 0);
+	old[0]->ctr[0].hits = 5;
+	old[1]->ctr[1].hits = 3;
+
+	/* "b" unchanged but first now; "a" with another action */
+	neu[0] = named_rule("b", dlb_sel_new(DLB_SEL_ALL), act_new(DLB_ACT_NONE));
+	neu[1] = named_rule("a", sel_num(DLB_SEL_QTYPE, 1), act_new(DLB_ACT_NONE));
+	rs = dlb_rules_stage_begin();
+	assert_non_null(rs);
+	assert_int_equal(dlb_rules_publish(DLB_CHAIN_QUERY, neu, 2, NULL), 0);
+	dlb_rules_stage_end();
+	dlb_rules_stage_commit(rs, 1, NULL);
+	assert_int_equal(dlb_rule_hits(neu[0]), 3);
+	assert_int_equal(dlb_rule_hits(neu[1]), 0);
+	/* shared slots: a worker still on the old rule counts for the new one */
+	old[1]->ctr[0].hits++;
+	assert_int_equal(dlb_rule_hits(neu[0]), 4);
+	dlb_rules_shutdown();
+	dlb_rule_unref(old[0]);
+	dlb_rule_unref(old[1]);			/* the new "b" keeps the slots */
+	assert_int_equal(dlb_rule_hits(neu[0]), 4);
+	dlb_rule_unref(neu[0]);
+	dlb_rule_unref(neu[1]);
+}
+
 /* Reload staging: chains published while staging go to the staged ruleset only. */
 static void
 test_ruleset_staging(void **state)
@@ -2169,6 +2220,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tags),
 		cmocka_unit_test(test_ruleset_staging),
+		cmocka_unit_test(test_ruleset_reload_keeps_counters),
 		cmocka_unit_test_setup_teardown(test_reset_decisions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sel_header, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sel_edns, setup, teardown),

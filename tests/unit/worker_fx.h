@@ -38,13 +38,19 @@ wfx_config(const struct sockaddr_in *be_addr, int udp_timeout_ms, int max_outsta
 	return cfg;
 }
 
-/* A worker over @cfg: its backend sockets open, its RCU record registered. */
+/* A worker over @cfg (published first: w->snap set): its backend sockets open,
+ * its RCU record registered. */
 static inline struct dlb_worker *
 wfx_worker_on(struct dlb_config *cfg)
 {
-	struct dlb_worker *w = dlb_worker_new(0, cfg);
+	struct dlb_worker *w;
+
+	assert_int_equal(dlb_config_publish(cfg, NULL), 0);
+	w = dlb_worker_new(0, cfg);
 
 	assert_non_null(w);
+	/* the tests call into the pipeline outside a loop iteration too */
+	w->snap = dlb_config_snapshot(cfg);
 	assert_int_equal(dlb_rcu_register(&w->rcu), 0);
 	return w;
 }
