@@ -21,6 +21,7 @@
 
 #include "dnslb/core/cache.h"
 #include "dnslb/core/config.h"
+#include "dnslb/core/tls.h"
 #include "dnslb/control/console_client.h"
 #include "dnslb/core/daemon.h"
 #include "dnslb/pipeline/dynblock.h"
@@ -371,7 +372,8 @@ probe_frontend(const struct dlb_frontend_cfg *fe)
 {
 	static const int types[2] = { SOCK_DGRAM, SOCK_STREAM };
 
-	for (int i = 0; i < 2; i++) {
+	/* a DNS over TLS listener has no UDP socket */
+	for (int i = fe->tls != NULL ? 1 : 0; i < 2; i++) {
 		int fd = socket(fe->addr.ss_family, types[i] | SOCK_CLOEXEC, 0);
 		int one = 1, rc, saved;
 
@@ -517,6 +519,10 @@ maintenance_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	}
 	if (health != NULL)
 		dlb_health_lazy_tick(health);
+	/* DNS over TLS listeners: ticketsKeysRotationDelay */
+	for (int i = 0; i < cfg->nfrontends; i++)
+		if (cfg->frontends[i].tls != NULL)
+			dlb_tls_server_maintain(cfg->frontends[i].tls, now);
 	dlb_rules_maintenance(now);
 	while (nretired_lc > 0)
 		dlb_lua_conf_free(retired_lc[--nretired_lc]);
@@ -600,6 +606,18 @@ reload_listeners(const struct dlb_config *ncfg, struct dlb_reload_plan *plan, ch
 			return -1;
 		}
 	}
+	/* a DNS over TLS listener a reload keeps (the plan refused any other
+	 * change): its certificates and keys read again from their files */
+	for (int j = 0; j < ncfg->nfrontends; j++) {
+		const struct dlb_frontend_cfg *fe = plan->fe_map[j] >= 0 ?
+						    &cfg->frontends[plan->fe_map[j]] : NULL;
+
+		if (fe != NULL && fe->tls != NULL &&
+		    dlb_tls_server_reload(fe->tls, why, sizeof(why)) != 0) {
+			snprintf(err, errlen, "reloading the certificates of %s: %s", fe->text, why);
+			return -1;
+		}
+	}
 	for (int j = 0; j < ncfg->nfrontends; j++) {
 		int i = plan->fe_map[j];
 
@@ -623,7 +641,8 @@ reload_listeners(const struct dlb_config *ncfg, struct dlb_reload_plan *plan, ch
 		return -1;
 	}
 	for (int k = 0; k < reload_nfe_opened; k++)
-		dlb_info("Listening on %s", cfg->frontends[reload_fe_opened[k]].text);
+		dlb_info("Listening on %s%s", cfg->frontends[reload_fe_opened[k]].text,
+			 cfg->frontends[reload_fe_opened[k]].tls != NULL ? " for TLS" : "");
 	return 0;
 }
 
@@ -908,7 +927,8 @@ main(int argc, char **argv)
 		}
 	}
 	for (int i = 0; i < cfg->nfrontends; i++)
-		dlb_info("Listening on %s", cfg->frontends[i].text);
+		dlb_info("Listening on %s%s", cfg->frontends[i].text,
+			 cfg->frontends[i].tls != NULL ? " for TLS" : "");	/* as dnsdist */
 	if (cfg->nbackends == 0)
 		dlb_warn("No downstream server configured: queries will be %s",
 			 cfg->set.servfail_when_no_server ? "answered SERVFAIL" : "dropped");

@@ -33,6 +33,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <unistd.h>
 #include <lauxlib.h>
 #include <limits.h>
 #include <lua.h>
@@ -50,6 +51,7 @@
 
 #include "dnslb/core/cache.h"
 #include "dnslb/core/config.h"
+#include "dnslb/core/tls.h"
 #include "dnslb/core/daemon.h"
 #include "dnslb/upstream/health.h"
 #include "dnslb/core/log.h"
@@ -258,33 +260,37 @@ static const char *const frontend_opts[] = {
 	"cpus", "doTCP", "interface", "tcpListenQueueSize", NULL,
 };
 
-/* Parse setLocal/addLocal arguments (address at 1, options at 2) into @fe. */
+/*
+ * Parse a listener's address (argument 1, @port by default) and its options
+ * (the table at @t, if any; @known: the keys it may have) into @fe.
+ */
 static void
-parse_frontend(lua_State *L, const char *fn, struct dlb_frontend_cfg *fe)
+parse_frontend_at(lua_State *L, const char *fn, struct dlb_frontend_cfg *fe, int t, int port,
+		  const char *const *known)
 {
 	const char *addr = dlb_lua_arg_string(L, 1, fn), *s;
 
 	memset(fe, 0, sizeof(*fe));
-	if (dlb_sockaddr_parse(addr, DLB_DEFAULT_PORT, &fe->addr, &fe->addrlen) != 0)
+	if (dlb_sockaddr_parse(addr, port, &fe->addr, &fe->addrlen) != 0)
 		luaL_error(L, "%s: invalid address '%s'", fn, addr);
 	dlb_sockaddr_format((const struct sockaddr *)&fe->addr, fe->text, sizeof(fe->text));
 
-	if (lua_type(L, 2) == LUA_TTABLE) {
-		dlb_lua_warn_unknown_keys(L, 2, fn, "option", frontend_opts);
-		dlb_lua_opt_bool(L, 2, fn, "reusePort", &fe->reuseport);
-		dlb_lua_opt_int(L, 2, fn, "tcpFastOpenQueueSize", 0, INT_MAX,
+	if (lua_type(L, t) == LUA_TTABLE) {
+		dlb_lua_warn_unknown_keys(L, t, fn, "option", known);
+		dlb_lua_opt_bool(L, t, fn, "reusePort", &fe->reuseport);
+		dlb_lua_opt_int(L, t, fn, "tcpFastOpenQueueSize", 0, INT_MAX,
 				&fe->tcp_fastopen_qsize);
-		dlb_lua_opt_int(L, 2, fn, "tcpListenQueueSize", 0, INT_MAX, &fe->tcp_listen_qsize);
-		if ((s = dlb_lua_opt_string_push(L, 2, fn, "interface")) != NULL) {
+		dlb_lua_opt_int(L, t, fn, "tcpListenQueueSize", 0, INT_MAX, &fe->tcp_listen_qsize);
+		if ((s = dlb_lua_opt_string_push(L, t, fn, "interface")) != NULL) {
 			if (strlen(s) >= sizeof(fe->iface) || strpbrk(s, "/ \t") != NULL)
 				luaL_error(L, "%s: invalid interface '%s'", fn, s);
 			memcpy(fe->iface, s, strlen(s) + 1);
 			lua_pop(L, 1);
 		}
-		dlb_lua_opt_int(L, 2, fn, "maxInFlight", 0, 65535, &fe->max_in_flight);
-		dlb_lua_opt_int(L, 2, fn, "maxConcurrentTCPConnections", 0, INT_MAX,
+		dlb_lua_opt_int(L, t, fn, "maxInFlight", 0, 65535, &fe->max_in_flight);
+		dlb_lua_opt_int(L, t, fn, "maxConcurrentTCPConnections", 0, INT_MAX,
 				&fe->max_concurrent_tcp);
-		if (lua_getfield(L, 2, "cpus") != LUA_TNIL) {
+		if (lua_getfield(L, t, "cpus") != LUA_TNIL) {
 			lua_Integer n;
 
 			if (lua_type(L, -1) != LUA_TTABLE)
@@ -304,10 +310,17 @@ parse_frontend(lua_State *L, const char *fn, struct dlb_frontend_cfg *fe)
 			}
 		}
 		lua_pop(L, 1);
-	} else if (!lua_isnoneornil(L, 2)) {
+	} else if (!lua_isnoneornil(L, t)) {
 		/* dnsdist 1.7 refuses the pre-1.4 doTCP boolean here too */
-		luaL_error(L, "%s: argument #2 must be a table of options", fn);
+		luaL_error(L, "%s: argument #%d must be a table of options", fn, t);
 	}
+}
+
+/* setLocal/addLocal: address at 1, options at 2. */
+static void
+parse_frontend(lua_State *L, const char *fn, struct dlb_frontend_cfg *fe)
+{
+	parse_frontend_at(L, fn, fe, 2, DLB_DEFAULT_PORT, frontend_opts);
 }
 
 static int
@@ -335,6 +348,147 @@ l_add_local(lua_State *L)
 	if (dlb_config_add_frontend(cfg, &fe) != 0)
 		return luaL_error(L, "addLocal: too many listeners (at most %d)",
 				  DLB_MAX_FRONTENDS);
+	return 0;
+}
+
+/* ---- DNS over TLS listeners (addTLSLocal) -------------------------------- */
+
+#define DLB_DOT_PORT	853
+
+static const char *const tls_local_opts[] = {
+	"reusePort", "tcpFastOpenQueueSize", "maxInFlight", "maxConcurrentTCPConnections",
+	"cpus", "interface", "tcpListenQueueSize",
+	"provider", "ciphers", "ciphersTLS13", "minTLSVersion", "ticketKeyFile",
+	"ticketsKeysRotationDelay", "numberOfTicketsKeys", "sessionTickets",
+	"numberOfStoredSessions", "sessionTimeout", "ocspResponses", "preferServerCiphers",
+	"keyLogFile", "releaseBuffers", "enableRenegotiation", "tlsAsyncMode", NULL,
+};
+
+/*
+ * A string or a table of strings at @idx into @out (at most @max; each
+ * anchored on the stack's table of strings at @keep). @what names them in
+ * errors. A file that cannot be read is an error here, with its name.
+ */
+static size_t
+tls_files(lua_State *L, const char *fn, int idx, const char *what, const char **out, size_t max,
+	  bool must_exist)
+{
+	size_t n = 0;
+
+	if (lua_type(L, idx) == LUA_TSTRING) {
+		out[n++] = lua_tostring(L, idx);
+	} else if (lua_type(L, idx) == LUA_TTABLE) {
+		lua_Integer len = (lua_Integer)lua_rawlen(L, idx);
+
+		if (len < 1 || (size_t)len > max)
+			luaL_error(L, "%s: between 1 and %d %s", fn, (int)max, what);
+		for (lua_Integer i = 1; i <= len; i++) {
+			lua_rawgeti(L, idx, i);
+			if (lua_type(L, -1) != LUA_TSTRING)
+				luaL_error(L, "%s: the %s must be strings", fn, what);
+			out[n++] = lua_tostring(L, -1);
+			lua_pop(L, 1);	/* the table keeps it */
+		}
+	} else {
+		luaL_error(L, "%s: the %s must be a string or a table of strings", fn, what);
+	}
+	for (size_t i = 0; must_exist && i < n; i++)
+		if (access(out[i], R_OK) != 0)
+			luaL_error(L, "%s: unable to read the %s file '%s': %s", fn, what, out[i],
+				   strerror(errno));
+	return n;
+}
+
+/* The TLS options of addTLSLocal's table @t into @o; the strings stay on the stack. */
+static void
+tls_local_options(lua_State *L, const char *fn, int t, struct dlb_tls_server_opts *o,
+		  bool must_exist)
+{
+	const char *s;
+	bool b;
+	int n;
+
+	if (lua_type(L, t) != LUA_TTABLE)
+		return;
+	if ((s = dlb_lua_opt_string_push(L, t, fn, "provider")) != NULL &&
+	    strcmp(s, "openssl") != 0)
+		luaL_error(L, "%s: the TLS provider '%s' is not supported by dnslb (use \"openssl\")",
+			   fn, s);
+	o->ciphers = dlb_lua_opt_string_push(L, t, fn, "ciphers");
+	o->ciphers13 = dlb_lua_opt_string_push(L, t, fn, "ciphersTLS13");
+	if ((s = dlb_lua_opt_string_push(L, t, fn, "minTLSVersion")) != NULL &&
+	    (o->min_version = dlb_tls_version_parse(s)) < 0)
+		luaL_error(L, "%s: unknown minTLSVersion '%s' (tls1.0, tls1.1, tls1.2 or tls1.3)", fn, s);
+	o->ticket_key_file = dlb_lua_opt_string_push(L, t, fn, "ticketKeyFile");
+	if (o->ticket_key_file != NULL && must_exist && access(o->ticket_key_file, R_OK) != 0)
+		luaL_error(L, "%s: unable to read the tickets key file '%s': %s", fn,
+			   o->ticket_key_file, strerror(errno));
+	/* without a key file, keys rotate every 12 hours by default; with one, only on request */
+	o->ticket_rotation = o->ticket_key_file != NULL ? 0 : 43200;
+	if (dlb_lua_opt_int(L, t, fn, "ticketsKeysRotationDelay", 0, INT_MAX, &n))
+		o->ticket_rotation = (unsigned)n;
+	if (dlb_lua_opt_int(L, t, fn, "numberOfTicketsKeys", 0, 1024, &n))
+		o->ticket_keys = (unsigned)n;
+	if (dlb_lua_opt_bool(L, t, fn, "sessionTickets", &b))
+		o->tickets = b;
+	if (dlb_lua_opt_int(L, t, fn, "numberOfStoredSessions", 0, INT_MAX, &n))
+		o->stored_sessions = (unsigned)n;
+	if (dlb_lua_opt_int(L, t, fn, "sessionTimeout", 0, INT_MAX, &n))
+		o->session_timeout = (unsigned)n;
+	if (dlb_lua_opt_bool(L, t, fn, "preferServerCiphers", &b))
+		o->prefer_server_ciphers = b;
+	if (dlb_lua_opt_bool(L, t, fn, "releaseBuffers", &b))
+		o->release_buffers = b;
+	if (dlb_lua_opt_bool(L, t, fn, "enableRenegotiation", &b))
+		o->renegotiation = b;
+	(void)dlb_lua_opt_bool(L, t, fn, "tlsAsyncMode", &b);	/* accepted: no async engine */
+	o->keylog_file = dlb_lua_opt_string_push(L, t, fn, "keyLogFile");
+	if (lua_getfield(L, t, "ocspResponses") != LUA_TNIL)
+		o->nocsp = tls_files(L, fn, lua_gettop(L), "OCSP response", o->ocsp,
+				     DLB_TLS_MAX_CERTS, must_exist);
+	/* the table stays on the stack: it anchors the strings */
+}
+
+/*
+ * addTLSLocal(addr, certFile(s), keyFile(s) [, options]): a DNS over TLS
+ * listener, TCP only, default port 853 (docs/tls.md). Its certificates and
+ * keys are loaded and checked here, --check-config included.
+ */
+static int
+l_add_tls_local(lua_State *L)
+{
+	struct dlb_lua_conf *lc = conf_get(L);
+	struct dlb_frontend_cfg fe;
+	struct dlb_tls_server_opts o;
+	bool replay = lc->phase == DLB_LUA_PHASE_WORKER;
+	size_t nkeys;
+	char err[512];
+	int rc;
+
+	config_time_only(L, "addTLSLocal");
+	parse_frontend_at(L, "addTLSLocal", &fe, 4, DLB_DOT_PORT, tls_local_opts);
+	dlb_tls_server_opts_default(&o);
+	o.ncerts = tls_files(L, "addTLSLocal", 2, "certificate", o.certs, DLB_TLS_MAX_CERTS, !replay);
+	nkeys = tls_files(L, "addTLSLocal", 3, "key", o.keys, DLB_TLS_MAX_CERTS, !replay);
+	if (nkeys != o.ncerts)
+		return luaL_error(L, "addTLSLocal: %d certificates but %d keys (one key per "
+				  "certificate, in the same order)", (int)o.ncerts, (int)nkeys);
+	tls_local_options(L, "addTLSLocal", 4, &o, !replay);
+	if (o.nocsp > o.ncerts)
+		return luaL_error(L, "addTLSLocal: more OCSP responses than certificates");
+	if (replay)
+		return 0;	/* a worker's replay: the config state has the listener */
+	fe.tls = dlb_tls_server_new(&o, err, sizeof(err));
+	if (fe.tls == NULL)
+		return luaL_error(L, "addTLSLocal: %s", err);
+	rc = dlb_config_add_frontend(lc->cfg, &fe);
+	if (rc != 0) {
+		dlb_tls_server_free(fe.tls);
+		if (rc == -2)
+			return luaL_error(L, "addTLSLocal: the address %s is already a listener's",
+					  fe.text);
+		return luaL_error(L, "addTLSLocal: too many listeners (at most %d)", DLB_MAX_FRONTENDS);
+	}
 	return 0;
 }
 
@@ -3280,7 +3434,6 @@ static const struct {
 	const char *name;
 	const char *what;
 } unsupported_calls[] = {
-	{ "addTLSLocal", "DNS over TLS listeners are not supported yet by dnslb" },
 	{ "addDOHLocal", "DNS over HTTPS listeners are not supported yet by dnslb" },
 	{ "getTLSFrontend", NO_DOT_DOH },
 	{ "getDOHFrontend", NO_DOT_DOH },
@@ -3596,6 +3749,7 @@ static const luaL_Reg conf_funcs[] = {
 	/* listeners */
 	{ "setLocal", l_set_local },
 	{ "addLocal", l_add_local },
+	{ "addTLSLocal", l_add_tls_local },
 	/* ACL */
 	{ "setACL", l_set_acl },
 	{ "addACL", l_add_acl },

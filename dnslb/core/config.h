@@ -30,7 +30,10 @@ struct dlb_ruleset;
 
 #define DLB_MAX_CPUS 64
 
-/** One addLocal()/setLocal() listener: UDP and TCP on the same address. */
+struct dlb_tls_server;
+
+/** One addLocal()/setLocal() listener: UDP and TCP on the same address; or
+ * one addTLSLocal() listener: DNS over TLS, TCP only. */
 struct dlb_frontend_cfg {
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
@@ -46,6 +49,8 @@ struct dlb_frontend_cfg {
 	int ncpus;
 	bool removed;			/* atomic: gone from the file at a reload; workers
 					 * stop listening (the slot stays, with its counters) */
+	struct dlb_tls_server *tls;	/* addTLSLocal: DNS over TLS, TCP only; NULL: plain
+					 * DNS over UDP and TCP. Owned by the config */
 };
 
 enum dlb_be_admin {
@@ -522,7 +527,10 @@ int dlb_config_pool_add(struct dlb_config *cfg, const char *name, struct dlb_bac
 void dlb_config_pool_remove(struct dlb_config *cfg, const char *name, struct dlb_backend *be);
 /** Re-sort every pool's members by (order, index), after a backend's order changed. */
 void dlb_config_resort_pools(struct dlb_config *cfg);
-/** Add a listener; an identical address is merged (repeating addLocal with reusePort). */
+/** Add a listener; an identical address is merged (repeating addLocal with
+ * reusePort). The config takes @fe->tls. @return 0, -1 when there are too
+ * many, -2 when a TLS listener and another share the address (@fe->tls is
+ * then still the caller's). */
 int dlb_config_add_frontend(struct dlb_config *cfg, const struct dlb_frontend_cfg *fe);
 /**
  * Build every pool's consistent-hashing ring from its members' weights and

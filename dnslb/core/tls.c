@@ -30,6 +30,7 @@ struct dlb_tls_server {
 	pthread_mutex_t mu;		/* guards ctx */
 	SSL_CTX *ctx;			/* the current context */
 	struct ticket_ring ring;
+	double rotated_at;		/* dlb_tls_server_maintain's clock; 0: not started */
 	pthread_mutex_t keylog_mu;
 	FILE *keylog;
 };
@@ -128,6 +129,7 @@ dlb_tls_server_opts_default(struct dlb_tls_server_opts *o)
 	o->min_version = TLS1_VERSION;
 	o->tickets = true;
 	o->ticket_keys = 5;
+	o->ticket_rotation = 43200;
 	o->stored_sessions = 20480;
 	o->prefer_server_ciphers = true;
 	o->release_buffers = true;
@@ -266,6 +268,23 @@ dlb_tls_server_rotate_ticket_key(struct dlb_tls_server *s, char *err, size_t err
 	ring_push(&s->ring, key);
 	OPENSSL_cleanse(key, sizeof(key));
 	return 0;
+}
+
+void
+dlb_tls_server_maintain(struct dlb_tls_server *s, double now)
+{
+	char err[256];
+
+	if (s->o.ticket_rotation == 0 || s->ring.cap == 0)
+		return;
+	if (s->rotated_at == 0) {
+		s->rotated_at = now;
+		return;
+	}
+	if (now - s->rotated_at < s->o.ticket_rotation)
+		return;
+	s->rotated_at = now;
+	(void)dlb_tls_server_rotate_ticket_key(s, err, sizeof(err));
 }
 
 int
@@ -613,6 +632,36 @@ dlb_tls_server_reload(struct dlb_tls_server *s, char *err, size_t errsz)
 	pthread_mutex_unlock(&s->mu);
 	SSL_CTX_free(old);	/* connections that began with it keep it alive */
 	return 0;
+}
+
+static bool
+same_str(const char *a, const char *b)
+{
+	return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+bool
+dlb_tls_server_same_opts(const struct dlb_tls_server *a, const struct dlb_tls_server *b)
+{
+	const struct dlb_tls_server_opts *x = &a->o, *y = &b->o;
+
+	if (x->ncerts != y->ncerts || x->nocsp != y->nocsp || x->min_version != y->min_version ||
+	    x->tickets != y->tickets || x->ticket_keys != y->ticket_keys ||
+	    x->ticket_rotation != y->ticket_rotation ||
+	    x->stored_sessions != y->stored_sessions || x->session_timeout != y->session_timeout ||
+	    x->prefer_server_ciphers != y->prefer_server_ciphers ||
+	    x->release_buffers != y->release_buffers || x->renegotiation != y->renegotiation ||
+	    x->alpn_len != y->alpn_len || (x->alpn_len > 0 && memcmp(x->alpn, y->alpn, x->alpn_len) != 0))
+		return false;
+	for (size_t i = 0; i < x->ncerts; i++)
+		if (!same_str(x->certs[i], y->certs[i]) || !same_str(x->keys[i], y->keys[i]))
+			return false;
+	for (size_t i = 0; i < x->nocsp; i++)
+		if (!same_str(x->ocsp[i], y->ocsp[i]))
+			return false;
+	return same_str(x->ciphers, y->ciphers) && same_str(x->ciphers13, y->ciphers13) &&
+	       same_str(x->ticket_key_file, y->ticket_key_file) &&
+	       same_str(x->keylog_file, y->keylog_file);
 }
 
 const struct dlb_tls_server_opts *

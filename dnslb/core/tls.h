@@ -48,6 +48,8 @@ struct dlb_tls_server_opts {
 	int min_version;		/* TLS1_VERSION ... TLS1_3_VERSION (minTLSVersion, default tls1.0) */
 	bool tickets;			/* sessionTickets (default true) */
 	unsigned ticket_keys;		/* numberOfTicketsKeys (default 5); 0: no tickets */
+	unsigned ticket_rotation;	/* ticketsKeysRotationDelay, s: a new key that often
+					 * (default 43200; 0: only on request) */
 	const char *ticket_key_file;	/* ticketKeyFile: keys loaded instead of generated */
 	unsigned stored_sessions;	/* numberOfStoredSessions (default 20480); 0: no cache */
 	unsigned session_timeout;	/* sessionTimeout, s (0: OpenSSL's 300) */
@@ -106,6 +108,11 @@ int dlb_tls_server_reload(struct dlb_tls_server *s, char *err, size_t errsz);
  * more than numberOfTicketsKeys goes. */
 int dlb_tls_server_rotate_ticket_key(struct dlb_tls_server *s, char *err, size_t errsz);
 
+/** Rotate the ticket key when ticketsKeysRotationDelay has passed since the
+ * last rotation (the first call only starts the clock). @now: seconds, any
+ * monotonic clock. Main thread. */
+void dlb_tls_server_maintain(struct dlb_tls_server *s, double now);
+
 /** loadTicketsKeys(file): the keys of @file (80 bytes each) pushed in the
  * file's order, so the last one encrypts. At least one key must load. */
 int dlb_tls_server_load_ticket_keys(struct dlb_tls_server *s, const char *file, char *err,
@@ -113,6 +120,10 @@ int dlb_tls_server_load_ticket_keys(struct dlb_tls_server *s, const char *file, 
 
 /** How many ticket keys the ring holds. */
 size_t dlb_tls_server_ticket_keys(struct dlb_tls_server *s);
+
+/** Were @a and @b built with the same options (files, ciphers, versions,
+ * tickets...)? */
+bool dlb_tls_server_same_opts(const struct dlb_tls_server *a, const struct dlb_tls_server *b);
 
 /** The options the context was built with. */
 const struct dlb_tls_server_opts *dlb_tls_server_opts(const struct dlb_tls_server *s);

@@ -136,15 +136,17 @@ dlb_listener_open(struct dlb_worker *w, struct dlb_listener *l, int index,
 	l->index = index;
 	l->family = fe->addr.ss_family;
 	l->wildcard = is_wildcard((const struct sockaddr *)&fe->addr);
-	l->udp_fd = open_socket(fe, SOCK_DGRAM, w->cfg);
-	if (l->udp_fd == -1) {
+	l->udp_fd = -1;
+	/* a DNS over TLS listener is TCP only */
+	if (fe->tls == NULL && (l->udp_fd = open_socket(fe, SOCK_DGRAM, w->cfg)) == -1) {
 		dlb_err("Unable to bind the UDP socket on %s: %s", fe->text, strerror(errno));
 		return -1;
 	}
 	l->tcp_fd = open_socket(fe, SOCK_STREAM, w->cfg);
 	if (l->tcp_fd == -1) {
 		dlb_err("Unable to bind the TCP socket on %s: %s", fe->text, strerror(errno));
-		close(l->udp_fd);
+		if (l->udp_fd >= 0)
+			close(l->udp_fd);
 		l->udp_fd = -1;
 		return -1;
 	}
@@ -172,7 +174,7 @@ dlb_listener_resume(struct dlb_listener *l, const struct dlb_frontend_cfg *fe)
 {
 	const struct dlb_config *cfg = l->w->cfg;
 
-	if (l->udp_fd < 0) {
+	if (l->udp_fd < 0 && fe->tls == NULL) {
 		l->udp_fd = open_socket(fe, SOCK_DGRAM, cfg);
 		if (l->udp_fd == -1) {
 			dlb_err("Unable to bind the UDP socket on %s: %s", fe->text,
@@ -669,8 +671,10 @@ tcp_accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 void
 dlb_listener_start(struct dlb_listener *l)
 {
-	ev_io_init(&l->udp_io, udp_read_cb, udp_watch_fd(l), EV_READ);
-	ev_io_start(l->w->loop, &l->udp_io);
+	if (l->udp_fd >= 0) {
+		ev_io_init(&l->udp_io, udp_read_cb, udp_watch_fd(l), EV_READ);
+		ev_io_start(l->w->loop, &l->udp_io);
+	}
 	ev_io_init(&l->tcp_io, tcp_accept_cb, l->tcp_fd, EV_READ);
 	ev_io_start(l->w->loop, &l->tcp_io);
 	if (l->w->cfg->blocking_receive) {

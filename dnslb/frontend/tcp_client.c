@@ -39,6 +39,8 @@
 #include "dnslb/core/connstat.h"
 #include "dnslb/core/dnsframe.h"
 #include "dnslb/core/stream.h"
+#include "dnslb/core/stream_tls.h"
+#include "dnslb/core/tls.h"
 #include "dnslb/pipeline/l2cache.h"
 #include "dnslb/core/log.h"
 #include "dnslb/core/proxyproto.h"
@@ -88,6 +90,7 @@ struct dlb_tcp_client {
 	bool has_local;
 	bool processing;		/* inside client_process: answers are only queued */
 	struct dlb_stream st;		/* st.last_io: the last byte read or written */
+	struct dlb_stream_tls tls;	/* a DNS over TLS listener's: st's TLS state */
 	struct dlb_frame_rx rx;
 	ev_timer timer;
 	double started;
@@ -276,8 +279,11 @@ client_failed(struct dlb_stream *st, void *ud, enum dlb_stream_fail why, int err
 {
 	struct dlb_tcp_client *c = ud;
 
-	(void)st, (void)why, (void)err;	/* only writes fail here: the stream was accepted */
-	c->l->tcp_died_sending++;
+	(void)st, (void)err;
+	/* the stream was accepted: a write failed, or a TLS handshake (not a
+	 * sending error; dnsdist's per-reason TLS counters are not kept yet) */
+	if (why != DLB_STREAM_CONNECT)
+		c->l->tcp_died_sending++;
 	client_close(c);
 }
 
@@ -543,6 +549,18 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 		dlb_stream_init(&c->st, w->loop, &dlb_stream_tcp_ops, &client_stream_cb, c,
 				cfg->max_tcp_out_bytes);
 		dlb_frame_rx_init(&c->rx, 0);
+		if (fe->tls != NULL) {
+			/* DNS over TLS: the handshake first, on the stream */
+			SSL *ssl = dlb_tls_server_ssl_new(fe->tls);
+
+			if (ssl == NULL) {
+				close(fd);
+				client_close(c);
+				continue;
+			}
+			SSL_set_accept_state(ssl);
+			dlb_stream_tls_use(&c->st, &c->tls, ssl);
+		}
 		if (dlb_stream_attach(&c->st, fd) != 0) {
 			client_close(c);
 			continue;

@@ -27,6 +27,7 @@ NOT_YET = "Features dnslb does not have are refused"
 XPF = "XPF is refused"
 INVALID = "Invalid values are refused"
 EXTRA = "Calls dnsdist 1.7.3 refuses that dnslb accepts"
+TLS_CHECK = "--check-config loads the certificates of addTLSLocal"
 
 
 def ok(name=CHECK_NAME):
@@ -174,8 +175,10 @@ def test_check_config_refused_by_both(workdir, conf, line, msg):
 # (config, heading, dnsdist's whole stdout, dnslb's whole stdout)
 DIFFERENT = [
     # what dnslb cannot do yet: never started without it
-    ('addTLSLocal("127.0.0.1:853", "/x.pem", "/x.key")\n', NOT_YET, ok(),
-     lb_error(1, "addTLSLocal: DNS over TLS listeners are not supported yet by dnslb")),
+    # the certificates are loaded and checked at --check-config already
+    ('addTLSLocal("127.0.0.1:853", "/x.pem", "/x.key")\n', TLS_CHECK, ok(),
+     lb_error(1, "addTLSLocal: unable to read the certificate file '/x.pem': No such file or "
+                 "directory")),
     ('\naddDOHLocal("127.0.0.1:443", "/x.pem", "/x.key")\n', NOT_YET, ok(),
      lb_error(2, "addDOHLocal: DNS over HTTPS listeners are not supported yet by dnslb")),
     ('snmpAgent(false)\n', NOT_YET, ok(), lb_error(1, "snmpAgent: SNMP is not supported by dnslb")),
@@ -256,8 +259,9 @@ def test_check_config_accepted_by_dnslb(workdir, conf, ours):
 CORPUS_REFUSED = {
     "26-doh-server.conf": (NOT_YET, 3, "addDOHLocal: DNS over HTTPS listeners are not "
                                        "supported yet by dnslb"),
-    "27-dot-server.conf": (NOT_YET, 2, "addTLSLocal: DNS over TLS listeners are not "
-                                       "supported yet by dnslb"),
+    "27-dot-server.conf": (TLS_CHECK, 2, "addTLSLocal: unable to read the certificate file "
+                                         "'/etc/ssl/dot.example/cert.pem': No such file or "
+                                         "directory"),
     "28-dot-upstream.conf": (NOT_YET, 3, "newServer: 'tls': DNS over TLS and HTTPS to "
                                          "backends is not supported yet by dnslb"),
     "29-doh-upstream.conf": (NOT_YET, 2, "newServer: 'tls': DNS over TLS and HTTPS to "
