@@ -492,6 +492,172 @@ l_add_tls_local(lua_State *L)
 	return 0;
 }
 
+/* ---- TLS frontends at runtime (getTLSFrontend, getTLSContext, reloadAllCertificates) ---- */
+
+#define MT_TLS_FRONTEND "dnslb.TLSFrontend"
+
+/* The @n-th DNS over TLS listener (0-based, in configuration order), or NULL. */
+static struct dlb_tls_server *
+tls_frontend(const struct dlb_config *cfg, lua_Integer n, const char **text)
+{
+	for (int i = 0; i < cfg->nfrontends; i++) {
+		if (cfg->frontends[i].tls == NULL)
+			continue;
+		if (n-- == 0) {
+			if (text != NULL)
+				*text = cfg->frontends[i].text;
+			return cfg->frontends[i].tls;
+		}
+	}
+	return NULL;
+}
+
+static int
+tls_frontend_count(const struct dlb_config *cfg)
+{
+	int n = 0;
+
+	for (int i = 0; i < cfg->nfrontends; i++)
+		n += cfg->frontends[i].tls != NULL;
+	return n;
+}
+
+/* getTLSFrontend(n) / getTLSContext(n): the object, or nil and dnsdist's message. */
+static int
+push_tls_frontend(lua_State *L, const char *fn)
+{
+	struct dlb_config *cfg = conf_get(L)->cfg;
+	lua_Integer n = luaL_checkinteger(L, 1);
+	lua_Integer *ud;
+	char msg[160];
+
+	if (n < 0 || tls_frontend(cfg, n, NULL) == NULL) {
+		snprintf(msg, sizeof(msg), "Error: trying to get TLS %s with index %lld but we only "
+			 "have %d %ss", strcmp(fn, "getTLSContext") == 0 ? "context" : "frontend",
+			 (long long)n, tls_frontend_count(cfg),
+			 strcmp(fn, "getTLSContext") == 0 ? "context" : "frontend");
+		conf_log(L, DLB_LOG_ERR, "%s", msg);
+		dlb_lua_print(L, msg);	/* dnsdist's console prints it too */
+		lua_pushnil(L);
+		return 1;
+	}
+	ud = lua_newuserdatauv(L, sizeof(*ud), 0);
+	*ud = n;
+	luaL_setmetatable(L, MT_TLS_FRONTEND);
+	return 1;
+}
+
+static int
+l_get_tls_frontend(lua_State *L)
+{
+	return push_tls_frontend(L, "getTLSFrontend");
+}
+
+static int
+l_get_tls_context(lua_State *L)
+{
+	return push_tls_frontend(L, "getTLSContext");
+}
+
+/* The context of a TLSFrontend object at 1 (an error if it is gone). */
+static struct dlb_tls_server *
+check_tls_frontend(lua_State *L, const char **text)
+{
+	lua_Integer *ud = luaL_checkudata(L, 1, MT_TLS_FRONTEND);
+	struct dlb_tls_server *t = tls_frontend(conf_get(L)->cfg, *ud, text);
+
+	if (t == NULL)
+		luaL_error(L, "this TLS frontend no longer exists");
+	return t;
+}
+
+static int
+l_tls_reload_certificates(lua_State *L)
+{
+	const char *text = "";
+	struct dlb_tls_server *t = check_tls_frontend(L, &text);
+	char err[512];
+
+	if (dlb_tls_server_reload(t, err, sizeof(err)) != 0)
+		conf_log(L, DLB_LOG_ERR, "Error reloading certificates for frontend %s: %s", text, err);
+	return 0;
+}
+
+static int
+l_tls_rotate_tickets_key(lua_State *L)
+{
+	struct dlb_tls_server *t = check_tls_frontend(L, NULL);
+	char err[256];
+
+	if (dlb_tls_server_rotate_ticket_key(t, err, sizeof(err)) != 0)
+		return luaL_error(L, "rotateTicketsKey: %s", err);
+	return 0;
+}
+
+static int
+l_tls_load_tickets_keys(lua_State *L)
+{
+	struct dlb_tls_server *t = check_tls_frontend(L, NULL);
+	const char *file = luaL_checkstring(L, 2);
+	char err[512];
+
+	if (dlb_tls_server_load_ticket_keys(t, file, err, sizeof(err)) != 0)
+		return luaL_error(L, "loadTicketsKeys: %s", err);
+	return 0;
+}
+
+static int
+l_tls_frontend_tostring(lua_State *L)
+{
+	const char *text = "";
+
+	(void)check_tls_frontend(L, &text);
+	lua_pushfstring(L, "TLSFrontend(%s)", text);
+	return 1;
+}
+
+/* getTLSFrontendCount(): how many DNS over TLS listeners there are. */
+static int
+l_get_tls_frontend_count(lua_State *L)
+{
+	lua_pushinteger(L, tls_frontend_count(conf_get(L)->cfg));
+	return 1;
+}
+
+/* reloadAllCertificates(): every DNS over TLS listener's certificates and keys. */
+static int
+l_reload_all_certificates(lua_State *L)
+{
+	struct dlb_config *cfg = conf_get(L)->cfg;
+	char err[512];
+
+	for (int i = 0; i < cfg->nfrontends; i++)
+		if (cfg->frontends[i].tls != NULL &&
+		    dlb_tls_server_reload(cfg->frontends[i].tls, err, sizeof(err)) != 0)
+			conf_log(L, DLB_LOG_ERR, "Error reloading certificates for frontend %s: %s",
+				 cfg->frontends[i].text, err);
+	return 0;
+}
+
+static const luaL_Reg tls_frontend_methods[] = {
+	{ "reloadCertificates", l_tls_reload_certificates },
+	{ "rotateTicketsKey", l_tls_rotate_tickets_key },
+	{ "loadTicketsKeys", l_tls_load_tickets_keys },
+	{ NULL, NULL },
+};
+
+static void
+register_tls_frontend(lua_State *L)
+{
+	luaL_newmetatable(L, MT_TLS_FRONTEND);
+	lua_newtable(L);
+	luaL_setfuncs(L, tls_frontend_methods, 0);
+	lua_setfield(L, -2, "__index");
+	lua_pushcfunction(L, l_tls_frontend_tostring);
+	lua_setfield(L, -2, "__tostring");
+	lua_pop(L, 1);
+}
+
 /* ---- ACL ---------------------------------------------------------------- */
 
 /*
@@ -3435,7 +3601,6 @@ static const struct {
 	const char *what;
 } unsupported_calls[] = {
 	{ "addDOHLocal", "DNS over HTTPS listeners are not supported yet by dnslb" },
-	{ "getTLSFrontend", NO_DOT_DOH },
 	{ "getDOHFrontend", NO_DOT_DOH },
 	{ "newDOHResponseMapEntry", NO_DOT_DOH },
 	{ "HTTPHeaderRule", NO_DOT_DOH },
@@ -3750,6 +3915,10 @@ static const luaL_Reg conf_funcs[] = {
 	{ "setLocal", l_set_local },
 	{ "addLocal", l_add_local },
 	{ "addTLSLocal", l_add_tls_local },
+	{ "getTLSFrontend", l_get_tls_frontend },
+	{ "getTLSContext", l_get_tls_context },
+	{ "getTLSFrontendCount", l_get_tls_frontend_count },
+	{ "reloadAllCertificates", l_reload_all_certificates },
 	/* ACL */
 	{ "setACL", l_set_acl },
 	{ "addACL", l_add_acl },
@@ -3952,6 +4121,7 @@ conf_setup(lua_State *L)
 	/* every standard library, as dnsdist's config state has (lua/compat_lua.h) */
 	dlb_lua_compat_open(L);
 	register_metatables(L);
+	register_tls_frontend(L);
 	register_globals(L);
 	dlb_lua_objects_register(L);
 	dlb_lua_rules_register(L);

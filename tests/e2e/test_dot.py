@@ -19,7 +19,7 @@ import dns.query
 import dns.rcode
 import pytest
 
-from dnslbtest import free_port, lua_server, tcp_query
+from dnslbtest import console, console_head, free_port, lua_server, tcp_query
 
 pytestmark = pytest.mark.dnslb_only("the TLS listener's e2e cases run on dnslb (dnsdist's own "
                                     "DoT is the reference of the unit cases)")
@@ -177,6 +177,32 @@ def test_dot_sighup_reloads_certificates(dnslb, responder, pki):
     assert d.wait_line("options of a DNS over TLS listener changed") is not None
     assert dot_query(port, "www.example.test.", pki).answer
     assert peer_serial(port, pki) == 2
+
+
+def test_console_tls_frontends(dnslb, responder, pki):
+    """getTLSFrontend(n):reloadCertificates(), rotateTicketsKey() and
+    loadTicketsKeys(file), getTLSContext(n), reloadAllCertificates()."""
+    port = free_port()
+    keys = os.path.join(pki, "tickets.key")
+    with open(keys, "wb") as f:
+        f.write(os.urandom(160))
+    d = dnslb(console_head() + dot_conf(responder, pki, port))
+    assert console(d, "print(getTLSFrontend(0))") == "TLSFrontend(127.0.0.1:%d)\n" % port
+    assert console(d, "print(getTLSFrontendCount())") == "1\n"
+    assert console(d, "getTLSFrontend(1)") == (
+        "Error: trying to get TLS frontend with index 1 but we only have 1 frontends\n")
+    assert console(d, "getTLSContext(0):rotateTicketsKey()") == ""
+    assert console(d, 'getTLSFrontend(0):loadTicketsKeys("%s")' % keys) == ""
+    assert "unable to open the tickets key file" in console(
+        d, 'getTLSFrontend(0):loadTicketsKeys("%s/nosuch")' % pki)
+    assert peer_serial(port, pki) == 1
+    shutil.copy(os.path.join(pki, "dns2.pem"), os.path.join(pki, "dns.pem"))
+    assert console(d, "getTLSFrontend(0):reloadCertificates()") == ""
+    assert peer_serial(port, pki) == 2
+    shutil.copy(os.path.join(pki, "dns1.pem"), os.path.join(pki, "dns.pem"))
+    assert console(d, "reloadAllCertificates()") == ""
+    assert peer_serial(port, pki) == 1
+    assert dot_query(port, "www.example.test.", pki).answer
 
 
 @pytest.mark.parametrize("files,msg", [
