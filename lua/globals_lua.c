@@ -42,6 +42,7 @@
 struct lbind {
 	char text[64];		/* the frontend's address, as showBinds() prints it */
 	int index;		/* showBinds() number */
+	bool tls;		/* a DNS over TLS bind */
 };
 
 /* The frontends getBind() sees: the config being evaluated, or the running one. */
@@ -65,7 +66,7 @@ nbinds(lua_State *L)
 {
 	const struct dlb_config *cfg = binds_cfg(L);
 
-	return cfg != NULL ? __atomic_load_n(&cfg->nfrontends, __ATOMIC_ACQUIRE) * 2 : 0;
+	return cfg != NULL ? dlb_config_nbinds(cfg) : 0;
 }
 
 static int
@@ -82,14 +83,17 @@ l_get_bind(lua_State *L)
 	lua_Integer n = dlb_lua_arg_int(L, 1, "getBind", 0, LUA_MAXINTEGER);
 	const struct dlb_config *cfg = binds_cfg(L);
 	struct lbind *b;
+	bool tcp;
+	int fe = cfg != NULL && n < INT_MAX ? dlb_config_bind(cfg, (int)n, &tcp) : -1;
 
-	if (cfg == NULL || n >= nbinds(L)) {
+	if (fe < 0) {
 		lua_pushnil(L);
 		return 1;
 	}
 	b = lua_newuserdatauv(L, sizeof(*b), 0);
-	snprintf(b->text, sizeof(b->text), "%s", cfg->frontends[n / 2].text);
+	snprintf(b->text, sizeof(b->text), "%s", cfg->frontends[fe].text);
 	b->index = (int)n;
+	b->tls = cfg->frontends[fe].tls != NULL;
 	luaL_setmetatable(L, MT_BIND);
 	return 1;
 }
@@ -103,12 +107,13 @@ l_bind_tostring(lua_State *L)
 	return 1;
 }
 
-/* dnslb has no TLS frontends: dnsdist gives "" for a plain one. */
+/* "openssl" for a DNS over TLS bind; "" for a plain one, as dnsdist. */
 static int
 l_bind_tls_provider(lua_State *L)
 {
-	luaL_checkudata(L, 1, MT_BIND);
-	lua_pushliteral(L, "");
+	struct lbind *b = luaL_checkudata(L, 1, MT_BIND);
+
+	lua_pushstring(L, b->tls ? "openssl" : "");
 	return 1;
 }
 

@@ -246,13 +246,13 @@ const struct dlb_lref dlb_lua_reference[] = {
 
 	/* ---- lua/globals_lua.c ---- */
 	OBJ("ClientState", "ClientState", "bind",
-	    "A listener, as `showBinds()` numbers them: each frontend twice, UDP (2i) then TCP "
-	    "(2i+1). The console prints it as its address."),
+	    "A listener, as `showBinds()` numbers them: a plain frontend twice, UDP then TCP; a "
+	    "DNS over TLS one once. The console prints it as its address."),
 	CTOR("ClientState", "getBind", "(n)",
 	     "Listener number `n` (from 0), or nil; `getBindCount()` gives how many there are."),
 	METH("ClientState", "toString", "()", "The address, `\"127.0.0.1:53\"`."),
 	METH("ClientState", "getEffectiveTLSProvider", "()",
-	     "`\"\"`: dnslb has no DNS over TLS listeners."),
+	     "`\"openssl\"` for a DNS over TLS listener, `\"\"` for a plain one."),
 	METH("ClientState", "attachFilter", "(bpf)",
 	     "Raises: eBPF filtering is not supported by dnslb."),
 	METH("ClientState", "detachFilter", "()", "Does nothing: no filter can be attached."),

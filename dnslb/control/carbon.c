@@ -156,7 +156,7 @@ build_message(const struct carbon_target *t, struct dlb_buf *b)
 	while (nfe < DLB_MAX_FRONTENDS * 2 && dlb_metrics_frontend(nfe, &fe[nfe]) == 0)
 		nfe++;
 	for (int i = 0; i < nfe; i++) {
-		bool tcp = strcmp(fe[i].proto, "TCP") == 0;
+		bool tcp = fe[i].tcp;
 		char raw[96];
 		int dup = 1;
 

@@ -560,14 +560,15 @@ int
 dlb_metrics_frontend(int i, struct dlb_metrics_frontend *out)
 {
 	const struct dlb_config *cfg = dlb_daemon.cfg;
-	int fe = i / 2;
-	bool tcp = i % 2 == 1;
+	bool tcp = false;
+	int fe = cfg != NULL && i >= 0 ? dlb_config_bind(cfg, i, &tcp) : -1;
 
 	memset(out, 0, sizeof(*out));
-	if (cfg == NULL || i < 0 || fe >= cfg->nfrontends)
+	if (fe < 0)
 		return -1;
 	out->address = cfg->frontends[fe].text;
-	out->proto = tcp ? "TCP" : "UDP";
+	out->proto = cfg->frontends[fe].tls != NULL ? "TCP (DNS over TLS)" : tcp ? "TCP" : "UDP";
+	out->tcp = tcp;
 	for (int w = 0; w < dlb_daemon.nworkers; w++) {
 		const struct dlb_worker *wk = dlb_daemon.workers[w];
 

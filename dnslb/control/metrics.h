@@ -66,7 +66,8 @@ int dlb_metrics_backend(int i, struct dlb_metrics_backend *out);
 /** Per frontend and protocol (showBinds(), dnsdist_frontend_*). */
 struct dlb_metrics_frontend {
 	const char *address;		/* "127.0.0.1:53" */
-	const char *proto;		/* "UDP" or "TCP" */
+	const char *proto;		/* "UDP", "TCP" or "TCP (DNS over TLS)" */
+	bool tcp;			/* TCP or DNS over TLS: the tcp* figures apply */
 	uint64_t queries;		/* received on this bind (all workers) */
 	uint64_t responses;		/* answers sent on it */
 	uint64_t tcp_current;		/* TCP: connections open now */
@@ -76,7 +77,8 @@ struct dlb_metrics_frontend {
 	double tcp_avg_queries, tcp_avg_duration;	/* running averages; ms */
 };
 /**
- * Frontend number @i: UDP is 2i, TCP 2i+1 (showBinds() numbering).
+ * Bind number @i, in showBinds()'s numbering (dlb_config_bind: a plain
+ * listener's UDP then TCP, a DNS over TLS listener's one).
  * @return 0, or -1 when there is none.
  */
 int dlb_metrics_frontend(int i, struct dlb_metrics_frontend *out);

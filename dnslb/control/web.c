@@ -1049,7 +1049,7 @@ prom_frontends(struct dlb_buf *b)
 			const struct dlb_metrics_frontend *f = &v[i];
 			char val[64];
 
-			if (s >= 2 && strcmp(f->proto, "TCP") != 0)
+			if (s >= 2 && !f->tcp)
 				continue;
 			switch (s) {
 			case 0: snprintf(val, sizeof(val), "%" PRIu64, f->queries); break;
@@ -1514,7 +1514,7 @@ json_localhost(void)
 	n = get_frontends(fv, thread, DLB_MAX_FRONTENDS * 2);
 	for (int i = 0; a != NULL && i < n; i++) {
 		cJSON *f = cJSON_CreateObject();
-		bool tcp = strcmp(fv[i].proto, "TCP") == 0;
+		bool tcp = fv[i].tcp;
 
 		if (f == NULL)
 			break;

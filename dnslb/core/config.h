@@ -527,6 +527,40 @@ int dlb_config_pool_add(struct dlb_config *cfg, const char *name, struct dlb_bac
 void dlb_config_pool_remove(struct dlb_config *cfg, const char *name, struct dlb_backend *be);
 /** Re-sort every pool's members by (order, index), after a backend's order changed. */
 void dlb_config_resort_pools(struct dlb_config *cfg);
+/**
+ * dnsdist's numbering of binds (showBinds, getBind, the web API): a plain
+ * listener is two binds, UDP then TCP; a DNS over TLS listener is one (TCP).
+ * Bind @n of @cfg: @return its listener's index (*@tcp: whether it is TCP),
+ * or -1 when there is none.
+ */
+static inline int
+dlb_config_bind(const struct dlb_config *cfg, int n, bool *tcp)
+{
+	int nf = __atomic_load_n(&cfg->nfrontends, __ATOMIC_ACQUIRE);
+
+	for (int i = 0; i < nf && n >= 0; i++) {
+		int k = cfg->frontends[i].tls != NULL ? 1 : 2;
+
+		if (n < k) {
+			*tcp = k == 1 || n == 1;
+			return i;
+		}
+		n -= k;
+	}
+	return -1;
+}
+
+/** How many binds @cfg has (dlb_config_bind). */
+static inline int
+dlb_config_nbinds(const struct dlb_config *cfg)
+{
+	int nf = __atomic_load_n(&cfg->nfrontends, __ATOMIC_ACQUIRE), n = 0;
+
+	for (int i = 0; i < nf; i++)
+		n += cfg->frontends[i].tls != NULL ? 1 : 2;
+	return n;
+}
+
 /** Add a listener; an identical address is merged (repeating addLocal with
  * reusePort). The config takes @fe->tls. @return 0, -1 when there are too
  * many, -2 when a TLS listener and another share the address (@fe->tls is

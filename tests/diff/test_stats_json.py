@@ -347,6 +347,7 @@ def test_tcp_failure_figures(pair):
         # the client's answer is not compared here: dnsdist 1.7.3 closes
         # the connection, dnslb answers SERVFAIL
         p.answers(build_query(name, qid=7), "tcp", timeout=3)
+        time.sleep(0.3)     # each server sees the close before the next connection
     idle = {}
     for s in (p.theirs, p.ours):
         c = TcpClient(s.port)
@@ -432,7 +433,9 @@ addAction("full.example.test.", PoolAction("full"))
             # the answers are not compared here (dnsdist closes the
             # connection, dnslb answers SERVFAIL)
             p.answers(build_query(name, qid=7), "tcp", timeout=2.5)
-        time.sleep(0.2)
+            # one connection after the other (both servers are asked at once):
+            # let each see the client's close before the next one connects
+            time.sleep(0.3)
         a, b = (s.web("/metrics")[1].decode() for s in (p.theirs, p.ours))
     finally:
         full.close()
