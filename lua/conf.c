@@ -365,9 +365,10 @@ static const char *const tls_local_opts[] = {
 };
 
 /*
- * A string or a table of strings at @idx into @out (at most @max; each
- * anchored on the stack's table of strings at @keep). @what names them in
- * errors. A file that cannot be read is an error here, with its name.
+ * A string or a table of strings at @idx into @out (at most @max; they stay
+ * valid while the value at @idx stays on the stack). @what names them in
+ * errors. With @must_exist, a file that cannot be read is an error here,
+ * with its name.
  */
 static size_t
 tls_files(lua_State *L, const char *fn, int idx, const char *what, const char **out, size_t max,
