@@ -533,10 +533,13 @@ push_tls_frontend(lua_State *L, const char *fn)
 	char msg[160];
 
 	if (n < 0 || tls_frontend(cfg, n, NULL) == NULL) {
-		snprintf(msg, sizeof(msg), "Error: trying to get TLS %s with index %lld but we only "
-			 "have %d %ss", strcmp(fn, "getTLSContext") == 0 ? "context" : "frontend",
-			 (long long)n, tls_frontend_count(cfg),
-			 strcmp(fn, "getTLSContext") == 0 ? "context" : "frontend");
+		/* dnsdist 1.7.3's log line (without the "u" its format leaves after the numbers) */
+		if (strcmp(fn, "getTLSContext") == 0)
+			snprintf(msg, sizeof(msg), "Error: trying to get TLS context with index %lld but "
+				 "we only have %d context(s)", (long long)n, tls_frontend_count(cfg));
+		else
+			snprintf(msg, sizeof(msg), "Error: trying to get TLS frontend with index %lld but "
+				 "we only have %d frontends", (long long)n, tls_frontend_count(cfg));
 		conf_log(L, DLB_LOG_ERR, "%s", msg);
 		dlb_lua_print(L, msg);	/* dnsdist's console prints it too */
 		lua_pushnil(L);

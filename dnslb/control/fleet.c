@@ -29,6 +29,7 @@
  * next connection, before the re-writes.
  */
 #include "dnslb/control/fleet.h"
+#include "dnslb/core/util.h"
 
 #include <cjson/cJSON.h>
 #include <ev.h>
@@ -95,18 +96,6 @@ escape_node(const char *s, char *out, size_t outsz)
 	return (int)o;
 }
 
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Undo escape_node() on @len bytes at @p. @return 0, or -1 when malformed or too long. */
 static int
 unescape_node(const char *p, size_t len, char *out, size_t outsz)
@@ -123,8 +112,8 @@ unescape_node(const char *p, size_t len, char *out, size_t outsz)
 
 			if (i + 2 >= len)
 				return -1;
-			hi = hexval(p[i + 1]);
-			lo = hexval(p[i + 2]);
+			hi = dlb_hexval(p[i + 1]);
+			lo = dlb_hexval(p[i + 2]);
 			if (hi < 0 || lo < 0)
 				return -1;
 			c = hi << 4 | lo;
@@ -275,7 +264,7 @@ dlb_fleet_decode(const char *p, size_t len, struct dlb_fleet_msg *m)
 		if (flen % 2 != 0 || flen / 2 > DLB_MAX_NAME)
 			return -1;
 		for (size_t i = 0; i < flen / 2; i++) {
-			int hi = hexval(f[2 * i]), lo = hexval(f[2 * i + 1]);
+			int hi = dlb_hexval(f[2 * i]), lo = dlb_hexval(f[2 * i + 1]);
 
 			if (hi < 0 || lo < 0)
 				return -1;

@@ -19,6 +19,19 @@ struct dlb_rng {
 	uint64_t nonce;
 };
 
+/** The value of hexadecimal digit @c (either case), or -1. */
+static inline int
+dlb_hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
 /** The least power of two >= @v, at most 2^30 (table sizes). */
 static inline uint32_t
 dlb_pow2_at_least(uint64_t v)

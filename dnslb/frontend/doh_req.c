@@ -2,6 +2,8 @@
  * doh_req.c - DNS over HTTPS requests as dnsdist 1.7 reads them (doh_req.h).
  */
 #include "dnslb/frontend/doh_req.h"
+#include "dnslb/core/netmask.h"
+#include "dnslb/core/util.h"
 #include "dnslb/core/wire.h"
 
 #include <arpa/inet.h>
@@ -58,15 +60,6 @@ dlb_doh_text(enum dlb_doh_verdict v)
 
 /* ---- paths ------------------------------------------------------------------- */
 
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c = (char)(c | 0x20);
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 static bool
 unreserved(int c)
 {
@@ -87,7 +80,7 @@ dlb_doh_normalize(const char *path, size_t len, char *out, size_t cap)
 		char c = path[i];
 
 		if (c == '%' && i + 2 < len) {
-			int hi = hexval(path[i + 1]), lo = hexval(path[i + 2]);
+			int hi = dlb_hexval(path[i + 1]), lo = dlb_hexval(path[i + 2]);
 
 			if (hi >= 0 && lo >= 0 && unreserved(hi << 4 | lo)) {
 				c = (char)(hi << 4 | lo);
@@ -514,11 +507,8 @@ bool
 dlb_doh_forwarded_for(const char *value, size_t len, struct sockaddr_storage *out)
 {
 	char text[INET6_ADDRSTRLEN + 16];
-	const char *v = value, *comma = NULL, *colon;
-	struct sockaddr_in *sin = (struct sockaddr_in *)out;
-	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)out;
-	unsigned long port = 0;
-	char *end;
+	const char *v = value, *comma = NULL;
+	socklen_t slen;
 
 	for (size_t i = 0; i < len; i++)
 		if (value[i] == ',')
@@ -537,41 +527,6 @@ dlb_doh_forwarded_for(const char *value, size_t len, struct sockaddr_storage *ou
 		return false;
 	memcpy(text, v, len);
 	text[len] = '\0';
-	memset(out, 0, sizeof(*out));
-	if (text[0] == '[') {
-		/* "[v6]" or "[v6]:port" */
-		char *close = strchr(text, ']');
-
-		if (close == NULL)
-			return false;
-		*close = '\0';
-		if (close[1] == ':') {
-			port = strtoul(close + 2, &end, 10);
-			if (close[2] == '\0' || *end != '\0' || port > 65535)
-				return false;
-		} else if (close[1] != '\0') {
-			return false;
-		}
-		if (inet_pton(AF_INET6, text + 1, &sin6->sin6_addr) != 1)
-			return false;
-		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons((uint16_t)port);
-		return true;
-	}
-	if (inet_pton(AF_INET6, text, &sin6->sin6_addr) == 1) {
-		sin6->sin6_family = AF_INET6;
-		return true;
-	}
-	colon = strchr(text, ':');
-	if (colon != NULL) {
-		port = strtoul(colon + 1, &end, 10);
-		if (colon[1] == '\0' || *end != '\0' || port > 65535)
-			return false;
-		text[colon - text] = '\0';
-	}
-	if (inet_pton(AF_INET, text, &sin->sin_addr) != 1)
-		return false;
-	sin->sin_family = AF_INET;
-	sin->sin_port = htons((uint16_t)port);
-	return true;
+	/* the address forms a ComboAddress takes: "a.b.c.d[:port]", "[v6][:port]", "v6" */
+	return dlb_sockaddr_parse(text, 0, out, &slen) == 0;
 }

@@ -119,6 +119,10 @@ class Side:
                      'apiKey="key", acl="127.0.0.0/8"})\n' % self.web_port)
         for i, r in enumerate(responders):
             body = body.replace("@B%d@" % i, r.address)
+        # @TLSPORT@: a second listening port of this side's own (addTLSLocal)
+        self.tls_port = free_port() if "@TLSPORT@" in body else None
+        if self.tls_port is not None:
+            body = body.replace("@TLSPORT@", str(self.tls_port))
         self.daemon = dnslbtest.Daemon(workdir, head + body, args, listen=True,
                                        listen_opts=listen_opts, impl=impl, name=impl)
         self.seen = [0] * len(responders)   # per backend: queries already compared

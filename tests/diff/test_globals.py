@@ -17,6 +17,8 @@ def norm(side, text):
     for i, r in enumerate(side.responders):
         text = text.replace(r.address, "@B%d@" % i)
     text = text.replace("127.0.0.1:%d" % side.port, "@PORT@")
+    if side.tls_port is not None:
+        text = text.replace("127.0.0.1:%d" % side.tls_port, "@TLSPORT@")
     return re.sub(UUID_RX, "UUID", text)
 
 
@@ -42,6 +44,45 @@ def test_binds(pair):
     assert same(p, "return getBind(2)") == ""
     same(p, "return getBind(0):getEffectiveTLSProvider()")
     same(p, "return getBind(1):detachFilter()")
+
+
+def test_tls_binds_and_frontends(pair, tmp_path):
+    """A DNS over TLS listener beside a plain one: dnsdist's bind numbering
+    (one bind, "TCP (DNS over TLS)"), its TLS provider, getTLSFrontendCount,
+    the TLSFrontend methods, and the same answer over DoT from both."""
+    import ssl
+    import dns.message
+    import dns.query
+    d = str(tmp_path)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", d + "/key.pem", "-out",
+                    d + "/cert.pem", "-days", "2", "-subj", "/CN=dns.test", "-addext",
+                    "subjectAltName=DNS:dns.test"], check=True, capture_output=True)
+    p = pair('newServer({address="@B0@"})\n'
+             'addTLSLocal("127.0.0.1:@TLSPORT@", "%s/cert.pem", "%s/key.pem")\n' % (d, d))
+    assert same(p, "showBinds()") == (
+        "#   Address                        Protocol              Queries\n"
+        "0   @PORT@                UDP                   0\n"
+        "1   @PORT@                TCP                   0\n"
+        "2   @TLSPORT@                TCP (DNS over TLS)    0\n")
+    assert same(p, "getBindCount()") == "3\n"
+    assert same(p, "getTLSFrontendCount()") == "1\n"
+    assert same(p, "getBind(2):getEffectiveTLSProvider()") == "openssl\n"
+    assert same(p, "getBind(1):getEffectiveTLSProvider()") == "\n"
+    assert same(p, "return getBind(2)") == "@TLSPORT@\n"
+    assert same(p, "getTLSFrontend(0):rotateTicketsKey()") == ""
+    assert same(p, "getTLSContext(0):rotateTicketsKey()") == ""
+    assert same(p, "getTLSFrontend(0):reloadCertificates()") == ""
+    assert same(p, "reloadAllCertificates()") == ""
+    ctx = ssl.create_default_context(cafile=d + "/cert.pem")
+    answers = []
+    for side in (p.theirs, p.ours):
+        q = dns.message.make_query("www.example.test.", "A")
+        q.id = 7
+        answers.append(dns.query.tls(q, "127.0.0.1", port=side.tls_port, ssl_context=ctx,
+                                     server_hostname="dns.test", timeout=5).to_wire())
+    assert answers[0] == answers[1]
+    assert same(p, "showBinds()").splitlines()[3].endswith("1")
 
 
 def test_binds_while_configuring(workdir):

@@ -5,6 +5,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 SRC = os.environ.get("DNSLB_SRC") or os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__))))
 CHECK = os.path.join(SRC, "tests", "check_layers.py")
@@ -72,23 +74,18 @@ def test_rules_above_pipeline_fails(tmp_path):
         'of upstream (layer 3)' % (rel, n))
 
 
-def test_lua_header_outside_lua_fails(tmp_path):
+@pytest.mark.parametrize("rel,line,report", [
+    ("dnslb/pipeline/query.c", "#include <lauxlib.h>",
+     "dnslb/pipeline/query.c:%d: Lua header <lauxlib.h> outside lua/"),
+    ("dnslb/control/web.c", '#include "dnslb/core/nosuch.h"',
+     'dnslb/control/web.c:%d: "dnslb/core/nosuch.h" does not exist'),
+], ids=["lua-header-outside-lua", "missing-header"])
+def test_one_bad_include_fails(tmp_path, rel, line, report):
     root = tree(tmp_path)
-    n = plant(root, "dnslb/pipeline/query.c", "#include <lauxlib.h>")
+    n = plant(root, rel, line)
     rc, out = run(root)
     assert rc == 1
-    assert out.splitlines()[0] == (
-        "dnslb/pipeline/query.c:%d: Lua header <lauxlib.h> outside lua/" % n)
-    assert summary(out).endswith(", 1 problems")
-
-
-def test_missing_header_fails(tmp_path):
-    root = tree(tmp_path)
-    n = plant(root, "dnslb/control/web.c", '#include "dnslb/core/nosuch.h"')
-    rc, out = run(root)
-    assert rc == 1
-    assert out.splitlines()[0] == (
-        'dnslb/control/web.c:%d: "dnslb/core/nosuch.h" does not exist' % n)
+    assert out.splitlines()[0] == report % n
     assert summary(out).endswith(", 1 problems")
 
 
