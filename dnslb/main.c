@@ -367,13 +367,20 @@ apply_cli(const struct cli *c, struct dlb_config *conf)
  * listener is tried with SO_REUSEPORT, for the other failures (no
  * privilege for the port, ...). @return 0, or -1 with errno set.
  */
+/* What dnsdist's "Listening on <address>" line adds for @fe. */
+static const char *
+listening_for(const struct dlb_frontend_cfg *fe)
+{
+	return fe->doh != NULL ? " for DoH" : fe->tls != NULL ? " for TLS" : "";
+}
+
 static int
 probe_frontend(const struct dlb_frontend_cfg *fe)
 {
 	static const int types[2] = { SOCK_DGRAM, SOCK_STREAM };
 
-	/* a DNS over TLS listener has no UDP socket */
-	for (int i = fe->tls != NULL ? 1 : 0; i < 2; i++) {
+	/* a DNS over TLS or HTTPS listener has no UDP socket */
+	for (int i = dlb_frontend_stream_only(fe) ? 1 : 0; i < 2; i++) {
 		int fd = socket(fe->addr.ss_family, types[i] | SOCK_CLOEXEC, 0);
 		int one = 1, rc, saved;
 
@@ -642,7 +649,7 @@ reload_listeners(const struct dlb_config *ncfg, struct dlb_reload_plan *plan, ch
 	}
 	for (int k = 0; k < reload_nfe_opened; k++)
 		dlb_info("Listening on %s%s", cfg->frontends[reload_fe_opened[k]].text,
-			 cfg->frontends[reload_fe_opened[k]].tls != NULL ? " for TLS" : "");
+			 listening_for(&cfg->frontends[reload_fe_opened[k]]));
 	return 0;
 }
 
@@ -928,7 +935,7 @@ main(int argc, char **argv)
 	}
 	for (int i = 0; i < cfg->nfrontends; i++)
 		dlb_info("Listening on %s%s", cfg->frontends[i].text,
-			 cfg->frontends[i].tls != NULL ? " for TLS" : "");	/* as dnsdist */
+			 listening_for(&cfg->frontends[i]));	/* as dnsdist */
 	if (cfg->nbackends == 0)
 		dlb_warn("No downstream server configured: queries will be %s",
 			 cfg->set.servfail_when_no_server ? "answered SERVFAIL" : "dropped");

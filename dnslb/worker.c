@@ -27,6 +27,7 @@
 #include "dnslb/core/probe.h"
 #include "dnslb/store/redis.h"
 #include "dnslb/pipeline/rings.h"
+#include "dnslb/frontend/doh_conn.h"
 #include "dnslb/frontend/tcp_client.h"
 #include "dnslb/upstream/tcp_upstream.h"
 #include "lua/worker.h"
@@ -303,6 +304,7 @@ dlb_worker_new(int id, const struct dlb_config *cfg)
 	w->client_sink[DLB_CLIENT_UDP] = &dlb_frontend_udp_sink;
 	w->client_sink[DLB_CLIENT_TCP] = &dlb_tcp_client_sink;
 	w->client_sink[DLB_CLIENT_INTERNAL] = &dlb_forward_internal_sink;
+	w->client_sink[DLB_CLIENT_DOH] = &dlb_doh_client_sink;
 	for (int i = 0; i < cfg->nfrontends; i++) {
 		if (dlb_listener_open(w, &w->listeners[i], i, &cfg->frontends[i]) != 0) {
 			dlb_worker_free(w);
@@ -341,6 +343,7 @@ static void
 worker_close_streams(struct dlb_worker *w)
 {
 	dlb_tcp_clients_close_all(w);
+	dlb_doh_close_all(w);
 	dlb_tcp_up_close_all(w);
 	dlb_oc_worker_free(w);	/* the worker is ending: its UDP slots are freed without release */
 }

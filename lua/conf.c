@@ -51,6 +51,7 @@
 
 #include "dnslb/core/cache.h"
 #include "dnslb/core/config.h"
+#include "dnslb/core/doh_cfg.h"
 #include "dnslb/core/tls.h"
 #include "dnslb/core/daemon.h"
 #include "dnslb/upstream/health.h"
@@ -490,6 +491,167 @@ l_add_tls_local(lua_State *L)
 					  fe.text);
 		return luaL_error(L, "addTLSLocal: too many listeners (at most %d)", DLB_MAX_FRONTENDS);
 	}
+	return 0;
+}
+
+/* ---- DNS over HTTPS listeners (addDOHLocal) ------------------------------ */
+
+#define DLB_DOH_PORT	443
+/* ALPN offered by a DoH listener over TLS: HTTP/2, then HTTP/1.1 */
+static const char doh_alpn[] = "\x02h2\x08http/1.1";
+
+static const char *const doh_local_opts[] = {
+	"reusePort", "tcpFastOpenQueueSize", "interface", "cpus", "tcpListenQueueSize",
+	"provider", "ciphers", "ciphersTLS13", "minTLSVersion", "ticketKeyFile",
+	"ticketsKeysRotationDelay", "numberOfTicketsKeys", "sessionTickets",
+	"numberOfStoredSessions", "sessionTimeout", "ocspResponses", "preferServerCiphers",
+	"keyLogFile", "releaseBuffers", "enableRenegotiation", "tlsAsyncMode",
+	"idleTimeout", "serverTokens", "customResponseHeaders", "sendCacheControlHeaders",
+	"trustForwardedForHeader", "exactPathMatching", "internalPipeBufferSize",
+	"maxInFlight", "maxConcurrentTCPConnections", NULL,
+};
+
+/* addDOHLocal's URLs (argument 4: a string, a table of strings, or nil) into @dc. */
+static void
+doh_local_urls(lua_State *L, int idx, struct dlb_doh_cfg *dc)
+{
+	const char *urls[DLB_DOH_MAX_URLS];
+	size_t n = 0;
+
+	if (lua_isnoneornil(L, idx)) {
+		urls[n++] = "/dns-query";
+	} else {
+		n = tls_files(L, "addDOHLocal", idx, "URL", urls, DLB_DOH_MAX_URLS, false);
+	}
+	for (size_t i = 0; i < n; i++)
+		if (dlb_doh_cfg_add_url(dc, urls[i]) != 0)
+			luaL_error(L, "addDOHLocal: invalid URL path '%s' (it must begin with '/')",
+				   urls[i]);
+}
+
+/* The DoH options of addDOHLocal's table @t into @dc. */
+static void
+doh_local_options(lua_State *L, int t, struct dlb_doh_cfg *dc)
+{
+	const char *fn = "addDOHLocal", *s;
+	int n;
+
+	if (lua_type(L, t) != LUA_TTABLE)
+		return;
+	if (dlb_lua_opt_int(L, t, fn, "idleTimeout", 1, INT_MAX, &n))
+		dc->idle_timeout = (unsigned)n;
+	if ((s = dlb_lua_opt_string_push(L, t, fn, "serverTokens")) != NULL) {
+		char *v = strdup(s);
+
+		if (v == NULL)
+			luaL_error(L, "%s: out of memory", fn);
+		free(dc->server_tokens);
+		dc->server_tokens = v;
+		lua_pop(L, 1);
+	}
+	(void)dlb_lua_opt_bool(L, t, fn, "sendCacheControlHeaders", &dc->cache_control);
+	(void)dlb_lua_opt_bool(L, t, fn, "trustForwardedForHeader", &dc->trust_xff);
+	(void)dlb_lua_opt_bool(L, t, fn, "exactPathMatching", &dc->paths.exact);
+	/* dnsdist's pipe to its DoH thread: dnslb's workers answer DoH themselves */
+	(void)dlb_lua_opt_int(L, t, fn, "internalPipeBufferSize", 0, INT_MAX, &n);
+	if (lua_getfield(L, t, "customResponseHeaders") != LUA_TNIL) {
+		if (lua_type(L, -1) != LUA_TTABLE)
+			luaL_error(L, "%s: 'customResponseHeaders' must be a table of name = value", fn);
+		lua_pushnil(L);
+		while (lua_next(L, -2) != 0) {
+			if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+				luaL_error(L, "%s: 'customResponseHeaders' must map names to strings", fn);
+			if (dc->ncustom >= DLB_DOH_MAX_CUSTOM)
+				luaL_error(L, "%s: at most %d customResponseHeaders", fn,
+					   DLB_DOH_MAX_CUSTOM);
+			if (dlb_doh_cfg_add_header(dc, lua_tostring(L, -2), lua_tostring(L, -1)) != 0)
+				luaL_error(L, "%s: out of memory", fn);
+			lua_pop(L, 1);
+		}
+	}
+	lua_pop(L, 1);
+}
+
+/* Free @dc when a Lua error unwinds addDOHLocal (a to-be-closed value). */
+static int
+doh_cfg_gc(lua_State *L)
+{
+	struct dlb_doh_cfg **p = lua_touserdata(L, 1);
+
+	if (*p != NULL) {
+		dlb_doh_cfg_free(*p);
+		*p = NULL;
+	}
+	return 0;
+}
+
+/*
+ * addDOHLocal(addr [, certFile(s) [, keyFile(s) [, urls [, options]]]]): a DNS
+ * over HTTPS listener, TCP only, default port 443 (docs/doh.md). Without a
+ * certificate it serves plain HTTP, for a TLS-terminating proxy in front.
+ */
+static int
+l_add_doh_local(lua_State *L)
+{
+	struct dlb_lua_conf *lc = conf_get(L);
+	struct dlb_frontend_cfg fe;
+	struct dlb_tls_server_opts o;
+	struct dlb_doh_cfg **dcp;
+	bool replay = lc->phase == DLB_LUA_PHASE_WORKER;
+	bool tls = !lua_isnoneornil(L, 2);
+	char err[512];
+	int rc;
+
+	config_time_only(L, "addDOHLocal");
+	parse_frontend_at(L, "addDOHLocal", &fe, 5, DLB_DOH_PORT, doh_local_opts);
+	dcp = lua_newuserdatauv(L, sizeof(*dcp), 0);
+	*dcp = NULL;
+	lua_newtable(L);
+	lua_pushcfunction(L, doh_cfg_gc);
+	lua_setfield(L, -2, "__close");
+	lua_setmetatable(L, -2);
+	lua_toclose(L, -1);
+	*dcp = dlb_doh_cfg_new();
+	if (*dcp == NULL)
+		return luaL_error(L, "addDOHLocal: out of memory");
+	doh_local_urls(L, 4, *dcp);
+	doh_local_options(L, 5, *dcp);
+	dlb_tls_server_opts_default(&o);
+	if (tls) {
+		size_t nkeys;
+
+		o.ncerts = tls_files(L, "addDOHLocal", 2, "certificate", o.certs, DLB_TLS_MAX_CERTS,
+				     !replay);
+		nkeys = lua_isnoneornil(L, 3) ? 0 : tls_files(L, "addDOHLocal", 3, "key", o.keys,
+							      DLB_TLS_MAX_CERTS, !replay);
+		if (nkeys != o.ncerts)
+			return luaL_error(L, "addDOHLocal: %d certificates but %d keys (one key per "
+					  "certificate, in the same order)", (int)o.ncerts, (int)nkeys);
+		tls_local_options(L, "addDOHLocal", 5, &o, !replay);
+		if (o.nocsp > o.ncerts)
+			return luaL_error(L, "addDOHLocal: more OCSP responses than certificates");
+		o.alpn = doh_alpn;
+		o.alpn_len = sizeof(doh_alpn) - 1;
+	} else if (!lua_isnoneornil(L, 3)) {
+		return luaL_error(L, "addDOHLocal: a key without a certificate");
+	}
+	if (replay)
+		return 0;	/* a worker's replay: the config state has the listener */
+	if (tls) {
+		fe.tls = dlb_tls_server_new(&o, err, sizeof(err));
+		if (fe.tls == NULL)
+			return luaL_error(L, "addDOHLocal: %s", err);
+	}
+	fe.doh = *dcp;
+	rc = dlb_config_add_frontend(lc->cfg, &fe);
+	if (rc != 0) {
+		dlb_tls_server_free(fe.tls);
+		if (rc == -2)
+			return luaL_error(L, "addDOHLocal: the address %s is already a listener's",
+					  fe.text);
+		return luaL_error(L, "addDOHLocal: too many listeners (at most %d)", DLB_MAX_FRONTENDS);
+	}
+	*dcp = NULL;	/* the config has it */
 	return 0;
 }
 
@@ -3604,7 +3766,6 @@ static const struct {
 	const char *name;
 	const char *what;
 } unsupported_calls[] = {
-	{ "addDOHLocal", "DNS over HTTPS listeners are not supported yet by dnslb" },
 	{ "getDOHFrontend", NO_DOT_DOH },
 	{ "newDOHResponseMapEntry", NO_DOT_DOH },
 	{ "HTTPHeaderRule", NO_DOT_DOH },
@@ -3919,6 +4080,7 @@ static const luaL_Reg conf_funcs[] = {
 	{ "setLocal", l_set_local },
 	{ "addLocal", l_add_local },
 	{ "addTLSLocal", l_add_tls_local },
+	{ "addDOHLocal", l_add_doh_local },
 	{ "getTLSFrontend", l_get_tls_frontend },
 	{ "getTLSContext", l_get_tls_context },
 	{ "getTLSFrontendCount", l_get_tls_frontend_count },

@@ -567,7 +567,7 @@ dlb_metrics_frontend(int i, struct dlb_metrics_frontend *out)
 	if (fe < 0)
 		return -1;
 	out->address = cfg->frontends[fe].text;
-	out->proto = cfg->frontends[fe].tls != NULL ? "TCP (DNS over TLS)" : tcp ? "TCP" : "UDP";
+	out->proto = dlb_frontend_proto(&cfg->frontends[fe], tcp);
 	out->tcp = tcp;
 	for (int w = 0; w < dlb_daemon.nworkers; w++) {
 		const struct dlb_worker *wk = dlb_daemon.workers[w];

@@ -15,6 +15,7 @@
  * stays in cfg->caches until dlb_config_free().
  */
 #include "dnslb/core/config.h"
+#include "dnslb/core/doh_cfg.h"
 #include "dnslb/core/tls.h"
 
 #include <arpa/inet.h>
@@ -434,7 +435,10 @@ dlb_config_free(struct dlb_config *cfg)
 	for (int i = 0; i < cfg->nbackends; i++)
 		free(cfg->backends[i]);
 	for (int i = 0; i < cfg->nfrontends; i++)
+	{
 		dlb_tls_server_free(cfg->frontends[i].tls);
+		dlb_doh_cfg_free(cfg->frontends[i].doh);
+	}
 	for (int i = 0; i < cfg->npools; i++) {
 		free(cfg->pools[i]->members);
 		free(cfg->pools[i]->ring);
@@ -758,8 +762,8 @@ dlb_config_add_frontend(struct dlb_config *cfg, const struct dlb_frontend_cfg *f
 	for (int i = 0; i < cfg->nfrontends; i++) {
 		if (dlb_sockaddr_equal((const struct sockaddr *)&cfg->frontends[i].addr,
 				       (const struct sockaddr *)&fe->addr)) {
-			if (cfg->frontends[i].tls != NULL || fe->tls != NULL)
-				return -2;	/* a TLS listener shares its address with nothing */
+			if (dlb_frontend_stream_only(&cfg->frontends[i]) || dlb_frontend_stream_only(fe))
+				return -2;	/* a DoT or DoH listener shares its address with nothing */
 			frontend_merge(&cfg->frontends[i], fe);
 			return 0;
 		}
@@ -995,32 +999,35 @@ dlb_config_plan_reload(const struct dlb_config *a, const struct dlb_config *b,
 	}
 	if (a->nfrontends + nnew > DLB_MAX_FRONTENDS)
 		return "too many listeners over the life of the process (restart dnslb)";
-	/* DNS over TLS listeners: kept as they are (their certificates are
-	 * reloaded), or changed by a restart */
+	/* DNS over TLS and HTTPS listeners: kept as they are (their certificates
+	 * are reloaded), or changed by a restart */
 	for (int j = 0; j < b->nfrontends; j++) {
 		const struct dlb_frontend_cfg *n = &b->frontends[j];
 		const struct dlb_frontend_cfg *o = plan->fe_map[j] >= 0 ?
 						   &a->frontends[plan->fe_map[j]] : NULL;
 
-		if (n->tls == NULL && (o == NULL || o->tls == NULL))
+		if (!dlb_frontend_stream_only(n) && (o == NULL || !dlb_frontend_stream_only(o)))
 			continue;
-		if (o == NULL || o->tls == NULL || n->tls == NULL ||
+		if (o == NULL || !dlb_frontend_stream_only(o) || !dlb_frontend_stream_only(n) ||
+		    (o->tls == NULL) != (n->tls == NULL) || (o->doh == NULL) != (n->doh == NULL) ||
 		    __atomic_load_n(&o->removed, __ATOMIC_RELAXED))
-			return "a reload cannot add a DNS over TLS listener, or turn a listener into "
-			       "one or back (restart dnslb)";
-		if (!dlb_tls_server_same_opts(o->tls, n->tls))
-			return "the options of a DNS over TLS listener changed (restart dnslb to "
-			       "apply them; its certificates are reloaded when they do not change)";
+			return "a reload cannot add a DNS over TLS or HTTPS listener, or turn a listener "
+			       "into one or back (restart dnslb)";
+		if ((n->tls != NULL && !dlb_tls_server_same_opts(o->tls, n->tls)) ||
+		    (n->doh != NULL && !dlb_doh_cfg_same(o->doh, n->doh)))
+			return "the options of a DNS over TLS or HTTPS listener changed (restart dnslb "
+			       "to apply them; its certificates are reloaded when they do not change)";
 	}
 	for (int i = 0; i < a->nfrontends; i++) {
 		bool kept = false;
 
-		if (a->frontends[i].tls == NULL || __atomic_load_n(&a->frontends[i].removed, __ATOMIC_RELAXED))
+		if (!dlb_frontend_stream_only(&a->frontends[i]) ||
+		    __atomic_load_n(&a->frontends[i].removed, __ATOMIC_RELAXED))
 			continue;
 		for (int j = 0; j < b->nfrontends; j++)
 			kept = kept || plan->fe_map[j] == i;
 		if (!kept)
-			return "a reload cannot remove a DNS over TLS listener (restart dnslb)";
+			return "a reload cannot remove a DNS over TLS or HTTPS listener (restart dnslb)";
 	}
 
 	/* servers: the first running one that is the same, each taken once */

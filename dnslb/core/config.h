@@ -31,6 +31,7 @@ struct dlb_ruleset;
 #define DLB_MAX_CPUS 64
 
 struct dlb_tls_server;
+struct dlb_doh_cfg;
 
 /** One addLocal()/setLocal() listener: UDP and TCP on the same address; or
  * one addTLSLocal() listener: DNS over TLS, TCP only. */
@@ -51,7 +52,16 @@ struct dlb_frontend_cfg {
 					 * stop listening (the slot stays, with its counters) */
 	struct dlb_tls_server *tls;	/* addTLSLocal: DNS over TLS, TCP only; NULL: plain
 					 * DNS over UDP and TCP. Owned by the config */
+	struct dlb_doh_cfg *doh;	/* addDOHLocal: DNS over HTTPS (over TLS when tls is
+					 * set, else plain HTTP), TCP only. Owned by the config */
 };
+
+/** Does @fe serve DNS over TLS or over HTTPS (TCP only, a listener of its own)? */
+static inline bool
+dlb_frontend_stream_only(const struct dlb_frontend_cfg *fe)
+{
+	return fe->tls != NULL || fe->doh != NULL;
+}
 
 enum dlb_be_admin {
 	DLB_BE_AUTO = 0,	/* health checks decide */
@@ -529,7 +539,8 @@ void dlb_config_pool_remove(struct dlb_config *cfg, const char *name, struct dlb
 void dlb_config_resort_pools(struct dlb_config *cfg);
 /**
  * dnsdist's numbering of binds (showBinds, getBind, the web API): a plain
- * listener is two binds, UDP then TCP; a DNS over TLS listener is one (TCP).
+ * listener is two binds, UDP then TCP; a DNS over TLS or HTTPS listener is
+ * one (TCP).
  * Bind @n of @cfg: @return its listener's index (*@tcp: whether it is TCP),
  * or -1 when there is none.
  */
@@ -539,7 +550,7 @@ dlb_config_bind(const struct dlb_config *cfg, int n, bool *tcp)
 	int nf = __atomic_load_n(&cfg->nfrontends, __ATOMIC_ACQUIRE);
 
 	for (int i = 0; i < nf && n >= 0; i++) {
-		int k = cfg->frontends[i].tls != NULL ? 1 : 2;
+		int k = dlb_frontend_stream_only(&cfg->frontends[i]) ? 1 : 2;
 
 		if (n < k) {
 			*tcp = k == 1 || n == 1;
@@ -550,6 +561,18 @@ dlb_config_bind(const struct dlb_config *cfg, int n, bool *tcp)
 	return -1;
 }
 
+/** dnsdist's name of bind protocol of @fe ("UDP", "TCP", "TCP (DNS over TLS)",
+ * "TCP (DNS over HTTPS)", "TCP (DNS over HTTP)" for DoH without TLS). */
+static inline const char *
+dlb_frontend_proto(const struct dlb_frontend_cfg *fe, bool tcp)
+{
+	if (fe->doh != NULL)
+		return fe->tls != NULL ? "TCP (DNS over HTTPS)" : "TCP (DNS over HTTP)";
+	if (fe->tls != NULL)
+		return "TCP (DNS over TLS)";
+	return tcp ? "TCP" : "UDP";
+}
+
 /** How many binds @cfg has (dlb_config_bind). */
 static inline int
 dlb_config_nbinds(const struct dlb_config *cfg)
@@ -557,7 +580,7 @@ dlb_config_nbinds(const struct dlb_config *cfg)
 	int nf = __atomic_load_n(&cfg->nfrontends, __ATOMIC_ACQUIRE), n = 0;
 
 	for (int i = 0; i < nf; i++)
-		n += cfg->frontends[i].tls != NULL ? 1 : 2;
+		n += dlb_frontend_stream_only(&cfg->frontends[i]) ? 1 : 2;
 	return n;
 }
 

@@ -45,6 +45,8 @@ enum dlb_client_proto {
 	DLB_CLIENT_UDP = 0,
 	DLB_CLIENT_TCP,
 	DLB_CLIENT_INTERNAL,		/* a cache prefetch: the answer only refreshes the cache */
+	DLB_CLIENT_DOH,			/* DNS over HTTPS: forwarded over UDP as dnsdist 1.7,
+					 * answered on its HTTP stream (dnslb/frontend/doh_conn.c) */
 	DLB_CLIENT_PROTOS
 };
 
@@ -56,8 +58,11 @@ struct dlb_client {
 	uint16_t orig_id;		/* the client's query ID */
 	uint16_t orig_flags;		/* the client's header flags (RD/CD restored) */
 	uint16_t udp_max;		/* UDP: the largest answer it takes (0: no limit) */
-	uint32_t conn_id;		/* TCP: connection slot */
-	uint32_t conn_gen;		/* TCP: its generation (stale handles are dropped) */
+	uint32_t conn_id;		/* TCP, DoH: connection slot */
+	uint32_t conn_gen;		/* TCP, DoH: its generation (stale handles are dropped) */
+	int32_t stream;			/* DoH: the request's HTTP stream */
+	uint8_t edns_added;		/* DoH: an OPT RR was added to the query (removed
+					 * from the backend's answer, as dnsdist) */
 	union dlb_sockaddr peer;
 	union dlb_pktinfo dst;		/* local address the query came to */
 	double t_start;			/* when the query was received (s, monotonic) */

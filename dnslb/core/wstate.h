@@ -36,6 +36,7 @@ struct dlb_backend;
 struct dlb_pool;
 struct dlb_qps_window;
 struct dlb_tcp_client;
+struct dlb_doh_worker;
 struct dlb_tcp_up;
 struct dlb_lua_worker;
 struct dlb_redis;
@@ -192,6 +193,8 @@ struct dlb_worker {
 	ev_async be_add;		/* main: cfg->nbackends grew */
 	uint32_t *conns_free;		/* stack of free indices */
 	uint32_t tcp_gen;
+	struct dlb_doh_worker *doh;	/* DNS over HTTPS connections (dnslb/frontend/doh_conn.c);
+					 * NULL until the first one */
 	ev_timer timeout_timer;		/* earliest in-flight deadline */
 	ev_async stop;
 	struct dlb_lua_handoff *lua_next;	/* atomic: a reload's new state, taken by the

@@ -24,11 +24,12 @@
 #ifndef DNSLB_DOH_REQ_H
 #define DNSLB_DOH_REQ_H
 
-#include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+
+#include "dnslb/core/doh_cfg.h"
 
 /* What a request gets (the 4xx carry dnsdist's status and body text). */
 enum dlb_doh_verdict {
@@ -48,13 +49,6 @@ enum dlb_doh_verdict {
 int dlb_doh_status(enum dlb_doh_verdict v);
 /** The text/plain body dnsdist sends with @v ("" for DLB_DOH_QUERY). */
 const char *dlb_doh_text(enum dlb_doh_verdict v);
-
-/* An endpoint: the URL paths of one addDOHLocal. */
-struct dlb_doh_paths {
-	const char *const *paths;	/* each begins with '/' */
-	size_t n;
-	bool exact;			/* exactPathMatching (default true) */
-};
 
 /**
  * The path part of @path (@len bytes: up to '?' or the end), normalised as
@@ -97,15 +91,7 @@ long dlb_doh_base64url_decode(const char *in, size_t len, uint8_t *out, size_t c
 
 /* ---- answers ------------------------------------------------------------------ */
 
-/* An HTTP header field. */
-struct dlb_doh_header {
-	char *name;			/* lowercase */
-	char *value;
-};
-
-
 #define DLB_DOH_ANSWER_HEADERS	(DLB_DOH_MAX_CUSTOM + 4)
-#define DLB_DOH_MAX_CUSTOM	32	/* customResponseHeaders kept */
 
 /* An answer as dnsdist 1.7 sends it: status, header fields, body. */
 struct dlb_doh_answer {
@@ -153,38 +139,6 @@ void dlb_doh_answer_verdict(struct dlb_doh_answer *a, enum dlb_doh_verdict v,
 /** dnsdist's getDNSPacketMinTTL: the smallest TTL of the records of class IN
  * before the first OPT; UINT32_MAX when none (or @pkt is malformed before one). */
 uint32_t dlb_doh_min_ttl(const uint8_t *pkt, size_t len);
-
-/* ---- the response map (newDOHResponseMapEntry, setResponsesMap) ------------- */
-
-struct dlb_doh_map_entry {
-	char *regex_text;
-	regex_t re;			/* POSIX extended, case-insensitive, as dnsdist's Regex */
-	int status;
-	uint8_t *content;
-	size_t content_len;
-	struct dlb_doh_header *headers;	/* NULL: the frontend's customResponseHeaders */
-	size_t nheaders;
-};
-
-struct dlb_doh_map {
-	struct dlb_doh_map_entry *v;
-	size_t n;
-};
-
-/**
- * Add an entry to @m: @regex (compiled here), @status, @content (copied),
- * @headers (@nh, copied; NULL: none of its own). @return 0, or -1 with
- * @err (@errsz bytes) saying why (a bad regex, a status outside 100..599,
- * no memory).
- */
-int dlb_doh_map_add(struct dlb_doh_map *m, const char *regex, int status, const void *content,
-		    size_t content_len, const struct dlb_doh_header *headers, size_t nh, char *err,
-		    size_t errsz);
-void dlb_doh_map_clear(struct dlb_doh_map *m);
-
-/** Step 4: the first entry of @m whose regex matches @path (NUL-terminated,
- * query string included), or NULL. */
-const struct dlb_doh_map_entry *dlb_doh_map_match(const struct dlb_doh_map *m, const char *path);
 
 /* ---- X-Forwarded-For --------------------------------------------------------- */
 

@@ -25,6 +25,7 @@
 #include "dnslb/pipeline/query.h"
 #include "dnslb/store/redis.h"
 #include "dnslb/pipeline/rings.h"
+#include "dnslb/frontend/doh_conn.h"
 #include "dnslb/frontend/tcp_client.h"
 #include "dnslb/core/wstate.h"
 
@@ -137,8 +138,8 @@ dlb_listener_open(struct dlb_worker *w, struct dlb_listener *l, int index,
 	l->family = fe->addr.ss_family;
 	l->wildcard = is_wildcard((const struct sockaddr *)&fe->addr);
 	l->udp_fd = -1;
-	/* a DNS over TLS listener is TCP only */
-	if (fe->tls == NULL && (l->udp_fd = open_socket(fe, SOCK_DGRAM, w->cfg)) == -1) {
+	/* a DNS over TLS or HTTPS listener is TCP only */
+	if (!dlb_frontend_stream_only(fe) && (l->udp_fd = open_socket(fe, SOCK_DGRAM, w->cfg)) == -1) {
 		dlb_err("Unable to bind the UDP socket on %s: %s", fe->text, strerror(errno));
 		return -1;
 	}
@@ -174,7 +175,7 @@ dlb_listener_resume(struct dlb_listener *l, const struct dlb_frontend_cfg *fe)
 {
 	const struct dlb_config *cfg = l->w->cfg;
 
-	if (l->udp_fd < 0 && fe->tls == NULL) {
+	if (l->udp_fd < 0 && !dlb_frontend_stream_only(fe)) {
 		l->udp_fd = open_socket(fe, SOCK_DGRAM, cfg);
 		if (l->udp_fd == -1) {
 			dlb_err("Unable to bind the UDP socket on %s: %s", fe->text,
@@ -665,7 +666,10 @@ tcp_accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 {
 	struct dlb_listener *l = container_of(io, struct dlb_listener, tcp_io);
 
-	dlb_tcp_accept(l->w, l);
+	if (l->w->cfg->frontends[l->index].doh != NULL)
+		dlb_doh_accept(l->w, l);
+	else
+		dlb_tcp_accept(l->w, l);
 }
 
 void
@@ -691,7 +695,7 @@ DLB_HOT bool
 dlb_worker_quiet(const struct dlb_worker *w)
 {
 	return w->slots.used == 0 && w->ndelayed == 0 && w->nconns == w->nfree_conns &&
-	       w->tcp_up == 0 && (w->redis == NULL || dlb_redis_quiet(w->redis)) &&
+	       dlb_doh_idle(w) && w->tcp_up == 0 && (w->redis == NULL || dlb_redis_quiet(w->redis)) &&
 	       dlb_l2_worker_quiet(w);
 }
 

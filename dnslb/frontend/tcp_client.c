@@ -408,22 +408,8 @@ client_process(struct dlb_tcp_client *c)
 				return;
 			break;
 		case DLB_V_FORWARD:
-			memset(&cl, 0, sizeof(cl));
-			cl.proto = DLB_CLIENT_TCP;
-			cl.listener = (uint16_t)c->l->index;
-			cl.peer = c->peer;
-			cl.orig_id = q.m.id;
-			cl.orig_flags = q.orig_flags;
-			cl.conn_id = c->idx;
-			cl.conn_gen = c->gen;
-			if (c->has_local) {
-				cl.has_dst = 1;
-				if (c->local.sa.sa_family == AF_INET)
-					cl.dst.v4.ipi_addr = c->local.sin.sin_addr;
-				else
-					cl.dst.v6.ipi6_addr = c->local.sin6.sin6_addr;
-			}
-			cl.t_start = ev_now(w->loop);
+			dlb_stream_client_fill(&cl, DLB_CLIENT_TCP, c->l, &c->peer, &q, c->idx, c->gen,
+					       c->has_local ? &c->local : NULL);
 			c->inflight++;
 			/* as dnsdist, a connection that carried a zone transfer takes no more queries */
 			if (q.m.qdcount > 0 &&
@@ -457,6 +443,54 @@ client_process(struct dlb_tcp_client *c)
 	client_after_io(c);
 }
 
+/* ---- what TCP and DoH clients share (tcp_client.h) ------------------------------ */
+
+int
+dlb_stream_client_accept(struct dlb_listener *l, union dlb_sockaddr *peer, socklen_t *plen)
+{
+	int fd;
+
+	*plen = sizeof(*peer);
+	fd = accept4(l->tcp_fd, &peer->sa, plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd == -1 && errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+		dlb_log_ratelimited(DLB_LOG_WARN, "accept: %s", strerror(errno));
+	return fd;
+}
+
+bool
+dlb_stream_client_setup(int fd, const struct dlb_listener *l, union dlb_sockaddr *local)
+{
+	int one = 1;
+	socklen_t llen = sizeof(*local);
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return l->wildcard && getsockname(fd, &local->sa, &llen) == 0;
+}
+
+void
+dlb_stream_client_fill(struct dlb_client *cl, enum dlb_client_proto proto,
+		       const struct dlb_listener *l, const union dlb_sockaddr *peer,
+		       const struct dlb_query *q, uint32_t idx, uint32_t gen,
+		       const union dlb_sockaddr *local)
+{
+	memset(cl, 0, sizeof(*cl));
+	cl->proto = (uint8_t)proto;
+	cl->listener = (uint16_t)l->index;
+	cl->peer = *peer;
+	cl->orig_id = q->m.id;
+	cl->orig_flags = q->orig_flags;
+	cl->conn_id = idx;
+	cl->conn_gen = gen;
+	if (local != NULL) {
+		cl->has_dst = 1;
+		if (local->sa.sa_family == AF_INET)
+			cl->dst.v4.ipi_addr = local->sin.sin_addr;
+		else
+			cl->dst.v6.ipi6_addr = local->sin6.sin6_addr;
+	}
+	cl->t_start = ev_now(l->w->loop);
+}
+
 void
 dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 {
@@ -470,18 +504,14 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 	dlb_tcp_clients_maintain(cfg, now);
 	for (int k = 0; k < 32; k++) {
 		union dlb_sockaddr peer;
-		socklen_t plen = sizeof(peer);
+		socklen_t plen;
 		struct dlb_tcp_client *c;
-		int fd = accept4(l->tcp_fd, &peer.sa, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		int one = 1;
+		int fd = dlb_stream_client_accept(l, &peer, &plen);
 		uint32_t fe_prior = 0, client_prior = 0;
 		bool counted;
 
-		if (fd == -1) {
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-				dlb_log_ratelimited(DLB_LOG_WARN, "accept: %s", strerror(errno));
+		if (fd == -1)
 			return;
-		}
 		if (!dlb_nmg_match(&w->snap->acl, &peer.sa)) {
 			w->stats.acl_drops++;
 			close(fd);
@@ -522,12 +552,7 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 			close(fd);
 			continue;
 		}
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (l->wildcard) {
-			socklen_t llen = sizeof(c->local);
-
-			c->has_local = getsockname(fd, &c->local.sa, &llen) == 0;
-		}
+		c->has_local = dlb_stream_client_setup(fd, l, &c->local);
 		c->w = w;
 		c->l = l;
 		c->peer = peer;

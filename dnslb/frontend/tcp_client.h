@@ -10,14 +10,32 @@
 #ifndef DNSLB_TCP_CLIENT_H
 #define DNSLB_TCP_CLIENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+
+#include "dnslb/core/inflight.h"
 
 struct dlb_worker;
 struct dlb_listener;
+struct dlb_query;
 
 /** Accept every pending connection on @l's TCP socket. */
 void dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l);
+/* What the stream clients (TCP here, DNS over HTTPS in doh_conn.c) share. */
+/** Accept one connection on @l's TCP socket (nonblocking): the socket, or
+ * -1 when there is none now (an error other than EAGAIN is logged). */
+int dlb_stream_client_accept(struct dlb_listener *l, union dlb_sockaddr *peer, socklen_t *plen);
+/** TCP_NODELAY on accepted @fd; on a wildcard listener, the address the
+ * client asked into *@local. @return whether *@local was set. */
+bool dlb_stream_client_setup(int fd, const struct dlb_listener *l, union dlb_sockaddr *local);
+/** The client record of query @q from connection {@idx, @gen} of @l
+ * (@local: the address asked, NULL when the listener's own). */
+void dlb_stream_client_fill(struct dlb_client *cl, enum dlb_client_proto proto,
+			    const struct dlb_listener *l, const union dlb_sockaddr *peer,
+			    const struct dlb_query *q, uint32_t idx, uint32_t gen,
+			    const union dlb_sockaddr *local);
 /** Close every client connection of the worker (shutdown). */
 void dlb_tcp_clients_close_all(struct dlb_worker *w);
 /** How the pipeline answers TCP clients (dnslb/core/sink.h). */

@@ -311,7 +311,8 @@ dlb_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *
 	uint32_t idx;
 	enum dlb_coc_result oc;
 
-	if (q->tcp || be->tcp_only) {
+	/* DoH queries are TCP ones for the rules, but go over UDP (as dnsdist 1.7) */
+	if ((q->tcp && c->proto != DLB_CLIENT_DOH) || be->tcp_only) {
 		forward_stream(w, q, c);
 		return;
 	}

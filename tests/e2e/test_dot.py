@@ -174,7 +174,7 @@ def test_dot_sighup_reloads_certificates(dnslb, responder, pki):
     with open(d.conf_path, "w") as f:
         f.write(conf.replace('dns.key")', 'dns.key", {minTLSVersion="tls1.3"})'))
     d.send_signal(signal.SIGHUP)
-    assert d.wait_line("options of a DNS over TLS listener changed") is not None
+    assert d.wait_line("options of a DNS over TLS or HTTPS listener changed") is not None
     assert dot_query(port, "www.example.test.", pki).answer
     assert peer_serial(port, pki) == 2
 

@@ -1,0 +1,731 @@
+/*
+ * doh_conn.c - DNS over HTTPS, the clients' side (doh_conn.h).
+ *
+ * A connection is owned by the worker whose listening socket accepted it,
+ * and found again from answers through {index, generation} handles in the
+ * worker's DoH table (as TCP clients are), plus the request's stream ID.
+ * Bytes come and go over a stream (dnslb/core/stream.h), with TLS
+ * (dnslb/core/stream_tls.h) unless the listener has no certificate. The
+ * HTTP version is what ALPN chose, else what the first bytes say (HTTP/2's
+ * connection preface or not).
+ *
+ * Each request is read as dnsdist 1.7 reads it (doh_req.h): routing, the
+ * client address (X-Forwarded-For when trusted), the ACL, exact paths, the
+ * response map, then the DNS query. As dnsdist's DoH frontend does, an OPT
+ * RR (payload 4096) is added to a query that has none, and removed from the
+ * backend's answer; the query then goes through the pipeline like a TCP one
+ * (TCAction does not apply), and to the backend over UDP. A dropped query
+ * gets 403, a query with no answer from its backend 502.
+ *
+ * The HTTP layer (doh_h2.c, doh_h1.c) must not be re-entered from its own
+ * callbacks, nor freed under them: while a request is handed to us
+ * (c->feeding), answers are only queued in the session, and the bytes go
+ * out once the feed has returned.
+ */
+#include "dnslb/frontend/doh_conn.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dnslb/core/config.h"
+#include "dnslb/core/doh_cfg.h"
+#include "dnslb/core/log.h"
+#include "dnslb/core/netmask.h"
+#include "dnslb/core/sink.h"
+#include "dnslb/core/stream.h"
+#include "dnslb/core/stream_tls.h"
+#include "dnslb/core/tls.h"
+#include "dnslb/core/util.h"
+#include "dnslb/core/wire.h"
+#include "dnslb/core/wstate.h"
+#include "dnslb/frontend/doh_h1.h"
+#include "dnslb/frontend/doh_h2.h"
+#include "dnslb/frontend/doh_req.h"
+#include "dnslb/frontend/tcp_client.h"
+#include "dnslb/pipeline/forward.h"
+#include "dnslb/pipeline/l2cache.h"
+#include "dnslb/pipeline/query.h"
+#include "dnslb/pipeline/rings.h"
+
+#define DOH_QBUF	(65535 + 16)	/* a query (a DNS message) and the OPT RR added */
+#define DOH_CHUNK	16384		/* bytes read or taken from the session at once */
+#define DOH_OUT_HIGH	65536		/* stop taking answers from the session past this
+					 * many bytes queued on the stream */
+#define DOH_PATH_MAX	2048		/* a normalised path (longer: 404) */
+
+/* The OPT RR dnsdist's DoH frontend adds to a query without one: payload 4096. */
+static const uint8_t added_opt[11] = { 0, 0, 41, 0x10, 0x00, 0, 0, 0, 0, 0, 0 };
+
+/* A worker's DoH state: its connections (slot table with generations). */
+struct dlb_doh_worker {
+	struct dlb_doh_conn **conns;
+	uint32_t *free;
+	uint32_t n, cap, nfree, gen, live;
+	uint8_t qbuf[DOH_QBUF];		/* the query being read (one at a time) */
+	uint8_t io[DOH_CHUNK];		/* bytes read, or taken from a session */
+	time_t date_sec;
+	char date[40];			/* the Date field of that second */
+	struct dlb_doh_h2_limits lim;	/* the HTTP bounds (docs/doh.md) */
+};
+
+/* A client connection. Owner: its worker's DoH table; conn_close frees it. */
+struct dlb_doh_conn {
+	struct dlb_worker *w;
+	struct dlb_listener *l;
+	const struct dlb_doh_cfg *cfg;
+	uint32_t idx, gen;
+	union dlb_sockaddr peer;
+	union dlb_sockaddr local;	/* wildcard listeners: the address asked */
+	bool has_local;
+	struct dlb_stream st;
+	struct dlb_stream_tls tls;
+	bool use_tls;
+	struct dlb_doh_h2 *h2;		/* one of h2, h1 once the version is known */
+	struct dlb_doh_h1 *h1;
+	uint8_t sniff[24];		/* the first bytes, while the version is not known */
+	size_t nsniff;
+	ev_timer timer;
+	uint32_t inflight;		/* requests forwarded, not yet answered */
+	bool feeding;			/* inside the session's feed: answers are only queued */
+	bool peer_closed;
+	bool ending;			/* the session said the connection must end */
+};
+
+static void conn_readable(struct dlb_stream *st, void *ud);
+static bool conn_drained(struct dlb_stream *st, void *ud);
+static void conn_failed(struct dlb_stream *st, void *ud, enum dlb_stream_fail why, int err);
+static void on_request(void *ud, const struct dlb_doh_request *rq);
+static void on_gone(void *ud, int32_t stream_id);
+
+static const struct dlb_stream_cb conn_stream_cb = {
+	.connected = NULL,
+	.readable = conn_readable,
+	.drained = conn_drained,
+	.failed = conn_failed,
+};
+
+static const struct dlb_doh_h2_cb session_cb = {
+	.request = on_request,
+	.gone = on_gone,
+};
+
+/* ---- the connection table -------------------------------------------------------- */
+
+static struct dlb_doh_worker *
+doh_worker(struct dlb_worker *w)
+{
+	if (w->doh == NULL && (w->doh = calloc(1, sizeof(*w->doh))) != NULL)
+		dlb_doh_h2_limits_default(&w->doh->lim);
+	return w->doh;
+}
+
+static int
+table_add(struct dlb_doh_worker *d, struct dlb_doh_conn *c)
+{
+	if (d->nfree == 0 && d->n == d->cap) {
+		uint32_t ncap = d->cap ? d->cap * 2 : 16;
+		struct dlb_doh_conn **v = realloc(d->conns, ncap * sizeof(*v));
+		uint32_t *f;
+
+		if (v == NULL)
+			return -1;
+		d->conns = v;
+		f = realloc(d->free, ncap * sizeof(*f));
+		if (f == NULL)
+			return -1;
+		d->free = f;
+		d->cap = ncap;
+	}
+	c->idx = d->nfree > 0 ? d->free[--d->nfree] : d->n++;
+	c->gen = ++d->gen;
+	d->conns[c->idx] = c;
+	d->live++;
+	return 0;
+}
+
+static struct dlb_doh_conn *
+conn_lookup(const struct dlb_worker *w, const struct dlb_client *cl)
+{
+	const struct dlb_doh_worker *d = w->doh;
+	struct dlb_doh_conn *c;
+
+	if (d == NULL || cl->conn_id >= d->n)
+		return NULL;
+	c = d->conns[cl->conn_id];
+	return c != NULL && c->gen == cl->conn_gen ? c : NULL;
+}
+
+bool
+dlb_doh_idle(const struct dlb_worker *w)
+{
+	return w->doh == NULL || w->doh->live == 0;
+}
+
+/* ---- the connection ----------------------------------------------------------------- */
+
+static void
+conn_close(struct dlb_doh_conn *c)
+{
+	struct dlb_doh_worker *d = c->w->doh;
+
+	dlb_stream_close(&c->st);
+	ev_timer_stop(c->w->loop, &c->timer);
+	dlb_doh_h2_free(c->h2);
+	dlb_doh_h1_free(c->h1);
+	d->conns[c->idx] = NULL;
+	d->free[d->nfree++] = c->idx;
+	d->live--;
+	c->l->tcp_conns--;
+	free(c);
+}
+
+static size_t
+conn_streams(const struct dlb_doh_conn *c)
+{
+	if (c->h2 != NULL)
+		return dlb_doh_h2_streams(c->h2);
+	return c->h1 != NULL && dlb_doh_h1_busy(c->h1) ? 1 : 0;
+}
+
+/* The session has nothing more to say and will read nothing more. */
+static bool
+session_done(const struct dlb_doh_conn *c)
+{
+	if (c->h2 != NULL)
+		return dlb_doh_h2_done(c->h2);
+	if (c->h1 != NULL)
+		return dlb_doh_h1_done(c->h1);
+	return false;
+}
+
+static void
+conn_arm_timer(struct dlb_doh_conn *c)
+{
+	double now = dlb_worker_now(c->w), due;
+
+	ev_timer_stop(c->w->loop, &c->timer);
+	if (dlb_stream_pending(&c->st) > 0)
+		due = c->st.last_io + c->w->snap->set.tcp_send_timeout;
+	else if (c->inflight == 0)
+		due = c->st.last_io + c->cfg->idle_timeout;
+	else
+		return;	/* waiting for backends: their own timeouts apply */
+	ev_timer_set(&c->timer, due > now ? due - now : 0.001, 0.);
+	ev_timer_start(c->w->loop, &c->timer);
+}
+
+/*
+ * Move what the session has to send onto the stream, as far as the stream's
+ * queue allows (the rest when it drains). @return false if @c was closed.
+ */
+static bool
+conn_flush(struct dlb_doh_conn *c)
+{
+	struct dlb_doh_worker *d = c->w->doh;
+
+	while (dlb_stream_pending(&c->st) < DOH_OUT_HIGH) {
+		ssize_t n = 0;
+		struct iovec iov;
+		int rc;
+
+		if (c->h2 != NULL)
+			n = dlb_doh_h2_send(c->h2, d->io, sizeof(d->io));
+		else if (c->h1 != NULL)
+			n = (ssize_t)dlb_doh_h1_send(c->h1, d->io, sizeof(d->io));
+		if (n < 0) {
+			conn_close(c);
+			return false;
+		}
+		if (n == 0)
+			break;
+		iov.iov_base = d->io;
+		iov.iov_len = (size_t)n;
+		rc = dlb_stream_writev(&c->st, &iov, 1);
+		if (rc != 0) {
+			if (rc != DLB_ENOMEM)
+				c->l->tcp_died_sending++;
+			conn_close(c);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* After reading or writing: send, then close @c if it is done, else re-arm its timer. */
+static bool
+conn_after_io(struct dlb_doh_conn *c)
+{
+	if (!conn_flush(c))
+		return false;
+	if (dlb_stream_pending(&c->st) == 0 &&
+	    (session_done(c) || ((c->peer_closed || c->ending) && c->inflight == 0))) {
+		conn_close(c);
+		return false;
+	}
+	conn_arm_timer(c);
+	return true;
+}
+
+static void
+conn_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct dlb_doh_conn *c = container_of(t, struct dlb_doh_conn, timer);
+
+	(void)loop, (void)revents;
+	c->w->stats.tcp_client_timeouts++;
+	c->l->tcp_client_timeouts++;
+	conn_close(c);
+}
+
+static bool
+conn_drained(struct dlb_stream *st, void *ud)
+{
+	(void)st;
+	return conn_after_io(ud);
+}
+
+static void
+conn_failed(struct dlb_stream *st, void *ud, enum dlb_stream_fail why, int err)
+{
+	struct dlb_doh_conn *c = ud;
+
+	(void)st, (void)err;
+	if (why != DLB_STREAM_CONNECT)
+		c->l->tcp_died_sending++;
+	conn_close(c);
+}
+
+/* The HTTP version, from ALPN or from the first bytes. @return false if undecided yet. */
+static bool
+conn_pick_version(struct dlb_doh_conn *c, const uint8_t *in, size_t n, bool *h2)
+{
+	if (c->use_tls) {
+		const unsigned char *p = NULL;
+		unsigned int plen = 0;
+
+		SSL_get0_alpn_selected(c->tls.ssl, &p, &plen);
+		if (plen == 2 && memcmp(p, "h2", 2) == 0) {
+			*h2 = true;
+			return true;
+		}
+	}
+	/* no ALPN, or http/1.1: HTTP/2 with prior knowledge is told by its preface */
+	while (n > 0 && c->nsniff < sizeof(c->sniff)) {
+		c->sniff[c->nsniff++] = *in++;
+		n--;
+	}
+	if (!dlb_doh_h1_is_h2_preface(c->sniff, c->nsniff)) {
+		*h2 = false;
+		return true;
+	}
+	if (c->nsniff < sizeof(c->sniff))
+		return false;
+	*h2 = true;
+	return true;
+}
+
+/* Give @n bytes of @in to the session. @return false if the connection must end. */
+static bool
+conn_feed(struct dlb_doh_conn *c, const uint8_t *in, size_t n)
+{
+	int rc;
+
+	c->feeding = true;
+	rc = c->h2 != NULL ? dlb_doh_h2_feed(c->h2, in, n) : dlb_doh_h1_feed(c->h1, in, n);
+	c->feeding = false;
+	return rc == 0;
+}
+
+static void
+conn_readable(struct dlb_stream *st, void *ud)
+{
+	struct dlb_doh_conn *c = ud;
+	struct dlb_doh_worker *d = c->w->doh;
+	ssize_t n = dlb_stream_read(st, d->io, sizeof(d->io));
+	const uint8_t *in = d->io;
+	size_t len;
+
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EINTR)
+			return;
+		if (conn_streams(c) == 0)
+			c->l->tcp_died_reading++;
+		conn_close(c);
+		return;
+	}
+	if (n == 0) {
+		dlb_stream_read_enable(st, false);
+		c->peer_closed = true;
+		conn_after_io(c);
+		return;
+	}
+	len = (size_t)n;
+	if (c->h2 == NULL && c->h1 == NULL) {
+		size_t had = c->nsniff;
+		bool h2;
+
+		if (!conn_pick_version(c, in, len, &h2)) {
+			conn_arm_timer(c);
+			return;
+		}
+		if (h2)
+			c->h2 = dlb_doh_h2_new(&d->lim, &session_cb, c);
+		else
+			c->h1 = dlb_doh_h1_new(&d->lim, &session_cb, c);
+		if (c->h2 == NULL && c->h1 == NULL) {
+			conn_close(c);
+			return;
+		}
+		/* what was sniffed first, then the rest of this read */
+		if (c->nsniff > 0 && !conn_feed(c, c->sniff, c->nsniff))
+			c->ending = true;
+		in += c->nsniff - had;
+		len -= c->nsniff - had;
+	}
+	if (len > 0 && !c->ending && !conn_feed(c, in, len))
+		c->ending = true;
+	/* the queries of this read leave for their backends together */
+	dlb_forward_flush(c->w);
+	if (c->ending)
+		dlb_stream_read_enable(st, false);
+	conn_after_io(c);
+}
+
+/* ---- requests --------------------------------------------------------------------- */
+
+/* The Date field's value for now (computed once a second). */
+static const char *
+http_date(struct dlb_doh_worker *d)
+{
+	time_t now = time(NULL);
+
+	if (now != d->date_sec) {
+		struct tm tm;
+
+		gmtime_r(&now, &tm);
+		strftime(d->date, sizeof(d->date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+		d->date_sec = now;
+	}
+	return d->date;
+}
+
+static void
+answer_opts(struct dlb_doh_conn *c, struct dlb_doh_answer_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->server = c->cfg->server_tokens;
+	o->date = http_date(c->w->doh);
+	o->custom = c->cfg->custom;
+	o->ncustom = c->cfg->ncustom;
+	o->add_content_type = true;
+	o->cache_control = c->cfg->cache_control;
+}
+
+/* Send @a on @stream. */
+static void
+conn_respond(struct dlb_doh_conn *c, int32_t stream, const struct dlb_doh_answer *a)
+{
+	if (c->h2 != NULL)
+		(void)dlb_doh_h2_respond(c->h2, stream, a->status, a->headers, a->nheaders, a->body,
+					 a->len);
+	else if (c->h1 != NULL)
+		(void)dlb_doh_h1_respond(c->h1, stream, a->status, NULL, a->headers, a->nheaders,
+					 a->body, a->len);
+}
+
+/* Answer @stream with @status and @body (dlb_doh_answer_build's rules). */
+static void
+respond_status(struct dlb_doh_conn *c, int32_t stream, int status, const uint8_t *body, size_t len)
+{
+	struct dlb_doh_answer a;
+	struct dlb_doh_answer_opts o;
+
+	answer_opts(c, &o);
+	dlb_doh_answer_build(&a, status, body, len, &o);
+	conn_respond(c, stream, &a);
+}
+
+static void
+respond_verdict(struct dlb_doh_conn *c, int32_t stream, enum dlb_doh_verdict v)
+{
+	struct dlb_doh_answer a;
+	struct dlb_doh_answer_opts o;
+
+	answer_opts(c, &o);
+	dlb_doh_answer_verdict(&a, v, &o);
+	conn_respond(c, stream, &a);
+}
+
+static const char *
+find_header(const struct dlb_doh_request *rq, const char *name)
+{
+	for (size_t i = 0; i < rq->nheaders; i++)
+		if (strcmp(rq->headers[i].name, name) == 0)
+			return rq->headers[i].value;
+	return NULL;
+}
+
+/* A response map entry matched: its status, content and fields. */
+static void
+respond_map(struct dlb_doh_conn *c, int32_t stream, const struct dlb_doh_map_entry *e)
+{
+	struct dlb_doh_answer a;
+	struct dlb_doh_answer_opts o;
+
+	answer_opts(c, &o);
+	if (e->headers != NULL) {
+		o.custom = e->headers;
+		o.ncustom = e->nheaders;
+	}
+	o.add_content_type = false;
+	dlb_doh_answer_build(&a, e->status, e->content, e->content_len, &o);
+	conn_respond(c, stream, &a);
+}
+
+/* The query's pass through the pipeline; @client is the address rules see. */
+static void
+run_query(struct dlb_doh_conn *c, int32_t stream, uint8_t *pkt, size_t len,
+	  const union dlb_sockaddr *client, bool edns_added)
+{
+	struct dlb_worker *w = c->w;
+	const struct dlb_config *cfg = w->cfg;
+	struct dlb_query q;
+	struct dlb_client cl;
+
+	w->stats.queries++;
+	c->l->tcp_queries++;
+	q.pkt = pkt;
+	q.len = len;
+	q.cap = len;	/* a longer local answer is built in the worker's scratch buffer */
+	q.tcp = true;	/* as dnsdist's DoH queries: not UDP (no TCAction) */
+	q.client = &client->sa;
+	q.local = c->has_local ? &c->local.sa : (const struct sockaddr *)&cfg->frontends[c->l->index].addr;
+	switch (dlb_query_process(w, &q)) {
+	case DLB_V_CLOSE:
+	case DLB_V_DROP:
+		respond_status(c, stream, 403, NULL, 0);
+		return;
+	case DLB_V_ANSWER:
+		dlb_rings_local_answer(w, &q, q.pkt, q.len);
+		if (!dlb_query_is_empty_notimp(q.pkt))
+			dlb_query_account_answer(w, q.pkt, q.len, ev_now(w->loop));
+		c->l->tcp_responses++;
+		respond_status(c, stream, 200, q.pkt, q.len);
+		return;
+	case DLB_V_FORWARD:
+		break;
+	}
+	dlb_stream_client_fill(&cl, DLB_CLIENT_DOH, c->l, client, &q, c->idx, c->gen,
+			       c->has_local ? &c->local : NULL);
+	cl.stream = stream;
+	cl.edns_added = edns_added;
+	c->inflight++;
+	if (dlb_l2_park(w, &q, &cl))
+		return;
+	dlb_forward(w, &q, &cl);
+}
+
+static void
+on_request(void *ud, const struct dlb_doh_request *rq)
+{
+	struct dlb_doh_conn *c = ud;
+	struct dlb_worker *w = c->w;
+	const struct dlb_doh_cfg *dc = c->cfg;
+	struct dlb_doh_worker *d = w->doh;
+	const struct dlb_doh_map *map;
+	const struct dlb_doh_map_entry *e;
+	union dlb_sockaddr client = c->peer;
+	char norm[DOH_PATH_MAX];
+	size_t plen = 0, nl, qlen = 0;
+	const char *xff;
+	enum dlb_doh_verdict v;
+	struct dlb_dnsmsg m;
+	bool added = false;
+
+	while (plen < rq->path_len && rq->path[plen] != '?')
+		plen++;
+	nl = dlb_doh_normalize(rq->path, plen, norm, sizeof(norm));
+	if (nl == 0 || !dlb_doh_route(&dc->paths, norm, nl)) {
+		respond_verdict(c, rq->stream_id, DLB_DOH_NOT_FOUND);
+		return;
+	}
+	if (dc->trust_xff && (xff = find_header(rq, "x-forwarded-for")) != NULL) {
+		struct sockaddr_storage ss;
+
+		if (dlb_doh_forwarded_for(xff, strlen(xff), &ss))
+			memcpy(&client, &ss, sizeof(client));
+	}
+	if (!dlb_nmg_match(&w->snap->acl, &client.sa)) {
+		static const char acl[] = "dns query not allowed because of ACL";
+
+		w->stats.acl_drops++;
+		respond_status(c, rq->stream_id, 403, (const uint8_t *)acl, sizeof(acl) - 1);
+		return;
+	}
+	if (!dlb_doh_exact(&dc->paths, norm, nl)) {
+		respond_verdict(c, rq->stream_id, DLB_DOH_NO_ENDPOINT);
+		return;
+	}
+	map = __atomic_load_n(&dc->map, __ATOMIC_ACQUIRE);
+	if (map != NULL && (e = dlb_doh_map_match(map, rq->path)) != NULL) {
+		respond_map(c, rq->stream_id, e);
+		return;
+	}
+	v = dlb_doh_query(rq->method, strlen(rq->method), rq->path, rq->path_len, rq->body,
+			  rq->body_len, d->qbuf, DOH_QBUF - sizeof(added_opt), &qlen);
+	if (v != DLB_DOH_QUERY) {
+		respond_verdict(c, rq->stream_id, v);
+		return;
+	}
+	if (d->qbuf[2] & 0x80) {
+		/* a response, not a query: dnsdist's header check */
+		w->stats.noncompliant_queries++;
+		respond_status(c, rq->stream_id, 400, NULL, 0);
+		return;
+	}
+	/* as dnsdist: EDNS for the backend, so that it may answer at length */
+	if (dlb_wire_parse_query_general(d->qbuf, qlen, &m) == DLB_OK && !m.has_opt &&
+	    qlen + sizeof(added_opt) <= 65535) {
+		memcpy(d->qbuf + qlen, added_opt, sizeof(added_opt));
+		qlen += sizeof(added_opt);
+		dlb_wr16(d->qbuf + 10, (uint16_t)(dlb_rd16(d->qbuf + 10) + 1));
+		added = true;
+	}
+	run_query(c, rq->stream_id, d->qbuf, qlen, &client, added);
+}
+
+static void
+on_gone(void *ud, int32_t stream_id)
+{
+	(void)ud, (void)stream_id;	/* its answer, if one comes, is dropped by the session */
+}
+
+/* ---- accepting ---------------------------------------------------------------------- */
+
+void
+dlb_doh_accept(struct dlb_worker *w, struct dlb_listener *l)
+{
+	const struct dlb_config *cfg = w->cfg;
+	const struct dlb_frontend_cfg *fe = &cfg->frontends[l->index];
+	struct dlb_doh_worker *d = doh_worker(w);
+
+	for (int k = 0; k < 32; k++) {
+		union dlb_sockaddr peer;
+		socklen_t plen;
+		struct dlb_doh_conn *c;
+		int fd = dlb_stream_client_accept(l, &peer, &plen);
+
+		if (fd == -1)
+			return;
+		c = d != NULL ? calloc(1, sizeof(*c)) : NULL;
+		if (c == NULL || table_add(d, c) != 0) {
+			free(c);
+			close(fd);
+			continue;
+		}
+		c->has_local = dlb_stream_client_setup(fd, l, &c->local);
+		c->w = w;
+		c->l = l;
+		c->cfg = fe->doh;
+		c->peer = peer;
+		l->tcp_conns++;
+		w->stats.tcp_client_connections++;
+		ev_init(&c->timer, conn_timer_cb);
+		dlb_stream_init(&c->st, w->loop, &dlb_stream_tcp_ops, &conn_stream_cb, c,
+				DOH_OUT_HIGH + 2 * DOH_CHUNK);
+		if (fe->tls != NULL) {
+			SSL *ssl = dlb_tls_server_ssl_new(fe->tls);
+
+			if (ssl == NULL) {
+				close(fd);
+				conn_close(c);
+				continue;
+			}
+			SSL_set_accept_state(ssl);
+			dlb_stream_tls_use(&c->st, &c->tls, ssl);
+			c->use_tls = true;
+		}
+		if (dlb_stream_attach(&c->st, fd) != 0) {
+			conn_close(c);
+			continue;
+		}
+		conn_arm_timer(c);
+	}
+}
+
+void
+dlb_doh_close_all(struct dlb_worker *w)
+{
+	struct dlb_doh_worker *d = w->doh;
+
+	if (d == NULL)
+		return;
+	for (uint32_t i = 0; i < d->n; i++)
+		if (d->conns[i] != NULL)
+			conn_close(d->conns[i]);
+	free(d->conns);
+	free(d->free);
+	free(d);
+	w->doh = NULL;
+}
+
+/* ---- answers from the pipeline -------------------------------------------------------- */
+
+/* After an answer was queued for @c outside its own feed: send it. */
+static void
+conn_answered(struct dlb_doh_conn *c)
+{
+	if (!c->feeding)
+		conn_after_io(c);
+}
+
+static void
+doh_sink_reply(struct dlb_worker *w, const struct dlb_client *cl, uint8_t *pkt, size_t len,
+	       bool batched, bool part)
+{
+	struct dlb_doh_conn *c = conn_lookup(w, cl);
+
+	(void)batched;	/* the session copies it */
+	if (c == NULL || part)
+		return;	/* gone meanwhile; zone transfers are not asked over DoH */
+	c->inflight--;
+	if (cl->edns_added)
+		len = dlb_wire_strip_ecs(pkt, len, DLB_ECS_OPT_RR, NULL);
+	c->l->tcp_responses++;
+	respond_status(c, cl->stream, 200, pkt, len);
+	conn_answered(c);
+}
+
+static void
+doh_sink_no_answer(struct dlb_worker *w, const struct dlb_client *cl, enum dlb_slot_end why)
+{
+	struct dlb_doh_conn *c = conn_lookup(w, cl);
+
+	if (c == NULL)
+		return;
+	c->inflight--;
+	/* a response rule dropped it: as a dropped query; else no backend answered */
+	respond_status(c, cl->stream, why == DLB_END_DROPPED ? 403 : 502, NULL, 0);
+	conn_answered(c);
+}
+
+static void
+doh_sink_flush(struct dlb_worker *w)
+{
+	(void)w;	/* each answer went to its session as it came */
+}
+
+const struct dlb_client_sink dlb_doh_client_sink = {
+	.reply = doh_sink_reply,
+	.no_answer = doh_sink_no_answer,
+	.timed_out = NULL,
+	.flush = doh_sink_flush,
+};
