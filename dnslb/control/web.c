@@ -1085,6 +1085,7 @@ prom_frontends(struct dlb_buf *b)
 	const int cap = DLB_MAX_FRONTENDS * 2;
 	struct dlb_metrics_frontend *v = calloc((size_t)cap, sizeof(*v));
 	int *thread = calloc((size_t)cap, sizeof(*thread));
+	bool any_tls = false;
 	int n;
 
 	if (v == NULL || thread == NULL) {
@@ -1092,9 +1093,13 @@ prom_frontends(struct dlb_buf *b)
 		goto out;
 	}
 	n = get_frontends(v, thread, cap);
+	for (int i = 0; i < n; i++)
+		any_tls |= v[i].tls != NULL;
 	for (size_t s = 0; s < sizeof(fs) / sizeof(fs[0]); s++) {
 		char name[64];
 
+		if (s >= PROM_FE_TLS && !any_tls)
+			break;	/* no family without samples (docs/dnsdist-differences.md) */
 		snprintf(name, sizeof(name), "dnsdist_frontend_%s", fs[s].suffix);
 		prom_head(b, name, fs[s].help, fs[s].type);
 		for (int i = 0; i < n; i++) {
