@@ -238,3 +238,21 @@ def test_tls_figures(pair, tmp_path):
         assert ":%d_tcp.tlsresumptions 3 " % p.ours.tls_port in cb
     finally:
         carbon.close()
+
+
+def test_tls_contexts_with_a_key_file(pair, tmp_path):
+    """Keys from a ticketKeyFile (two of them): the same keys counted, but
+    dnslb does not rotate them by itself."""
+    d = str(tmp_path)
+    make_cert(d)
+    with open(d + "/tickets.key", "wb") as f:
+        f.write(bytes(range(160)))
+    p = pair('newServer({address="@B0@"})\n'
+             'addTLSLocal("127.0.0.1:@TLSPORT@", "%s/cert.pem", "%s/key.pem", '
+             '{ticketKeyFile="%s/tickets.key"})\n' % (d, d, d))
+    a, b = (tls_contexts(console(s, "showTLSContexts()")).splitlines()[1].split()
+            for s in (p.theirs, p.ours))
+    assert a[:3] == b[:3] == ["0", "ADDR", "2"]
+    assert known("ticketsKeysRotationDelay is 0 with a ticketKeyFile")
+    assert a[3:] == ["43200", "WHEN"]
+    assert b[3:] == ["0"] + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(0)).split()

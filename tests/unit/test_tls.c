@@ -346,6 +346,8 @@ test_handshake_info(void **state)
 	assert_int_equal(server_info(&k).failure, DLB_TLS_FAIL_NO_SHARED_CIPHER);
 	conn_free(&k);
 	ERR_clear_error();
+	SSL_SESSION_free(a);
+	SSL_SESSION_free(b);
 	dlb_tls_client_free(c);
 	dlb_tls_server_free(s13);
 	dlb_tls_server_free(s);
