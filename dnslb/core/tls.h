@@ -179,14 +179,17 @@ struct dlb_tls_handshake_info {
 	enum dlb_tls_failure failure;	/* the reason of the last alert, else DLB_TLS_FAIL_NONE */
 };
 
-/** What @ssl (from dlb_tls_server_ssl_new) met so far. Thread: the connection's. */
+/** What @ssl (from dlb_tls_server_ssl_new) met so far: marks that the ticket and
+ * info callbacks leave on it, no allocation. Thread: the connection's. */
 void dlb_tls_handshake_info(const SSL *ssl, struct dlb_tls_handshake_info *out);
 
-/** The version @ssl negotiated, as an index of dnsdist's per-version figures. */
+/** The version @ssl negotiated, as an index of dnsdist's per-version figures.
+ * Thread: the connection's. */
 enum dlb_tls_version_idx dlb_tls_version_index(const SSL *ssl);
 
 /** When the ticket key rotates next (wall clock, s); 0 when it never does
- * by itself (ticketsKeysRotationDelay 0). showTLSContexts() prints it. */
+ * by itself (ticketsKeysRotationDelay 0). showTLSContexts() prints it.
+ * Thread: any (a relaxed load). */
 int64_t dlb_tls_server_next_rotation(const struct dlb_tls_server *s);
 
 /** OpenSSL's error queue as one line (emptied), for messages. */
