@@ -180,7 +180,8 @@ struct dlb_tls_handshake_info {
 };
 
 /** What @ssl (from dlb_tls_server_ssl_new) met so far: marks that the ticket and
- * info callbacks leave on it, no allocation. Thread: the connection's. */
+ * info callbacks leave in its ex_data (nothing of ours allocated). Thread: the
+ * connection's. */
 void dlb_tls_handshake_info(const SSL *ssl, struct dlb_tls_handshake_info *out);
 
 /** The version @ssl negotiated, as an index of dnsdist's per-version figures.
