@@ -1,7 +1,7 @@
 /*
- * stats_lua.c - dumpStats(), getStatisticsCounters(), showBinds() and
- * showTCPStats(), with dnsdist 1.7.3's layouts (observed; see
- * docs/counters.md).
+ * stats_lua.c - dumpStats(), getStatisticsCounters(), showBinds(),
+ * showTCPStats(), showTLSContexts() and showTLSErrorCounters(), with
+ * dnsdist 1.7.3's layouts (observed; see docs/counters.md).
  */
 #include "lua/stats_lua.h"
 
@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dnslb/core/config.h"
 #include "dnslb/core/daemon.h"
 #include "dnslb/control/metrics.h"
 #include "dnslb/core/stats.h"
+#include "dnslb/core/tls.h"
 #include "dnslb/worker.h"
 #include "lua/args.h"
 
@@ -120,7 +122,8 @@ l_show_binds(lua_State *L)
  * showTCPStats(), dnsdist 1.7.3's layout: dnslb has no TCP worker pool (each
  * worker serves its own TCP clients), so the first table shows the workers,
  * with nothing ever queued; then every frontend (UDP ones all 0) and every
- * backend with its TCP connection figures. No TLS yet: those columns are 0.
+ * backend with its TCP connection figures; DNS over TLS listeners with their
+ * TLS figures (0 for the others).
  */
 static int
 l_show_tcp_stats(lua_State *L)
@@ -151,13 +154,22 @@ l_show_tcp_stats(lua_State *L)
 	for (int i = 0; dlb_metrics_frontend(i, &f) == 0; i++) {
 		snprintf(line, sizeof(line),
 			 "%-3d %-20.20s %-20llu %-20llu %-20llu %-25llu %-20llu %-20llu %-20llu "
-			 "%-20f %-20f %-20d %-20d %-25d %-25d %-15d %-15d %-15d %-15d %-15d",
+			 "%-20f %-20f %-20llu %-20llu %-25llu %-25llu %-15llu %-15llu %-15llu %-15llu "
+			 "%-15llu",
 			 i, f.address, (unsigned long long)f.tcp_current,
 			 (unsigned long long)f.tcp_max, (unsigned long long)f.tcp_died_reading,
 			 (unsigned long long)f.tcp_died_sending, (unsigned long long)f.tcp_gave_up,
 			 (unsigned long long)f.tcp_client_timeouts,
 			 (unsigned long long)f.tcp_downstream_timeouts, f.tcp_avg_queries,
-			 f.tcp_avg_duration, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+			 f.tcp_avg_duration, (unsigned long long)f.tls_new_sessions,
+			 (unsigned long long)f.tls_resumptions,
+			 (unsigned long long)f.tls_unknown_ticket_keys,
+			 (unsigned long long)f.tls_inactive_ticket_keys,
+			 (unsigned long long)f.tls_queries[DLB_TLS_V10],
+			 (unsigned long long)f.tls_queries[DLB_TLS_V11],
+			 (unsigned long long)f.tls_queries[DLB_TLS_V12],
+			 (unsigned long long)f.tls_queries[DLB_TLS_V13],
+			 (unsigned long long)f.tls_queries[DLB_TLS_VUNKNOWN]);
 		dlb_lua_print(L, line);
 	}
 	dlb_lua_print(L, "");
@@ -189,6 +201,77 @@ l_show_tcp_stats(lua_State *L)
 	return 0;
 }
 
+/* The next DNS over TLS listener from bind @*i on (advanced past it). @return 0, or -1 at the end. */
+static int
+next_tls_bind(int *i, struct dlb_metrics_frontend *f)
+{
+	while (dlb_metrics_frontend(*i, f) == 0) {
+		(*i)++;
+		if (f->tls != NULL)
+			return 0;
+	}
+	return -1;
+}
+
+/*
+ * showTLSContexts(): every DNS over TLS listener's ticket keys, rotation
+ * delay and next rotation (local time; the epoch when it never rotates by
+ * itself), dnsdist 1.7.3's table (observed).
+ */
+static int
+l_show_tls_contexts(lua_State *L)
+{
+	struct dlb_metrics_frontend f;
+	char line[256], when[32];
+	int bind = 0;
+
+	if (dlb_lua_silent(L))
+		return 0;
+	snprintf(line, sizeof(line), "%-3s %-20.20s %-14s %-14s %-21.21s", "#", "Address",
+		 "# ticket keys", "Rotation delay", "Next rotation");
+	dlb_lua_print(L, line);
+	for (int n = 0; next_tls_bind(&bind, &f) == 0; n++) {
+		time_t next = (time_t)dlb_tls_server_next_rotation(f.tls);
+		struct tm tm;
+
+		if (localtime_r(&next, &tm) == NULL ||
+		    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm) == 0)
+			when[0] = '\0';
+		snprintf(line, sizeof(line), "%-3d %-20.20s %-14zu %-14u %-21.21s", n, f.address,
+			 dlb_tls_server_ticket_keys(f.tls),
+			 dlb_tls_server_opts(f.tls)->ticket_rotation, when);
+		dlb_lua_print(L, line);
+	}
+	return 0;
+}
+
+/* showTLSErrorCounters(): every DNS over TLS listener's failed handshakes by reason, dnsdist 1.7.3's table. */
+static int
+l_show_tls_error_counters(lua_State *L)
+{
+	struct dlb_metrics_frontend f;
+	char line[512];
+	int bind = 0;
+
+	if (dlb_lua_silent(L))
+		return 0;
+	snprintf(line, sizeof(line), "%-3s %-20.20s %-23s %-23s %-23s %-23s %-23s %-23s %-23s %-23s",
+		 "#", "Address", "DH key too small", "Inappropriate fallback", "No shared cipher",
+		 "Unknown cipher type", "Unknown exchange type", "Unknown protocol",
+		 "Unsupported EC", "Unsupported protocol");
+	dlb_lua_print(L, line);
+	for (int n = 0; next_tls_bind(&bind, &f) == 0; n++) {
+		size_t o = (size_t)snprintf(line, sizeof(line), "%-3d %-20.20s", n, f.address);
+
+		for (int k = 0; k < DLB_TLS_FAIL_COUNT && o < sizeof(line); k++)
+			o += (size_t)snprintf(line + o, sizeof(line) - o, " %-23llu",
+					      (unsigned long long)f.tls_failures[k]);
+		dlb_lua_print(L, line);
+	}
+	dlb_lua_print(L, "");	/* dnsdist ends the table with an empty line */
+	return 0;
+}
+
 void
 dlb_lua_stats_register(lua_State *L)
 {
@@ -197,6 +280,8 @@ dlb_lua_stats_register(lua_State *L)
 		{ "getStatisticsCounters", l_get_statistics_counters },
 		{ "showBinds", l_show_binds },
 		{ "showTCPStats", l_show_tcp_stats },
+		{ "showTLSContexts", l_show_tls_contexts },
+		{ "showTLSErrorCounters", l_show_tls_error_counters },
 		{ NULL, NULL },
 	};
 

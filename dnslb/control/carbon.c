@@ -37,6 +37,7 @@
 #include "dnslb/core/log.h"
 #include "dnslb/control/metrics.h"
 #include "dnslb/core/netmask.h"
+#include "dnslb/core/tls.h"
 
 #define CARBON_PORT 2003
 #define CARBON_MAX_DEADLINE 5.0		/* s, one push at most */
@@ -90,6 +91,22 @@ value_text(char *out, size_t outsz, double v, bool is_double)
 		snprintf(out, outsz, "%" PRIu64, (uint64_t)v);
 	else
 		snprintf(out, outsz, "%.15g", v);
+}
+
+/* One frontend figure: its last path component and value. */
+struct fe_path {
+	const char *path;
+	uint64_t v;
+};
+
+/* "PREFIXfrontends.NAME.PATH VALUE NOW" for each of @p. */
+static void
+put_fe_paths(struct dlb_buf *b, const char *prefix, const char *name, const struct fe_path *p,
+	     size_t n, long long now)
+{
+	for (size_t k = 0; k < n; k++)
+		dlb_buf_printf(b, "%sfrontends.%s.%s %" PRIu64 " %lld\r\n", prefix, name, p[k].path,
+			       p[k].v, now);
 }
 
 static void
@@ -175,9 +192,10 @@ build_message(const struct carbon_target *t, struct dlb_buf *b)
 			  fe[i].queries, now);
 		dlb_buf_printf(b, "%sfrontends.%s.responses %" PRIu64 " %lld\r\n", t->prefix, name,
 			  fe[i].responses, now);
-		/* dnsdist's, for UDP frontends too (all 0 there); no TLS yet */
+		/* dnsdist's, for UDP frontends too (all 0 there); the handshake
+		 * failures for DNS over TLS listeners only */
 		{
-			const struct { const char *path; uint64_t v; } tv[] = {
+			const struct fe_path tv[] = {
 				{ "tcpdiedreadingquery", fe[i].tcp_died_reading },
 				{ "tcpdiedsendingresponse", fe[i].tcp_died_sending },
 				{ "tcpgaveup", fe[i].tcp_gave_up },
@@ -186,22 +204,33 @@ build_message(const struct carbon_target *t, struct dlb_buf *b)
 				{ "tcpcurrentconnections", fe[i].tcp_current },
 				{ "tcpmaxconcurrentconnections", fe[i].tcp_max },
 			};
-			static const char *const tls[] = {
-				"tls10-queries", "tls11-queries", "tls12-queries", "tls13-queries",
-				"tls-unknown-queries", "tlsnewsessions", "tlsresumptions",
-				"tlsunknownticketkeys", "tlsinactiveticketkeys",
+			const struct fe_path tls[] = {
+				{ "tls10-queries", fe[i].tls_queries[DLB_TLS_V10] },
+				{ "tls11-queries", fe[i].tls_queries[DLB_TLS_V11] },
+				{ "tls12-queries", fe[i].tls_queries[DLB_TLS_V12] },
+				{ "tls13-queries", fe[i].tls_queries[DLB_TLS_V13] },
+				{ "tls-unknown-queries", fe[i].tls_queries[DLB_TLS_VUNKNOWN] },
+				{ "tlsnewsessions", fe[i].tls_new_sessions },
+				{ "tlsresumptions", fe[i].tls_resumptions },
+				{ "tlsunknownticketkeys", fe[i].tls_unknown_ticket_keys },
+				{ "tlsinactiveticketkeys", fe[i].tls_inactive_ticket_keys },
+			};
+			/* enum dlb_tls_failure's order */
+			static const char *const fails[] = {
+				"tlsdhkeytoosmall", "tlsinappropriatefallback", "tlsnosharedcipher",
+				"tlsunknownciphertype", "tlsunknownkeyexchangetype",
+				"tlsunknownprotocol", "tlsunsupportedec", "tlsunsupportedprotocol",
 			};
 
-			for (size_t k = 0; k < sizeof(tv) / sizeof(tv[0]); k++)
-				dlb_buf_printf(b, "%sfrontends.%s.%s %" PRIu64 " %lld\r\n", t->prefix, name,
-					  tv[k].path, tv[k].v, now);
+			put_fe_paths(b, t->prefix, name, tv, sizeof(tv) / sizeof(tv[0]), now);
 			dlb_buf_printf(b, "%sfrontends.%s.tcpavgqueriesperconnection %g %lld\r\n",
 				  t->prefix, name, fe[i].tcp_avg_queries, now);
 			dlb_buf_printf(b, "%sfrontends.%s.tcpavgconnectionduration %g %lld\r\n",
 				  t->prefix, name, fe[i].tcp_avg_duration, now);
-			for (size_t k = 0; k < sizeof(tls) / sizeof(tls[0]); k++)
-				dlb_buf_printf(b, "%sfrontends.%s.%s 0 %lld\r\n", t->prefix, name, tls[k],
-					  now);
+			put_fe_paths(b, t->prefix, name, tls, sizeof(tls) / sizeof(tls[0]), now);
+			for (size_t k = 0; fe[i].tls != NULL && k < DLB_TLS_FAIL_COUNT; k++)
+				dlb_buf_printf(b, "%sfrontends.%s.%s %" PRIu64 " %lld\r\n", t->prefix,
+					       name, fails[k], fe[i].tls_failures[k], now);
 		}
 	}
 

@@ -556,6 +556,22 @@ dlb_metrics_backend(int i, struct dlb_metrics_backend *out)
 	return 0;
 }
 
+/* A listener's DNS over TLS figures into @out (0 on the others): the same names on both. */
+static void
+add_tls(struct dlb_metrics_frontend *out, const struct dlb_listener *l)
+{
+#define ADD_TLS(field) (out->field += __atomic_load_n(&l->field, __ATOMIC_RELAXED))
+	ADD_TLS(tls_new_sessions);
+	ADD_TLS(tls_resumptions);
+	ADD_TLS(tls_unknown_ticket_keys);
+	ADD_TLS(tls_inactive_ticket_keys);
+	for (size_t v = 0; v < sizeof(out->tls_queries) / sizeof(out->tls_queries[0]); v++)
+		ADD_TLS(tls_queries[v]);
+	for (size_t f = 0; f < sizeof(out->tls_failures) / sizeof(out->tls_failures[0]); f++)
+		ADD_TLS(tls_failures[f]);
+#undef ADD_TLS
+}
+
 int
 dlb_metrics_frontend(int i, struct dlb_metrics_frontend *out)
 {
@@ -569,6 +585,7 @@ dlb_metrics_frontend(int i, struct dlb_metrics_frontend *out)
 	out->address = cfg->frontends[fe].text;
 	out->proto = dlb_frontend_proto(&cfg->frontends[fe], tcp);
 	out->tcp = tcp;
+	out->tls = cfg->frontends[fe].tls;
 	for (int w = 0; w < dlb_daemon.nworkers; w++) {
 		const struct dlb_worker *wk = dlb_daemon.workers[w];
 
@@ -590,6 +607,7 @@ dlb_metrics_frontend(int i, struct dlb_metrics_frontend *out)
 									    __ATOMIC_RELAXED);
 				out->tcp_downstream_timeouts +=
 					__atomic_load_n(&l->tcp_downstream_timeouts, __ATOMIC_RELAXED);
+				add_tls(out, l);
 			} else {
 				out->queries += __atomic_load_n(&l->udp_queries, __ATOMIC_RELAXED);
 				out->responses += __atomic_load_n(&l->udp_responses, __ATOMIC_RELAXED);

@@ -16,6 +16,7 @@
 
 struct dlb_backend;
 struct dlb_pool;
+struct dlb_tls_server;
 
 enum dlb_metric_type {
 	DLB_METRIC_COUNTER,
@@ -75,6 +76,12 @@ struct dlb_metrics_frontend {
 	uint64_t tcp_died_reading, tcp_died_sending, tcp_gave_up;
 	uint64_t tcp_client_timeouts, tcp_downstream_timeouts, tcp_max;
 	double tcp_avg_queries, tcp_avg_duration;	/* running averages; ms */
+	/* DNS over TLS (docs/tls.md#counters); 0 for the others */
+	struct dlb_tls_server *tls;	/* the listener's context; NULL: not DNS over TLS */
+	uint64_t tls_new_sessions, tls_resumptions;
+	uint64_t tls_unknown_ticket_keys, tls_inactive_ticket_keys;
+	uint64_t tls_queries[5];	/* by enum dlb_tls_version_idx (dnslb/core/tls.h) */
+	uint64_t tls_failures[8];	/* by enum dlb_tls_failure */
 };
 /**
  * Bind number @i, in showBinds()'s numbering (dlb_config_bind: a plain

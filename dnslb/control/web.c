@@ -54,6 +54,7 @@
 #include "dnslb/control/metrics.h"
 #include "dnslb/core/netmask.h"
 #include "dnslb/core/rcu.h"
+#include "dnslb/core/tls.h"
 #include "dnslb/pipeline/rings.h"
 #include "dnslb/core/wire.h"
 #include "rules/tee.h"
@@ -998,10 +999,50 @@ get_frontends(struct dlb_metrics_frontend *out, int *thread, int cap)
 	return n;
 }
 
+/* "NAME{frontend=...,proto=...,thread=..." (the closing brace is the caller's). */
+static void
+prom_frontend_labels(struct dlb_buf *b, const char *name, const struct dlb_metrics_frontend *f,
+		     int thread)
+{
+	dlb_buf_printf(b, "%s{frontend=\"", name);
+	sb_text(b, f->address, true);
+	dlb_buf_puts(b, "\",proto=\"");
+	sb_text(b, f->proto, true);
+	dlb_buf_printf(b, "\",thread=\"%d\"", thread);
+}
+
+#define PROM_FE_TLS	11	/* the first TLS family of prom_frontends */
+
+/* The TLS family @k (from tlsnewsessions on) of a DNS over TLS frontend, as dnsdist labels it. */
+static void
+prom_frontend_tls(struct dlb_buf *b, const char *name, size_t k,
+		  const struct dlb_metrics_frontend *f, int thread)
+{
+	static const char *const versions[] = { "tls10", "tls11", "tls12", "tls13", "unknown" };
+	const uint64_t one[] = { f->tls_new_sessions, f->tls_resumptions,
+				 f->tls_unknown_ticket_keys, f->tls_inactive_ticket_keys };
+
+	if (k < sizeof(one) / sizeof(one[0])) {
+		prom_frontend_labels(b, name, f, thread);
+		dlb_buf_printf(b, "} %" PRIu64 "\n", one[k]);
+	} else if (k == 4) {
+		for (size_t v = 0; v < DLB_TLS_VCOUNT; v++) {
+			prom_frontend_labels(b, name, f, thread);
+			dlb_buf_printf(b, ",tls=\"%s\"} %" PRIu64 "\n", versions[v], f->tls_queries[v]);
+		}
+	} else {
+		for (size_t e = 0; e < DLB_TLS_FAIL_COUNT; e++) {
+			prom_frontend_labels(b, name, f, thread);
+			dlb_buf_printf(b, ",error=\"%s\"} %" PRIu64 "\n", dlb_tls_failure_names[e],
+				       f->tls_failures[e]);
+		}
+	}
+}
+
 static void
 prom_frontends(struct dlb_buf *b)
 {
-	/* dnsdist's text and types; from 2 on, TCP frontends only */
+	/* dnsdist's text and types; from 2 on, TCP frontends only (TLS ones from PROM_FE_TLS) */
 	static const struct prom_series fs[] = {
 		{ "queries", "Amount of queries received by this frontend", "counter" },
 		{ "responses", "Amount of responses sent by this frontend", "counter" },
@@ -1029,10 +1070,22 @@ prom_frontends(struct dlb_buf *b)
 		  "gauge" },
 		{ "tcpavgconnectionduration", "The average duration of a TCP connection (ms)",
 		  "gauge" },
+		/* from 11 on, TLS frontends only (PROM_FE_TLS) */
+		{ "tlsnewsessions", "Amount of new TLS sessions negotiated", "counter" },
+		{ "tlsresumptions", "Amount of TLS sessions resumed", "counter" },
+		{ "tlsunknownticketkeys",
+		  "Amount of attempts to resume TLS session from an unknown key (possibly expired)",
+		  "counter" },
+		{ "tlsinactiveticketkeys", "Amount of TLS sessions resumed from an inactive key",
+		  "counter" },
+		{ "tlsqueries", "Number of queries received by dnsdist over TLS, by TLS version",
+		  "counter" },
+		{ "tlshandshakefailures", "Amount of TLS handshake failures", "counter" },
 	};
 	const int cap = DLB_MAX_FRONTENDS * 2;
 	struct dlb_metrics_frontend *v = calloc((size_t)cap, sizeof(*v));
 	int *thread = calloc((size_t)cap, sizeof(*thread));
+	bool any_tls = false;
 	int n;
 
 	if (v == NULL || thread == NULL) {
@@ -1040,17 +1093,25 @@ prom_frontends(struct dlb_buf *b)
 		goto out;
 	}
 	n = get_frontends(v, thread, cap);
+	for (int i = 0; i < n; i++)
+		any_tls |= v[i].tls != NULL;
 	for (size_t s = 0; s < sizeof(fs) / sizeof(fs[0]); s++) {
 		char name[64];
 
+		if (s >= PROM_FE_TLS && !any_tls)
+			break;	/* no family without samples (docs/dnsdist-differences.md) */
 		snprintf(name, sizeof(name), "dnsdist_frontend_%s", fs[s].suffix);
 		prom_head(b, name, fs[s].help, fs[s].type);
 		for (int i = 0; i < n; i++) {
 			const struct dlb_metrics_frontend *f = &v[i];
 			char val[64];
 
-			if (s >= 2 && !f->tcp)
+			if ((s >= 2 && !f->tcp) || (s >= PROM_FE_TLS && f->tls == NULL))
 				continue;
+			if (s >= PROM_FE_TLS) {
+				prom_frontend_tls(b, name, s - PROM_FE_TLS, f, thread[i]);
+				continue;
+			}
 			switch (s) {
 			case 0: snprintf(val, sizeof(val), "%" PRIu64, f->queries); break;
 			case 1: snprintf(val, sizeof(val), "%" PRIu64, f->responses); break;
@@ -1064,11 +1125,8 @@ prom_frontends(struct dlb_buf *b)
 			case 9: fmt_avg(val, sizeof(val), f->tcp_avg_queries); break;
 			default: fmt_avg(val, sizeof(val), f->tcp_avg_duration); break;
 			}
-			dlb_buf_printf(b, "%s{frontend=\"", name);
-			sb_text(b, f->address, true);
-			dlb_buf_puts(b, "\",proto=\"");
-			sb_text(b, f->proto, true);
-			dlb_buf_printf(b, "\",thread=\"%d\"} %s\n", thread[i], val);
+			prom_frontend_labels(b, name, f, thread[i]);
+			dlb_buf_printf(b, "} %s\n", val);
 		}
 	}
 out:
@@ -1355,11 +1413,36 @@ add_pool_names(cJSON *a, const struct dlb_backend *be)
 			cJSON_AddItemToArray(a, json_str_item(names[i]));
 }
 
-/* dnsdist's per-frontend TLS figures: dnslb has no TLS yet, a real 0 */
-static const char *const frontend_tls_keys[] = {
-	"tls10Queries", "tls11Queries", "tls12Queries", "tls13Queries", "tlsInactiveTicketKey",
-	"tlsNewSessions", "tlsResumptions", "tlsUnknownQueries", "tlsUnknownTicketKey",
+/* dnsdist's per-frontend TLS figures, in key order: the queries by version
+ * (enum dlb_tls_version_idx, the unknown ones apart), and the handshake
+ * failures by reason (enum dlb_tls_failure; DNS over TLS listeners only) */
+static const char *const frontend_tls_query_keys[] = {
+	"tls10Queries", "tls11Queries", "tls12Queries", "tls13Queries",
 };
+static const char *const frontend_tls_failure_keys[] = {
+	"tlsHandshakeFailuresDHKeyTooSmall", "tlsHandshakeFailuresInappropriateFallBack",
+	"tlsHandshakeFailuresNoSharedCipher", "tlsHandshakeFailuresUnknownCipher",
+	"tlsHandshakeFailuresUnknownKeyExchangeType", "tlsHandshakeFailuresUnknownProtocol",
+	"tlsHandshakeFailuresUnsupportedEC", "tlsHandshakeFailuresUnsupportedProtocol",
+};
+
+/* A frontend's TLS keys of /api/v1/servers/localhost (dnsdist's, 0 for plain ones). */
+static void
+json_frontend_tls(cJSON *f, const struct dlb_metrics_frontend *m)
+{
+	for (size_t k = 0; k < sizeof(frontend_tls_query_keys) / sizeof(frontend_tls_query_keys[0]);
+	     k++)
+		json_u64(f, frontend_tls_query_keys[k], m->tls_queries[k]);
+	if (m->tls != NULL)
+		for (size_t k = 0; k < sizeof(frontend_tls_failure_keys) /
+					       sizeof(frontend_tls_failure_keys[0]); k++)
+			json_u64(f, frontend_tls_failure_keys[k], m->tls_failures[k]);
+	json_u64(f, "tlsInactiveTicketKey", m->tls_inactive_ticket_keys);
+	json_u64(f, "tlsNewSessions", m->tls_new_sessions);
+	json_u64(f, "tlsResumptions", m->tls_resumptions);
+	json_u64(f, "tlsUnknownQueries", m->tls_queries[DLB_TLS_VUNKNOWN]);
+	json_u64(f, "tlsUnknownTicketKey", m->tls_unknown_ticket_keys);
+}
 
 static cJSON *
 json_server(int id, const struct dlb_metrics_backend *m)
@@ -1533,8 +1616,7 @@ json_localhost(void)
 		json_u64(f, "tcpDownstreamTimeouts", fv[i].tcp_downstream_timeouts);
 		json_u64(f, "tcpGaveUp", fv[i].tcp_gave_up);
 		json_u64(f, "tcpMaxConcurrentConnections", fv[i].tcp_max);
-		for (size_t k = 0; k < sizeof(frontend_tls_keys) / sizeof(frontend_tls_keys[0]); k++)
-			json_u64(f, frontend_tls_keys[k], 0);
+		json_frontend_tls(f, &fv[i]);
 		json_str(f, "type", fv[i].proto);
 		cJSON_AddBoolToObject(f, "udp", !tcp);
 		cJSON_AddItemToArray(a, f);

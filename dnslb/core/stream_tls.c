@@ -55,6 +55,7 @@ tls_handshake(struct dlb_stream *s)
 		}
 		t->fd_set = true;
 	}
+	ERR_clear_error();	/* SSL_get_error and the info callback read this connection's own */
 	r = SSL_do_handshake(t->ssl);
 	if (r == 1) {
 		t->established = true;
@@ -134,8 +135,12 @@ tls_release(struct dlb_stream *s)
 {
 	struct dlb_stream_tls *t = s->ctx;
 
-	if (t->established && !t->failed)
+	if (t->established && !t->failed) {
 		(void)SSL_shutdown(t->ssl);	/* close_notify, best effort: the socket closes next */
+		/* nothing left on the thread's queue for the next connection's
+		 * alert to be taken for (tls.c's info callback reads the last error) */
+		ERR_clear_error();
+	}
 	SSL_free(t->ssl);
 	t->ssl = NULL;
 }

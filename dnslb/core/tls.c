@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <openssl/core_names.h>
 #include <openssl/err.h>
@@ -31,6 +32,7 @@ struct dlb_tls_server {
 	SSL_CTX *ctx;			/* the current context */
 	struct ticket_ring ring;
 	double rotated_at;		/* dlb_tls_server_maintain's clock; 0: not started */
+	int64_t next_rotation;		/* wall clock, s, for showTLSContexts(); 0: never (atomic) */
 	pthread_mutex_t keylog_mu;
 	FILE *keylog;
 };
@@ -55,6 +57,21 @@ struct ctx_extra {
 static int extra_idx = -1;
 static pthread_once_t extra_once = PTHREAD_ONCE_INIT;
 
+/*
+ * What a server-side SSL met in its handshake (dlb_tls_handshake_info), in
+ * its ex_data at conn_idx as an integer: no allocation of ours. The low
+ * bits are flags, the failure (+1) sits above them.
+ */
+static int conn_idx = -1;
+#define CONN_UNKNOWN_KEY	0x1u
+#define CONN_INACTIVE_KEY	0x2u
+#define CONN_FAIL_SHIFT		8
+
+const char *const dlb_tls_failure_names[DLB_TLS_FAIL_COUNT] = {
+	"dhKeyTooSmall", "inappropriateFallBack", "noSharedCipher", "unknownCipherType",
+	"unknownKeyExchangeType", "unknownProtocol", "unsupportedEC", "unsupportedProtocol",
+};
+
 static void
 extra_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
 {
@@ -76,12 +93,100 @@ static void
 extra_init(void)
 {
 	extra_idx = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, extra_free);
+	conn_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
 }
 
 static struct ctx_extra *
 extra_of(const SSL *ssl)
 {
 	return SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), extra_idx);
+}
+
+static uintptr_t
+conn_flags(const SSL *ssl)
+{
+	return (uintptr_t)SSL_get_ex_data(ssl, conn_idx);
+}
+
+/* Called during the handshake only (OpenSSL's callbacks): the connection's thread. */
+static void
+conn_flags_set(SSL *ssl, uintptr_t flags)
+{
+	(void)SSL_set_ex_data(ssl, conn_idx, (void *)flags);
+}
+
+void
+dlb_tls_handshake_info(const SSL *ssl, struct dlb_tls_handshake_info *out)
+{
+	uintptr_t f = conn_flags(ssl);
+
+	out->unknown_ticket_key = (f & CONN_UNKNOWN_KEY) != 0;
+	out->inactive_ticket_key = (f & CONN_INACTIVE_KEY) != 0;
+	out->failure = (enum dlb_tls_failure)((int)(f >> CONN_FAIL_SHIFT) - 1);
+}
+
+enum dlb_tls_version_idx
+dlb_tls_version_index(const SSL *ssl)
+{
+	switch (SSL_version(ssl)) {
+	case TLS1_VERSION:
+		return DLB_TLS_V10;
+	case TLS1_1_VERSION:
+		return DLB_TLS_V11;
+	case TLS1_2_VERSION:
+		return DLB_TLS_V12;
+	case TLS1_3_VERSION:
+		return DLB_TLS_V13;
+	default:
+		return DLB_TLS_VUNKNOWN;
+	}
+}
+
+/*
+ * OpenSSL's info callback (server contexts): on an alert, the reason of
+ * the error behind it, mapped as dnsdist 1.7's libssl_info_callback does
+ * (OpenSSL's reasons to its TLSErrorCounters); other reasons are not kept.
+ */
+static void
+info_cb(const SSL *ssl, int where, int ret)
+{
+	enum dlb_tls_failure f;
+
+	(void)ret;
+	if (!(where & SSL_CB_ALERT))
+		return;
+	switch (ERR_GET_REASON(ERR_peek_last_error())) {
+	case SSL_R_DH_KEY_TOO_SMALL:
+		f = DLB_TLS_FAIL_DH_KEY_TOO_SMALL;
+		break;
+	case SSL_R_NO_SHARED_CIPHER:
+		f = DLB_TLS_FAIL_NO_SHARED_CIPHER;
+		break;
+	case SSL_R_UNKNOWN_PROTOCOL:
+		f = DLB_TLS_FAIL_UNKNOWN_PROTOCOL;
+		break;
+	case SSL_R_UNSUPPORTED_PROTOCOL:
+	case SSL_R_VERSION_TOO_LOW:
+		f = DLB_TLS_FAIL_UNSUPPORTED_PROTOCOL;
+		break;
+	case SSL_R_INAPPROPRIATE_FALLBACK:
+		f = DLB_TLS_FAIL_INAPPROPRIATE_FALLBACK;
+		break;
+	case SSL_R_UNKNOWN_CIPHER_TYPE:
+		f = DLB_TLS_FAIL_UNKNOWN_CIPHER_TYPE;
+		break;
+	case SSL_R_UNKNOWN_KEY_EXCHANGE_TYPE:
+		f = DLB_TLS_FAIL_UNKNOWN_KEY_EXCHANGE_TYPE;
+		break;
+	case SSL_R_UNSUPPORTED_ELLIPTIC_CURVE:
+		f = DLB_TLS_FAIL_UNSUPPORTED_EC;
+		break;
+	default:
+		return;
+	}
+	/* the callback's SSL is const; the flags are the connection's own */
+	conn_flags_set((SSL *)ssl, (conn_flags(ssl) & ((1u << CONN_FAIL_SHIFT) - 1)) |
+				   ((uintptr_t)(f + 1) << CONN_FAIL_SHIFT));
 }
 
 const char *
@@ -253,7 +358,27 @@ ticket_cb(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CIPHER_CTX *e
 		}
 	}
 	pthread_rwlock_unlock(&r->lock);
+	/* dnsdist's tlsUnknownTicketKey / tlsInactiveTicketKey */
+	if (!enc && (rc == 0 || rc == 2))
+		conn_flags_set(ssl, conn_flags(ssl) | (rc == 0 ? CONN_UNKNOWN_KEY : CONN_INACTIVE_KEY));
 	return rc;
+}
+
+/* As dnsdist: the next automatic rotation is a delay after the last one,
+ * whatever made it (the clock, the console, a key file loaded). */
+static void
+schedule_rotation(struct dlb_tls_server *s)
+{
+	int64_t next = s->o.ticket_rotation > 0 ? (int64_t)time(NULL) + s->o.ticket_rotation : 0;
+
+	__atomic_store_n(&s->next_rotation, next, __ATOMIC_RELAXED);
+	s->rotated_at = 0;	/* dlb_tls_server_maintain's clock starts again */
+}
+
+int64_t
+dlb_tls_server_next_rotation(const struct dlb_tls_server *s)
+{
+	return __atomic_load_n(&s->next_rotation, __ATOMIC_RELAXED);
 }
 
 int
@@ -267,6 +392,7 @@ dlb_tls_server_rotate_ticket_key(struct dlb_tls_server *s, char *err, size_t err
 	}
 	ring_push(&s->ring, key);
 	OPENSSL_cleanse(key, sizeof(key));
+	schedule_rotation(s);
 	return 0;
 }
 
@@ -283,8 +409,8 @@ dlb_tls_server_maintain(struct dlb_tls_server *s, double now)
 	}
 	if (now - s->rotated_at < s->o.ticket_rotation)
 		return;
-	s->rotated_at = now;
 	(void)dlb_tls_server_rotate_ticket_key(s, err, sizeof(err));
+	s->rotated_at = now;
 }
 
 int
@@ -305,6 +431,8 @@ dlb_tls_server_load_ticket_keys(struct dlb_tls_server *s, const char *file, char
 	}
 	fclose(f);
 	OPENSSL_cleanse(key, sizeof(key));
+	if (loaded > 0)
+		schedule_rotation(s);
 	if (loaded == 0) {
 		snprintf(err, errsz, "unable to load a ticket key from the tickets key file %s "
 			 "(%d bytes per key)", file, DLB_TLS_TICKET_KEY);
@@ -482,6 +610,7 @@ server_ctx_build(struct dlb_tls_server *s, char *err, size_t errsz)
 	}
 	if (o->nocsp > 0)
 		SSL_CTX_set_tlsext_status_cb(ctx, ocsp_cb);
+	SSL_CTX_set_info_callback(ctx, info_cb);
 	if (o->keylog_file != NULL)
 		SSL_CTX_set_keylog_callback(ctx, keylog_cb);
 	if (o->alpn != NULL)
@@ -565,7 +694,8 @@ dlb_tls_server_new(const struct dlb_tls_server_opts *o, char *err, size_t errsz)
 		snprintf(err, errsz, "out of memory");
 		goto bad;
 	}
-	if (o->tickets && o->ticket_keys > 0) {
+	/* a ring even without tickets, as dnsdist keeps one (showTLSContexts() counts its keys) */
+	if (o->ticket_keys > 0) {
 		s->ring.keys = calloc(o->ticket_keys, DLB_TLS_TICKET_KEY);
 		if (s->ring.keys == NULL) {
 			snprintf(err, errsz, "out of memory");
@@ -579,6 +709,7 @@ dlb_tls_server_new(const struct dlb_tls_server_opts *o, char *err, size_t errsz)
 			goto bad;
 		}
 	}
+	schedule_rotation(s);
 	if (o->keylog_file != NULL && (s->keylog = keylog_open(o->keylog_file, err, errsz)) == NULL)
 		goto bad;
 	s->ctx = server_ctx_build(s, err, errsz);

@@ -142,6 +142,57 @@ void dlb_tls_client_free(struct dlb_tls_client *c);
 SSL *dlb_tls_client_ssl_new(struct dlb_tls_client *c, const char *subject_name,
 			    const char *subject_addr);
 
+/*
+ * dnsdist's per-frontend TLS figures (docs/tls.md#counters): the version a
+ * connection negotiated, and why a handshake failed, in dnsdist 1.7's order
+ * and with its names (its OpenSSL provider's TLSErrorCounters).
+ */
+enum dlb_tls_version_idx {
+	DLB_TLS_V10 = 0,
+	DLB_TLS_V11,
+	DLB_TLS_V12,
+	DLB_TLS_V13,
+	DLB_TLS_VUNKNOWN,		/* SSLv3, DTLS...: dnsdist's "unknown"/"other" */
+	DLB_TLS_VCOUNT,
+};
+
+enum dlb_tls_failure {
+	DLB_TLS_FAIL_NONE = -1,
+	DLB_TLS_FAIL_DH_KEY_TOO_SMALL = 0,	/* dhKeyTooSmall */
+	DLB_TLS_FAIL_INAPPROPRIATE_FALLBACK,	/* inappropriateFallBack */
+	DLB_TLS_FAIL_NO_SHARED_CIPHER,		/* noSharedCipher */
+	DLB_TLS_FAIL_UNKNOWN_CIPHER_TYPE,	/* unknownCipherType */
+	DLB_TLS_FAIL_UNKNOWN_KEY_EXCHANGE_TYPE,	/* unknownKeyExchangeType */
+	DLB_TLS_FAIL_UNKNOWN_PROTOCOL,		/* unknownProtocol */
+	DLB_TLS_FAIL_UNSUPPORTED_EC,		/* unsupportedEC */
+	DLB_TLS_FAIL_UNSUPPORTED_PROTOCOL,	/* unsupportedProtocol (a version too low too) */
+	DLB_TLS_FAIL_COUNT,
+};
+
+/** dnsdist's names of the failures, the /metrics `error` label ("dhKeyTooSmall"...). */
+extern const char *const dlb_tls_failure_names[DLB_TLS_FAIL_COUNT];
+
+/** What one server-side connection met in its handshake, as dnsdist counts it. */
+struct dlb_tls_handshake_info {
+	bool unknown_ticket_key;	/* a ticket under a key the ring no longer has (full handshake) */
+	bool inactive_ticket_key;	/* resumed from a ticket under an older key */
+	enum dlb_tls_failure failure;	/* the reason of the last alert, else DLB_TLS_FAIL_NONE */
+};
+
+/** What @ssl (from dlb_tls_server_ssl_new) met so far: marks that the ticket and
+ * info callbacks leave in its ex_data (nothing of ours allocated). Thread: the
+ * connection's. */
+void dlb_tls_handshake_info(const SSL *ssl, struct dlb_tls_handshake_info *out);
+
+/** The version @ssl negotiated, as an index of dnsdist's per-version figures.
+ * Thread: the connection's. */
+enum dlb_tls_version_idx dlb_tls_version_index(const SSL *ssl);
+
+/** When the ticket key rotates next (wall clock, s); 0 when it never does
+ * by itself (ticketsKeysRotationDelay 0). showTLSContexts() prints it.
+ * Thread: any (a relaxed load). */
+int64_t dlb_tls_server_next_rotation(const struct dlb_tls_server *s);
+
 /** OpenSSL's error queue as one line (emptied), for messages. */
 const char *dlb_tls_error(char *buf, size_t bufsz);
 

@@ -66,6 +66,12 @@ struct dlb_listener {
 	uint64_t tcp_gave_up;			/* a query whose backend connection gave up */
 	uint64_t tcp_client_timeouts;		/* closed by a client-side timeout */
 	uint64_t tcp_downstream_timeouts;	/* a query that timed out at the backend */
+	/* DNS over TLS, dnsdist's figures (tcp_client.c, docs/tls.md#counters) */
+	uint64_t tls_new_sessions, tls_resumptions;	/* completed handshakes */
+	uint64_t tls_unknown_ticket_keys;	/* ... offering a ticket under a key gone */
+	uint64_t tls_inactive_ticket_keys;	/* ... resumed under an older key */
+	uint64_t tls_queries[5];		/* per query, by enum dlb_tls_version_idx (tls.h) */
+	uint64_t tls_failures[8];		/* failed handshakes, by enum dlb_tls_failure */
 	bool active;			/* reading (false: removed by a reload, or failed) */
 	double close_at;		/* paused: when its UDP socket closes (loop clock) */
 };

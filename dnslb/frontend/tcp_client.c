@@ -49,6 +49,12 @@
 #include "dnslb/core/wstate.h"
 
 
+_Static_assert(sizeof(((struct dlb_listener *)0)->tls_queries) == DLB_TLS_VCOUNT * sizeof(uint64_t),
+	       "a listener's TLS figures follow enum dlb_tls_version_idx");
+_Static_assert(sizeof(((struct dlb_listener *)0)->tls_failures) ==
+		       DLB_TLS_FAIL_COUNT * sizeof(uint64_t),
+	       "a listener's TLS figures follow enum dlb_tls_failure");
+
 /* connections per frontend, all workers (atomic), for setMaxConcurrentTCPConnections */
 static uint32_t fe_conns[DLB_MAX_FRONTENDS];
 
@@ -91,6 +97,8 @@ struct dlb_tcp_client {
 	bool processing;		/* inside client_process: answers are only queued */
 	struct dlb_stream st;		/* st.last_io: the last byte read or written */
 	struct dlb_stream_tls tls;	/* a DNS over TLS listener's: st's TLS state */
+	int8_t tls_version;		/* enum dlb_tls_version_idx once the handshake is done; -1:
+					 * none (plain TCP, or not yet) */
 	struct dlb_frame_rx rx;
 	ev_timer timer;
 	double started;
@@ -108,9 +116,10 @@ static void client_arm_timer(struct dlb_tcp_client *c);
 static void client_readable(struct dlb_stream *st, void *ud);
 static bool client_drained(struct dlb_stream *st, void *ud);
 static void client_failed(struct dlb_stream *st, void *ud, enum dlb_stream_fail why, int err);
+static bool client_connected(struct dlb_stream *st, void *ud);
 
 static const struct dlb_stream_cb client_stream_cb = {
-	.connected = NULL,
+	.connected = client_connected,
 	.readable = client_readable,
 	.drained = client_drained,
 	.failed = client_failed,
@@ -274,15 +283,58 @@ client_drained(struct dlb_stream *st, void *ud)
 	return client_after_io(ud);
 }
 
+/*
+ * A TLS handshake is done (->connected; only TLS streams have one to wait
+ * for): dnsdist's per-handshake figures, and the version its queries count
+ * under.
+ */
+static bool
+client_connected(struct dlb_stream *st, void *ud)
+{
+	struct dlb_tcp_client *c = ud;
+	struct dlb_tls_handshake_info hi;
+
+	(void)st;
+	if (c->tls.ssl == NULL)
+		return true;
+	dlb_tls_handshake_info(c->tls.ssl, &hi);
+	if (c->tls.resumed)
+		c->l->tls_resumptions++;
+	else
+		c->l->tls_new_sessions++;
+	if (hi.unknown_ticket_key)
+		c->l->tls_unknown_ticket_keys++;
+	if (hi.inactive_ticket_key)
+		c->l->tls_inactive_ticket_keys++;
+	c->tls_version = (int8_t)dlb_tls_version_index(c->tls.ssl);
+	return true;
+}
+
+/* The TLS handshake failed, or the client went away during it: as dnsdist,
+ * a connection that died reading, and the failure's reason if it had one. */
+static void
+client_handshake_failed(struct dlb_tcp_client *c)
+{
+	struct dlb_tls_handshake_info hi;
+
+	c->l->tcp_died_reading++;
+	if (c->tls.ssl == NULL)
+		return;
+	dlb_tls_handshake_info(c->tls.ssl, &hi);
+	if (hi.failure != DLB_TLS_FAIL_NONE)
+		c->l->tls_failures[hi.failure]++;
+}
+
 static void
 client_failed(struct dlb_stream *st, void *ud, enum dlb_stream_fail why, int err)
 {
 	struct dlb_tcp_client *c = ud;
 
 	(void)st, (void)err;
-	/* the stream was accepted: a write failed, or a TLS handshake (not a
-	 * sending error; dnsdist's per-reason TLS counters are not kept yet) */
-	if (why != DLB_STREAM_CONNECT)
+	/* the stream was accepted: a write failed, or the TLS handshake */
+	if (why == DLB_STREAM_CONNECT)
+		client_handshake_failed(c);
+	else
 		c->l->tcp_died_sending++;
 	client_close(c);
 }
@@ -379,6 +431,8 @@ client_process(struct dlb_tcp_client *c)
 			break;
 		w->stats.queries++;
 		c->l->tcp_queries++;
+		if (c->tls_version >= 0)
+			c->l->tls_queries[c->tls_version]++;
 		c->queries++;
 		c->read_ios = 0;
 		q.pkt = msg;
@@ -567,6 +621,7 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 			w->stats.tcp_overloaded_connections++;
 		}
 		c->started = ev_now(w->loop);
+		c->tls_version = -1;
 		l->tcp_conns++;
 		dlb_connstat_open(&fe_figs[l->index].current, &fe_figs[l->index].max);
 		w->stats.tcp_client_connections++;
@@ -587,9 +642,13 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 			dlb_stream_tls_use(&c->st, &c->tls, ssl);
 		}
 		if (dlb_stream_attach(&c->st, fd) != 0) {
+			if (fe->tls != NULL)
+				client_handshake_failed(c);	/* the ClientHello was there already */
 			client_close(c);
 			continue;
 		}
+		if (fe->tls != NULL && c->st.state == DLB_STREAM_OPEN)
+			client_connected(&c->st, c);
 		client_arm_timer(c);
 	}
 }

@@ -119,10 +119,12 @@ class Side:
                      'apiKey="key", acl="127.0.0.0/8"})\n' % self.web_port)
         for i, r in enumerate(responders):
             body = body.replace("@B%d@" % i, r.address)
-        # @TLSPORT@: a second listening port of this side's own (addTLSLocal)
-        self.tls_port = free_port() if "@TLSPORT@" in body else None
-        if self.tls_port is not None:
-            body = body.replace("@TLSPORT@", str(self.tls_port))
+        # @TLSPORT@, @TLSPORT1@...: more listening ports of this side's own (addTLSLocal)
+        self.tls_ports = {}
+        for tag in sorted(set(re.findall(r"@TLSPORT\d*@", body))):
+            self.tls_ports[tag] = free_port()
+            body = body.replace(tag, str(self.tls_ports[tag]))
+        self.tls_port = self.tls_ports.get("@TLSPORT@")
         self.daemon = dnslbtest.Daemon(workdir, head + body, args, listen=True,
                                        listen_opts=listen_opts, impl=impl, name=impl)
         self.seen = [0] * len(responders)   # per backend: queries already compared

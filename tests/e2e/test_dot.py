@@ -208,6 +208,60 @@ def test_console_tls_frontends(dnslb, responder, pki):
     assert dot_query(port, "www.example.test.", pki).answer
 
 
+def dot_connection(port, ctx, queries, session=None):
+    """One DoT connection with @queries queries over it (Python's client);
+    @return its session, or None when the handshake failed."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            with ctx.wrap_socket(s, server_hostname="dns.test", session=session) as t:
+                for i in range(queries):
+                    wire = dns.message.make_query("c%d.example.test." % i, "A").to_wire()
+                    t.sendall(len(wire).to_bytes(2, "big") + wire)
+                    n = int.from_bytes(t.recv(2), "big")
+                    while n > 0:
+                        n -= len(t.recv(n))
+                return t.session
+    except ssl.SSLError:
+        return None
+
+
+def test_dot_counters_over_workers(dnslb, responder, pki):
+    """The TLS figures of connections spread over 4 workers add up: new
+    sessions and resumptions, queries by version, failed handshakes by
+    reason (also connections that died reading), ticket keys."""
+    port = free_port()
+    d = dnslb(console_head() + dot_conf(responder, pki, port, "{minTLSVersion='tls1.2'}"),
+              args=("--workers", "4"))
+    v12, v13 = tls_context(pki), tls_context(pki)
+    v12.maximum_version = ssl.TLSVersion.TLSv1_2
+    v13.minimum_version = ssl.TLSVersion.TLSv1_3
+    s12 = dot_connection(port, v12, 2)
+    for _ in range(3):
+        assert dot_connection(port, v12, 1, s12) is not None     # resumed
+    for _ in range(4):
+        assert dot_connection(port, v13, 3) is not None
+    weak = tls_context(pki)
+    weak.maximum_version = ssl.TLSVersion.TLSv1_2
+    weak.set_ciphers("AES128-SHA256")
+    assert dot_connection(port, weak, 1) is None
+    time.sleep(0.3)     # the refused handshake counted by its worker
+    frontend = [line.split() for line in console(d, "showTCPStats()").splitlines()
+                if line.startswith("2 ")][0]
+    del frontend[10]    # the average duration
+    # died reading: the failed handshake; TLS: 5 new, 3 resumed, 5 queries
+    # over TLS 1.2 and 12 over TLS 1.3
+    assert frontend[4] == "1"
+    assert frontend[10:] == ["5", "3", "0", "0", "0", "0", "5", "12", "0"]
+    errors = console(d, "showTLSErrorCounters()").splitlines()
+    assert errors[0].split()[:3] == ["#", "Address", "DH"]
+    assert errors[1].split() == ["0", "127.0.0.1:%d" % port, "0", "0", "1", "0", "0", "0", "0",
+                                 "0"]
+    assert errors[2:] == [""]
+    assert console(d, "getTLSContext(0):rotateTicketsKey()") == ""
+    assert console(d, "showTLSContexts()").splitlines()[1].split()[:4] == [
+        "0", "127.0.0.1:%d" % port, "2", "43200"]
+
+
 @pytest.mark.parametrize("files,msg", [
     (("nosuch.pem", "dns.key"), "addTLSLocal: unable to read the certificate file '%s/nosuch.pem': "
                                 "No such file or directory"),

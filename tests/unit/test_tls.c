@@ -15,10 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include <openssl/bio.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
@@ -264,6 +266,93 @@ test_tickets_rotation(void **state)
 	dlb_tls_server_free(s);
 }
 
+static void
+tls13_only(struct dlb_tls_server_opts *o)
+{
+	o->min_version = TLS1_3_VERSION;
+}
+
+/* What the server side of @k met (dlb_tls_handshake_info). */
+static struct dlb_tls_handshake_info
+server_info(const struct conn *k)
+{
+	struct dlb_tls_handshake_info hi;
+
+	dlb_tls_handshake_info(k->s, &hi);
+	return hi;
+}
+
+/* dnsdist's per-handshake figures, as the listener reads them from the
+ * server's SSL: the ticket's key (current, inactive, unknown), the version,
+ * the failure's reason (a version under minTLSVersion, no cipher shared);
+ * the next rotation follows the last one. */
+static void
+test_handshake_info(void **state)
+{
+	struct dlb_tls_server *s = server("dns.pem", "dns.key", two_keys);
+	struct dlb_tls_client *c = client(true, "ca.pem");
+	struct dlb_tls_server *s13 = server("dns.pem", "dns.key", tls13_only);
+	SSL_SESSION *a = full_session(s, c), *b = full_session(s, c);
+	struct dlb_tls_handshake_info hi;
+	char err[256];
+	struct conn k;
+	int64_t next = dlb_tls_server_next_rotation(s);
+
+	(void)state;
+	assert_true(next >= (int64_t)time(NULL) + 43200 - 5 && next <= (int64_t)time(NULL) + 43200);
+	k = connect_with(s, c, "dns.test", NULL);
+	hi = server_info(&k);
+	assert_false(hi.unknown_ticket_key || hi.inactive_ticket_key);
+	assert_int_equal(hi.failure, DLB_TLS_FAIL_NONE);
+	assert_int_equal(dlb_tls_version_index(k.s), DLB_TLS_V13);
+	conn_free(&k);
+
+	assert_int_equal(dlb_tls_server_rotate_ticket_key(s, err, sizeof(err)), 0);
+	k = connect_with(s, c, "dns.test", a);
+	assert_true(SSL_session_reused(k.s));
+	hi = server_info(&k);
+	assert_true(hi.inactive_ticket_key && !hi.unknown_ticket_key);
+	conn_free(&k);
+
+	assert_int_equal(dlb_tls_server_rotate_ticket_key(s, err, sizeof(err)), 0);
+	assert_int_equal(dlb_tls_server_rotate_ticket_key(s, err, sizeof(err)), 0);
+	k = connect_with(s, c, "dns.test", b);
+	assert_false(SSL_session_reused(k.s));
+	hi = server_info(&k);
+	assert_true(hi.unknown_ticket_key && !hi.inactive_ticket_key);
+	conn_free(&k);
+
+	k = pair(s, c, "dns.test", NULL);
+	SSL_set_max_proto_version(k.c, TLS1_2_VERSION);
+	drive(&k);
+	assert_true(k.ok);
+	assert_int_equal(dlb_tls_version_index(k.s), DLB_TLS_V12);
+	conn_free(&k);
+
+	k = pair(s13, c, "dns.test", NULL);
+	SSL_set_max_proto_version(k.c, TLS1_2_VERSION);
+	drive(&k);
+	assert_false(k.ok);
+	assert_int_equal(server_info(&k).failure, DLB_TLS_FAIL_UNSUPPORTED_PROTOCOL);
+	assert_string_equal(dlb_tls_failure_names[DLB_TLS_FAIL_UNSUPPORTED_PROTOCOL],
+			    "unsupportedProtocol");
+	conn_free(&k);
+
+	k = pair(s, c, "dns.test", NULL);
+	SSL_set_max_proto_version(k.c, TLS1_2_VERSION);
+	assert_int_equal(SSL_set_cipher_list(k.c, "AES128-SHA256"), 1);
+	drive(&k);
+	assert_false(k.ok);
+	assert_int_equal(server_info(&k).failure, DLB_TLS_FAIL_NO_SHARED_CIPHER);
+	conn_free(&k);
+	ERR_clear_error();
+	SSL_SESSION_free(a);
+	SSL_SESSION_free(b);
+	dlb_tls_client_free(c);
+	dlb_tls_server_free(s13);
+	dlb_tls_server_free(s);
+}
+
 static const char *key_file;
 
 static void
@@ -428,11 +517,6 @@ test_bad_options(void **state)
 	assert_int_equal(dlb_tls_version_parse("ssl3"), -1);
 }
 
-static void
-tls13_only(struct dlb_tls_server_opts *o)
-{
-	o->min_version = TLS1_3_VERSION;
-}
 
 /* minTLSVersion: a TLS 1.2 client of a tls1.3 server is refused. */
 static void
@@ -545,6 +629,7 @@ main(void)
 		cmocka_unit_test(test_validation_failures),
 		cmocka_unit_test(test_no_validation),
 		cmocka_unit_test(test_tickets_rotation),
+		cmocka_unit_test(test_handshake_info),
 		cmocka_unit_test(test_ticket_key_file),
 		cmocka_unit_test(test_reload),
 		cmocka_unit_test(test_bad_options),
