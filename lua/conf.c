@@ -529,6 +529,12 @@ doh_local_urls(lua_State *L, int idx, struct dlb_doh_cfg *dc)
 				   urls[i]);
 }
 
+static int
+header_name_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct dlb_doh_header *)a)->name, ((const struct dlb_doh_header *)b)->name);
+}
+
 /* The DoH options of addDOHLocal's table @t into @dc. */
 static void
 doh_local_options(lua_State *L, int t, struct dlb_doh_cfg *dc)
@@ -555,19 +561,28 @@ doh_local_options(lua_State *L, int t, struct dlb_doh_cfg *dc)
 	/* dnsdist's pipe to its DoH thread: dnslb's workers answer DoH themselves */
 	(void)dlb_lua_opt_int(L, t, fn, "internalPipeBufferSize", 0, INT_MAX, &n);
 	if (lua_getfield(L, t, "customResponseHeaders") != LUA_TNIL) {
+		struct dlb_doh_header h[DLB_DOH_MAX_CUSTOM];
+		size_t nh = 0;
+
 		if (lua_type(L, -1) != LUA_TTABLE)
 			luaL_error(L, "%s: 'customResponseHeaders' must be a table of name = value", fn);
 		lua_pushnil(L);
 		while (lua_next(L, -2) != 0) {
 			if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
 				luaL_error(L, "%s: 'customResponseHeaders' must map names to strings", fn);
-			if (dc->ncustom >= DLB_DOH_MAX_CUSTOM)
+			if (nh >= DLB_DOH_MAX_CUSTOM)
 				luaL_error(L, "%s: at most %d customResponseHeaders", fn,
 					   DLB_DOH_MAX_CUSTOM);
-			if (dlb_doh_cfg_add_header(dc, lua_tostring(L, -2), lua_tostring(L, -1)) != 0)
-				luaL_error(L, "%s: out of memory", fn);
+			/* the table keeps the strings */
+			h[nh].name = (char *)lua_tostring(L, -2);
+			h[nh++].value = (char *)lua_tostring(L, -1);
 			lua_pop(L, 1);
 		}
+		/* sent in the order of the names as written (dnsdist reads them into a std::map) */
+		qsort(h, nh, sizeof(h[0]), header_name_cmp);
+		for (size_t i = 0; i < nh; i++)
+			if (dlb_doh_cfg_add_header(dc, h[i].name, h[i].value) != 0)
+				luaL_error(L, "%s: out of memory", fn);
 	}
 	lua_pop(L, 1);
 }

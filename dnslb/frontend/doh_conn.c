@@ -429,15 +429,16 @@ answer_opts(struct dlb_doh_conn *c, struct dlb_doh_answer_opts *o)
 	o->cache_control = c->cfg->cache_control;
 }
 
-/* Send @a on @stream. */
+/* Send @a on @stream (@reason: HTTP/1.1's reason phrase; NULL: the usual one). */
 static void
-conn_respond(struct dlb_doh_conn *c, int32_t stream, const struct dlb_doh_answer *a)
+conn_respond(struct dlb_doh_conn *c, int32_t stream, const struct dlb_doh_answer *a,
+	     const char *reason)
 {
 	if (c->h2 != NULL)
 		(void)dlb_doh_h2_respond(c->h2, stream, a->status, a->headers, a->nheaders, a->body,
 					 a->len);
 	else if (c->h1 != NULL)
-		(void)dlb_doh_h1_respond(c->h1, stream, a->status, NULL, a->headers, a->nheaders,
+		(void)dlb_doh_h1_respond(c->h1, stream, a->status, reason, a->headers, a->nheaders,
 					 a->body, a->len);
 }
 
@@ -450,7 +451,7 @@ respond_status(struct dlb_doh_conn *c, int32_t stream, int status, const uint8_t
 
 	answer_opts(c, &o);
 	dlb_doh_answer_build(&a, status, body, len, &o);
-	conn_respond(c, stream, &a);
+	conn_respond(c, stream, &a, NULL);
 }
 
 static void
@@ -461,7 +462,8 @@ respond_verdict(struct dlb_doh_conn *c, int32_t stream, enum dlb_doh_verdict v)
 
 	answer_opts(c, &o);
 	dlb_doh_answer_verdict(&a, v, &o);
-	conn_respond(c, stream, &a);
+	/* h2o's own 404, before dnsdist's handler: its reason phrase */
+	conn_respond(c, stream, &a, v == DLB_DOH_NOT_FOUND ? "File Not Found" : NULL);
 }
 
 static const char *
@@ -487,7 +489,7 @@ respond_map(struct dlb_doh_conn *c, int32_t stream, const struct dlb_doh_map_ent
 	}
 	o.add_content_type = false;
 	dlb_doh_answer_build(&a, e->status, e->content, e->content_len, &o);
-	conn_respond(c, stream, &a);
+	conn_respond(c, stream, &a, NULL);
 }
 
 /* The query's pass through the pipeline; @client is the address rules see. */
@@ -499,6 +501,7 @@ run_query(struct dlb_doh_conn *c, int32_t stream, uint8_t *pkt, size_t len,
 	const struct dlb_config *cfg = w->cfg;
 	struct dlb_query q;
 	struct dlb_client cl;
+	uint64_t no_policy;
 
 	w->stats.queries++;
 	c->l->tcp_queries++;
@@ -508,9 +511,13 @@ run_query(struct dlb_doh_conn *c, int32_t stream, uint8_t *pkt, size_t len,
 	q.tcp = true;	/* as dnsdist's DoH queries: not UDP (no TCAction) */
 	q.client = &client->sa;
 	q.local = c->has_local ? &c->local.sa : (const struct sockaddr *)&cfg->frontends[c->l->index].addr;
+	no_policy = w->stats.no_policy;
 	switch (dlb_query_process(w, &q)) {
 	case DLB_V_CLOSE:
 	case DLB_V_DROP:
+		/* dnsdist 1.7.3's DoH frontend does not count a query left
+		 * without a server in no-policy (its 403 is all there is) */
+		w->stats.no_policy = no_policy;
 		respond_status(c, stream, 403, NULL, 0);
 		return;
 	case DLB_V_ANSWER:

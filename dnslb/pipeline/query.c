@@ -885,7 +885,7 @@ dr_from_slot(struct dlb_worker *w, const struct dlb_slot *s, uint8_t *pkt, size_
 	 * followed by the next one); Lua's setTrailingData moves it to scratch
 	 */
 	dq_base(w, dr, pkt, len, len, rm, &c->peer.sa, dlb_query_client_local(w, c, local),
-		c->proto == DLB_CLIENT_TCP, gen);
+		c->proto == DLB_CLIENT_TCP || c->proto == DLB_CLIENT_DOH, gen);
 	if (pkt == w->scratch)
 		dr->cap = DLB_RBUF_SIZE;
 	else
@@ -1009,9 +1009,9 @@ dlb_query_finish_response(struct dlb_worker *w, uint8_t **pktp, size_t len,
 	if (DLB_RCODE(flags) == DLB_RCODE_SERVFAIL)
 		w->stats.servfail_responses++;
 	dlb_rings_slot(w, s, pkt, len, s->be_index);
-	/* dnsdist 1.7.3 leaves backend answers over TCP out of the latency
-	 * histogram and averages (its cache hits and own answers are in) */
-	if (s->client.proto == DLB_CLIENT_TCP)
+	/* dnsdist 1.7.3 leaves backend answers over TCP and DoH out of the
+	 * latency histogram and averages (its cache hits and own answers are in) */
+	if (s->client.proto == DLB_CLIENT_TCP || s->client.proto == DLB_CLIENT_DOH)
 		account_rcode(w, pkt);
 	else
 		dlb_query_account_answer(w, pkt, len, s->client.t_start);
