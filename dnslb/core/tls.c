@@ -732,9 +732,14 @@ dlb_tls_client_new(const struct dlb_tls_client_opts *o, char *err, size_t errsz)
 		int ok;
 
 		SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, NULL);
+		if (o->ca_store != NULL && stat(o->ca_store, &st) != 0) {
+			snprintf(err, errsz, "unable to read the CA store %s: %s", o->ca_store,
+				 strerror(errno));
+			goto bad;
+		}
 		if (o->ca_store == NULL)
 			ok = SSL_CTX_set_default_verify_paths(c->ctx);
-		else if (stat(o->ca_store, &st) == 0 && S_ISDIR(st.st_mode))
+		else if (S_ISDIR(st.st_mode))
 			ok = SSL_CTX_load_verify_locations(c->ctx, NULL, o->ca_store);
 		else
 			ok = SSL_CTX_load_verify_locations(c->ctx, o->ca_store, NULL);

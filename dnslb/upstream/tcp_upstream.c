@@ -374,6 +374,7 @@ up_failed(struct dlb_stream *st, void *ud, enum dlb_stream_fail why, int err)
 		char reason[256];
 
 		w->stats.tls_downstream_failures++;
+		w->be_stats[u->be_index].tcp_died_sending++;
 		dlb_tls_client_failure(u->tls.ssl, u->tls.error, reason, sizeof(reason));
 		dlb_log_ratelimited(DLB_LOG_WARN, "TLS handshake with downstream %s (%s) failed: %s",
 				    be->name, be->addr_text, reason);

@@ -200,7 +200,9 @@ def test_health_checks_over_tls(dnslb, make_unbound, pki):
 
 @pytest.mark.parametrize("opts,msg", [
     ('tls="gnutls"', "the TLS provider 'gnutls' is not supported by dnslb"),
-    ('tls="openssl", caStore="/nonexistent/ca.pem"', "unable to load the CA store"),
+    ('tls="openssl", caStore="/nonexistent/ca.pem"',
+     "unable to read the CA store /nonexistent/ca.pem: No such file or directory"),
+    ('tls="openssl", caStore="/etc/passwd"', "unable to load the CA store /etc/passwd"),
     ('tls="openssl", ciphers="NOSUCH"', "invalid ciphers NOSUCH"),
     ('tls="openssl", subjectAddr="dns.test"', "invalid subjectAddr 'dns.test'"),
     ('tls="openssl", dohPath="/dns-query"', "'dohPath': DNS over HTTPS to backends is not "

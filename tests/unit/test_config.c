@@ -529,7 +529,7 @@ test_new_server_invalid(void **state)
 		{ "newServer({address='192.0.2.1', tls='gnutls'})",
 		  "the TLS provider 'gnutls' is not supported by dnslb" },
 		{ "newServer({address='192.0.2.1', tls='openssl', caStore='/nonexistent/ca'})",
-		  "unable to load the CA store /nonexistent/ca" },
+		  "unable to read the CA store /nonexistent/ca: No such file" },
 		{ "newServer({address='192.0.2.1', tls='openssl', subjectAddr='x.test'})",
 		  "invalid subjectAddr 'x.test'" },
 		{ "newServer({address='192.0.2.1', tls='openssl', dohPath='/dns-query'})",
