@@ -11,6 +11,7 @@ the last one."""
 import os
 import re
 import shutil
+import signal
 import ssl
 import time
 
@@ -225,3 +226,42 @@ def test_config_accepted(tmp_path, pki):
         'newServer{address="127.0.0.2", subjectName="x"}\n') % pki)
     assert rc == 0, out
     assert "'subjectName' is ignored without tls" in out, out
+
+
+def test_reload_and_runtime_servers(dnslb, make_unbound, pki):
+    """A reload keeps an unchanged DoT server (its context shared by the
+    reload's copy), adds one, replaces one whose TLS options changed;
+    newServer from the console adds one too. Each is checked over TLS."""
+    u = make_unbound()
+    head = console_head()
+    a = dot_server(u, caStore=pki + "/ca.pem", name="a")
+    b = dot_server(u, validateCertificates=False, name="b", pool="b")
+    d = dnslb(head + a)
+    assert udp_answer(d.port, "www.example.test.").answer
+
+    def reload(body):
+        d.body = body
+        with open(d.conf_path, "w") as f:
+            f.write(d.render_conf())
+        n = len(d.lines)
+        d.send_signal(signal.SIGHUP)
+        assert d.wait_line(r"Reloaded '", start=n) is not None, d.output()
+        return n
+
+    def marked(name, state, start):
+        return d.wait_line(re.escape("Marking downstream %s (127.0.0.1:%d) as '%s'"
+                                     % (name, u.port, state)), start=start) is not None
+
+    n = reload(head + a + b)
+    assert marked("b", "up", n)
+    assert not any("server a is no longer configured" in l for l in d.lines[n:])
+    assert udp_answer(d.port, "www.example.test.").answer
+    # a's name to check changes: another server, whose certificate does not match
+    n = reload(head + dot_server(u, caStore=pki + "/ca.pem", name="a",
+                                 subjectName="wrong.test") + b)
+    assert marked("a", "down", n)
+    console(d, 'newServer({address="127.0.0.1:%d", tls="openssl", caStore="%s/ca.pem", '
+               'subjectName="dns.test", name="c", checkName="www.example.test."})'
+            % (u.port, pki))
+    assert marked("c", "up", n)
+    assert udp_answer(d.port, "www.example.test.").answer
