@@ -134,6 +134,26 @@ def test_connection_reuse(dnslb, make_unbound, pki):
     assert s["connections"] == "1", s
 
 
+def test_pipelining(dnslb, make_unbound, pki):
+    """maxInFlight: a client's pipelined queries share one TLS connection."""
+    u = make_unbound()
+    d = dnslb(console_head() + dot_server(u, caStore=pki + "/ca.pem", subjectName="dns.test",
+                                          maxInFlight=16),
+              args=("--workers", "1"), listen_opts={"maxInFlight": 16})
+    c = TcpClient(d.port)
+    ids = set(range(100, 110))
+    for i in sorted(ids):
+        c.send_msg(make_query("p%d.example.test." % i, qid=i).to_wire())
+    for _ in range(len(ids)):
+        m = dns.message.from_wire(c.recv_msg())
+        assert m.rcode() == dns.rcode.NXDOMAIN
+        ids.discard(m.id)
+    assert not ids
+    c.close()
+    s = backend_tcp_stats(d)
+    assert s["total"] == "1" and s["reused"] == "9", s
+
+
 def test_session_resumption(dnslb, make_unbound, pki):
     """unbound closes idle connections at once: each query opens a new TLS
     connection, which resumes the session of the one before."""
