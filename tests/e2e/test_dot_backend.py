@@ -2,8 +2,9 @@
 Debian's unbound as the DoT server, started here on a loopback port with a
 test CA and no clear-text port at all: every answer came over TLS. UDP and
 TCP clients are answered through it; certificates are validated by default
-(an unknown CA, a wrong subjectName or subjectAddr fail the queries, never
-in clear; caStore or validateCertificates=false work); health checks run
+(an unknown CA, a wrong subjectName or subjectAddr, an expired certificate
+fail the queries or the checks, never in clear; caStore or
+validateCertificates=false work); health checks run
 over TLS and mark the server down when it does not validate; one TLS
 connection carries several queries; a new connection resumes the session of
 the last one."""
@@ -41,24 +42,28 @@ def unbound_tls_conf():
         "    interface: 127.0.0.1@{port}\n"
         "    tls-port: {port}\n"
         "    tls-service-key: \"{pki}/dns.key\"\n"
-        "    tls-service-pem: \"{pki}/dns.pem\"\n"
+        "    tls-service-pem: \"{pki}/{pem}\"\n"
         "    {extra}\n")).replace("do-udp: yes", "do-udp: no")
 
 
 class Unbound(test_real_backend.Server):
     """unbound serving DNS over TLS only, on 127.0.0.1:port."""
 
-    def __init__(self, workdir, pki, extra=""):
+    def __init__(self, workdir, pki, extra="", pem="dns.pem"):
         super().__init__("unbound", workdir)
         self.pki = pki
         self.extra = extra
+        self.pem = pem
 
     def unbound_conf(self):
         return unbound_tls_conf().format(port=self.port, dir=self.dir, pki=self.pki,
-                                         extra=self.extra)
+                                         extra=self.extra, pem=self.pem)
 
     def ready(self):
         ctx = ssl.create_default_context(cafile=os.path.join(self.pki, "ca.pem"))
+        if self.pem != "dns.pem":
+            ctx.check_hostname = False      # a certificate that does not validate
+            ctx.verify_mode = ssl.CERT_NONE
         q = dns.message.make_query("www.example.test.", "A")
         return bool(dns.query.tls(q, "127.0.0.1", port=self.port, ssl_context=ctx,
                                   server_hostname="dns.test", timeout=1).answer)
@@ -70,10 +75,10 @@ def make_unbound(tmp_path, pki):
         pytest.skip("unbound not installed")
     started = []
 
-    def make(extra=""):
+    def make(extra="", pem="dns.pem"):
         d = tmp_path / ("unbound%d" % len(started))
         d.mkdir()
-        u = Unbound(str(d), pki, extra).start()
+        u = Unbound(str(d), pki, extra, pem).start()
         started.append(u)
         return u
     yield make
@@ -200,6 +205,42 @@ def test_validation(dnslb, make_unbound, pki, opts, works):
     c.close()
     assert d.stats()["tls-downstream-failures"] >= 2
     assert d.wait_line("TLS handshake with downstream") is not None
+
+
+def expired_cert(pki):
+    """dns.test's key in a certificate of the test CA that expired yesterday."""
+    import datetime
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.x509.oid import NameOID
+
+    def load(name):
+        with open(os.path.join(pki, name), "rb") as f:
+            return f.read()
+    ca = x509.load_pem_x509_certificate(load("ca.pem"))
+    ca_key = serialization.load_pem_private_key(load("ca.key"), None)
+    key = serialization.load_pem_private_key(load("dns.key"), None)
+    now = datetime.datetime.utcnow()
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dns.test")]))
+            .issuer_name(ca.subject).public_key(key.public_key()).serial_number(7)
+            .not_valid_before(now - datetime.timedelta(days=3))
+            .not_valid_after(now - datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("dns.test")]), False)
+            .sign(ca_key, hashes.SHA256()))
+    with open(os.path.join(pki, "expired.pem"), "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    return "expired.pem"
+
+
+def test_expired_certificate(dnslb, make_unbound, pki):
+    u = make_unbound(pem=expired_cert(pki))
+    d = dnslb("setVerboseHealthChecks(true)\n" + dot_server(u, caStore=pki + "/ca.pem",
+                                                            subjectName="dns.test"))
+    assert d.wait_line(r"failed: TLS handshake failed: certificate verify failed: "
+                       r"certificate has expired") is not None
+    with pytest.raises(dns.exception.Timeout):
+        udp_answer(d.port, "www.example.test.", timeout=1.5)
 
 
 def test_health_checks_over_tls(dnslb, make_unbound, pki):
