@@ -1618,9 +1618,10 @@ server_tls_keys(lua_State *L, struct dlb_backend *be, struct dlb_tls_client_opts
 		snprintf(be->tls_subject_addr, sizeof(be->tls_subject_addr), "%s", s);
 	} else {
 		/* no name either: the certificate must name the server's address */
-		const void *ip = be->addr.ss_family == AF_INET ?
-			(const void *)&((const struct sockaddr_in *)(const void *)&be->addr)->sin_addr :
-			(const void *)&((const struct sockaddr_in6 *)(const void *)&be->addr)->sin6_addr;
+		const struct sockaddr_in *sin = (const void *)&be->addr;
+		const struct sockaddr_in6 *sin6 = (const void *)&be->addr;
+		const void *ip = be->addr.ss_family == AF_INET ? (const void *)&sin->sin_addr :
+								 (const void *)&sin6->sin6_addr;
 
 		inet_ntop(be->addr.ss_family, ip, be->tls_subject_addr, sizeof(be->tls_subject_addr));
 	}

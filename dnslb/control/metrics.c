@@ -231,7 +231,7 @@ static const struct help counter_help[] = {
 	{ "tcp-client-timeouts", "TCP client connections closed by a timeout" },
 	{ "tcp-downstream-connections", "TCP connections opened to backends" },
 	{ "tcp-downstream-failures", "TCP connections to backends that failed" },
-	{ "tls-downstream-failures", "TLS handshakes with backends that failed (certificate validation included)" },
+	{ "tls-downstream-failures", "TLS handshakes with backends that failed (validation too)" },
 	{ "dyn-blocked", "Number of queries dropped because of a dynamic block" },
 	{ "dyn-block-drops", "Queries dropped (Drop action) by a dynamic block" },
 	{ "blocking-receives", "Times a worker with nothing in flight waited in recvmmsg on its UDP socket instead of epoll" },

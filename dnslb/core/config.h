@@ -135,14 +135,14 @@ struct dlb_backend {
 
 	/* transport */
 	int sockets;				/* UDP sockets per worker towards it, default 1 */
-	bool tcp_only;				/* forward everything over TCP (set with tls) */
+	bool tcp_only;				/* everything over TCP (tls sets it) */
 	/* DNS over TLS (tls="openssl"): every query and health check over TLS
 	 * streams (docs/tls.md#backends) */
 	struct dlb_tls_client *tls;		/* a counted reference (a reload's copy of the
 						 * server holds its own); NULL: in clear */
-	char tls_subject_name[256];		/* subjectName: SNI and the name checked; "" none */
-	char tls_subject_addr[64];		/* subjectAddr, else the server's address: checked
-						 * in the certificate when there is no subjectName */
+	char tls_subject_name[256];		/* subjectName: SNI, the name checked; "" none */
+	char tls_subject_addr[64];		/* subjectAddr, else the server's address: the
+						 * certificate's when there is no subjectName */
 	int udp_timeout_ms;			/* 0 = global setUDPTimeout */
 	int retries;				/* TCP connection attempts, default 5 */
 	int tcp_connect_timeout;		/* s, default 5 */

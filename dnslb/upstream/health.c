@@ -394,7 +394,7 @@ check_start(struct hc *c)
 				check_done(c, false, "TLS: out of memory");
 				return;
 			}
-			dlb_stream_tls_use(&c->st, &c->tls, ssl);	/* released with the stream */
+			dlb_stream_tls_use(&c->st, &c->tls, ssl);	/* freed with the stream */
 		}
 		if (dlb_stream_connect(&c->st, &t, 0) != 0 ||
 		    dlb_frame_send(&c->st, c->out, hl, q, c->qlen) != 0) {

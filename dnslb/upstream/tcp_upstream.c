@@ -103,7 +103,7 @@ dlb_tcp_up_tls_new(const struct dlb_backend *be, SSL_SESSION *resume)
 	SSL *ssl = dlb_tls_client_ssl_new(be->tls, be->tls_subject_name, be->tls_subject_addr);
 
 	if (ssl != NULL && resume != NULL)
-		(void)SSL_set_session(ssl, resume);	/* a full handshake if it does not resume */
+		(void)SSL_set_session(ssl, resume);	/* not resumed: a full handshake */
 	return ssl;
 }
 
@@ -242,7 +242,7 @@ up_connect(struct dlb_tcp_up *u)
 
 		if (ssl == NULL)
 			return -1;
-		dlb_stream_tls_use(&u->st, &u->tls, ssl);	/* released when the stream closes */
+		dlb_stream_tls_use(&u->st, &u->tls, ssl);	/* freed with the stream */
 		u->session_kept = false;
 	}
 	dlb_tcp_up_target(be, IP_BIND_ADDRESS_NO_PORT, &t);
@@ -376,8 +376,9 @@ up_failed(struct dlb_stream *st, void *ud, enum dlb_stream_fail why, int err)
 		w->stats.tls_downstream_failures++;
 		w->be_stats[u->be_index].tcp_died_sending++;
 		dlb_tls_client_failure(u->tls.ssl, u->tls.error, reason, sizeof(reason));
-		dlb_log_ratelimited(DLB_LOG_WARN, "TLS handshake with downstream %s (%s) failed: %s",
-				    be->name, be->addr_text, reason);
+		dlb_log_ratelimited(DLB_LOG_WARN,
+				    "TLS handshake with downstream %s (%s) failed: %s", be->name,
+				    be->addr_text, reason);
 		up_fail_all(u, UP_FAIL_TLS);
 		return;
 	}
@@ -726,7 +727,8 @@ dlb_tcp_up_close_all(struct dlb_worker *w)
 			up_free(u);
 			up_end_reqs(w, reqs, n, DLB_END_CLOSED);
 		}
-		SSL_SESSION_free(w->be[b].tls_session);	/* after the closes, which keep one */
+		/* after the closes, which keep one */
+		SSL_SESSION_free(w->be[b].tls_session);
 		w->be[b].tls_session = NULL;
 	}
 }
