@@ -117,6 +117,7 @@ be_totals(int b, struct dlb_be_totals *t)
 							   __ATOMIC_RELAXED);
 		t->tcp_read_timeouts += __atomic_load_n(&bs->tcp_read_timeouts, __ATOMIC_RELAXED);
 		t->tcp_write_timeouts += __atomic_load_n(&bs->tcp_write_timeouts, __ATOMIC_RELAXED);
+		t->tls_resumptions += __atomic_load_n(&bs->tls_resumptions, __ATOMIC_RELAXED);
 		if (lat > 0) {
 			t->latency_us += lat;
 			nlat++;
@@ -704,11 +705,13 @@ reload_servers(const struct dlb_config *ncfg, struct dlb_reload_plan *plan, char
 			return -1;
 		}
 		memcpy(be, ncfg->backends[j], sizeof(*be));
+		if (be->tls != NULL)
+			dlb_tls_client_ref(be->tls);	/* ncfg keeps its own */
 		be->healthy = 1;
 		be->removed = false;
 		rc = dlb_daemon_open_backend(be, why, sizeof(why));
 		if (rc < 0)
-			free(be);
+			dlb_backend_free(be);
 		if (rc != 0) {
 			snprintf(err, errlen, "server %s: %s", ncfg->backends[j]->addr_text, why);
 			return -1;

@@ -1539,6 +1539,9 @@ static const char *const server_keys[] = {
 	"lazyHealthCheckUseExponentialBackOff", "lazyHealthCheckMaxBackOff", "lazyHealthCheckMode",
 	"useClientSubnet", "useProxyProtocol", "checkFunction",
 	"disableZeroScope",
+	/* DNS over TLS (server_tls_keys) */
+	"tls", "subjectName", "subjectAddr", "validateCertificates", "caStore", "ciphers",
+	"ciphersTLS13", "releaseBuffers", "enableRenegotiation", "keyLogFile",
 	/* dnsdist 1.7 keys accepted and ignored: per-backend responder threads
 	 * (cpus) and socket details (ipBindAddrNoPort, tcpFastOpen, reconnectOnUp) */
 	"cpus", "ipBindAddrNoPort", "tcpFastOpen", "reconnectOnUp",
@@ -1546,25 +1549,16 @@ static const char *const server_keys[] = {
 };
 
 /*
- * dnsdist 1.7 keys dnslb cannot honour yet: a backend reached over TLS or
- * HTTPS must never be reached in clear, and one that expects XPF records
+ * dnsdist 1.7 keys dnslb cannot honour yet: a backend reached over HTTPS
+ * must never be reached in clear, and one that expects XPF records
  * must not get queries without them. An error, not a warning.
  */
 static const struct {
 	const char *key;
 	const char *why;
 } server_unsupported_keys[] = {
-	{ "tls", "DNS over TLS and HTTPS to backends is not supported yet" },
-	{ "subjectName", "DNS over TLS and HTTPS to backends is not supported yet" },
-	{ "subjectAddr", "DNS over TLS and HTTPS to backends is not supported yet" },
-	{ "validateCertificates", "DNS over TLS and HTTPS to backends is not supported yet" },
-	{ "caStore", "DNS over TLS and HTTPS to backends is not supported yet" },
-	{ "ciphers", "DNS over TLS and HTTPS to backends is not supported yet" },
-	{ "ciphersTLS13", "DNS over TLS and HTTPS to backends is not supported yet" },
-	{ "dohPath", "DNS over TLS and HTTPS to backends is not supported yet" },
-	{ "addXForwardedHeaders", "DNS over TLS and HTTPS to backends is not supported yet" },
-	{ "releaseBuffers", "DNS over TLS and HTTPS to backends is not supported yet" },
-	{ "enableRenegotiation", "DNS over TLS and HTTPS to backends is not supported yet" },
+	{ "dohPath", "DNS over HTTPS to backends is not supported yet" },
+	{ "addXForwardedHeaders", "DNS over HTTPS to backends is not supported yet" },
 	{ "addXPF", "XPF records are not supported" },
 };
 
@@ -1755,10 +1749,77 @@ server_weight(lua_State *L, struct dlb_backend *be)
 	return NULL;
 }
 
+/* The keys that mean nothing without tls= */
+static const char *const server_tls_only_keys[] = {
+	"subjectName", "subjectAddr", "validateCertificates", "caStore", "ciphers", "ciphersTLS13",
+	"releaseBuffers", "enableRenegotiation", "keyLogFile", NULL,
+};
+
+/*
+ * newServer's DNS over TLS keys (docs/tls.md#backends) into @be and @o; the
+ * strings of @o stay on the stack. Without tls= the other keys are ignored,
+ * with a warning, as dnsdist ignores them. A TLS server is reached over
+ * streams only (tcpOnly): UDP clients' queries go over TLS too.
+ * @return whether tls= was given.
+ */
+static bool
+server_tls_keys(lua_State *L, struct dlb_backend *be, struct dlb_tls_client_opts *o)
+{
+	const char *fn = "newServer";
+	const char *s;
+	bool b;
+
+	dlb_tls_client_opts_default(o);
+	if ((s = dlb_lua_opt_string_push(L, 1, fn, "tls")) == NULL) {
+		for (size_t i = 0; server_tls_only_keys[i] != NULL; i++) {
+			if (lua_getfield(L, 1, server_tls_only_keys[i]) != LUA_TNIL)
+				conf_log(L, DLB_LOG_WARN, "newServer: '%s' is ignored without tls",
+					 server_tls_only_keys[i]);
+			lua_pop(L, 1);
+		}
+		return false;
+	}
+	if (strcmp(s, "openssl") != 0)
+		luaL_error(L, "newServer: the TLS provider '%s' is not supported by dnslb (use "
+			   "\"openssl\")", s);
+	if ((s = dlb_lua_opt_string_push(L, 1, fn, "subjectName")) != NULL) {
+		if (strlen(s) >= sizeof(be->tls_subject_name))
+			luaL_error(L, "newServer: subjectName '%s' is too long", s);
+		snprintf(be->tls_subject_name, sizeof(be->tls_subject_name), "%s", s);
+	}
+	if ((s = dlb_lua_opt_string_push(L, 1, fn, "subjectAddr")) != NULL) {
+		uint8_t a[16];
+
+		if (inet_pton(AF_INET, s, a) != 1 && inet_pton(AF_INET6, s, a) != 1)
+			luaL_error(L, "newServer: invalid subjectAddr '%s' (an IP address)", s);
+		snprintf(be->tls_subject_addr, sizeof(be->tls_subject_addr), "%s", s);
+	} else {
+		/* no name either: the certificate must name the server's address */
+		const struct sockaddr_in *sin = (const void *)&be->addr;
+		const struct sockaddr_in6 *sin6 = (const void *)&be->addr;
+		const void *ip = be->addr.ss_family == AF_INET ? (const void *)&sin->sin_addr :
+								 (const void *)&sin6->sin6_addr;
+
+		inet_ntop(be->addr.ss_family, ip, be->tls_subject_addr, sizeof(be->tls_subject_addr));
+	}
+	if (dlb_lua_opt_bool(L, 1, fn, "validateCertificates", &b))
+		o->validate = b;
+	o->ca_store = dlb_lua_opt_string_push(L, 1, fn, "caStore");
+	o->ciphers = dlb_lua_opt_string_push(L, 1, fn, "ciphers");
+	o->ciphers13 = dlb_lua_opt_string_push(L, 1, fn, "ciphersTLS13");
+	if (dlb_lua_opt_bool(L, 1, fn, "releaseBuffers", &b))
+		o->release_buffers = b;
+	if (dlb_lua_opt_bool(L, 1, fn, "enableRenegotiation", &b))
+		o->renegotiation = b;
+	o->keylog_file = dlb_lua_opt_string_push(L, 1, fn, "keyLogFile");
+	be->tcp_only = true;
+	return true;
+}
+
 /* The table form of newServer, at stack index 1, into the scratch @be. */
 static void
 parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default,
-		   const char **weight_err)
+		   const char **weight_err, struct dlb_tls_client_opts *tls, bool *want_tls)
 {
 	const char *fn = "newServer";
 	const char *s;
@@ -1915,6 +1976,7 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default,
 		set_server_source(L, be, s);
 		lua_pop(L, 1);
 	}
+	*want_tls = server_tls_keys(L, be, tls);
 }
 
 /*
@@ -1930,7 +1992,7 @@ new_server_runtime(lua_State *L, struct dlb_lua_conf *lc, struct dlb_backend *be
 	int rc = dlb_daemon_add_backend(be, err, sizeof(err));
 
 	if (rc < 0) {
-		free(be);
+		dlb_backend_free(be);
 		return luaL_error(L, "newServer: %s", err);
 	}
 	if (rc > 0)
@@ -1949,8 +2011,10 @@ l_new_server(lua_State *L)
 {
 	struct dlb_lua_conf *lc = conf_get(L);
 	struct dlb_backend *scratch, *be;
-	bool want_default = false;
+	struct dlb_tls_client_opts tls;
+	bool want_default = false, want_tls = false;
 	const char *weight_err = NULL;
+	char err[512];
 
 	/* Parse into GC-owned scratch memory: a Lua error from here on leaks nothing. */
 	scratch = lua_newuserdatauv(L, sizeof(*scratch), 0);
@@ -1963,7 +2027,7 @@ l_new_server(lua_State *L)
 	if (lua_type(L, 1) == LUA_TSTRING)
 		set_server_address(L, scratch, lua_tostring(L, 1));
 	else if (lua_type(L, 1) == LUA_TTABLE)
-		parse_server_table(L, scratch, &want_default, &weight_err);
+		parse_server_table(L, scratch, &want_default, &weight_err, &tls, &want_tls);
 	else
 		return luaL_error(L, "newServer: expected an address string or a table");
 	if (weight_err != NULL) {
@@ -1979,14 +2043,26 @@ l_new_server(lua_State *L)
 
 	if (lc->cfg->nbackends >= DLB_MAX_BACKENDS)
 		return luaL_error(L, "newServer: too many servers (at most %d)", DLB_MAX_BACKENDS);
+	/*
+	 * The TLS context last, so that no Lua error can leak it: its CA store
+	 * and ciphers are checked here, --check-config included. A worker's
+	 * replay of the file needs none (the config state's server has it).
+	 */
+	if (want_tls && lc->phase != DLB_LUA_PHASE_WORKER) {
+		scratch->tls = dlb_tls_client_new(&tls, err, sizeof(err));
+		if (scratch->tls == NULL)
+			return luaL_error(L, "newServer: %s", err);
+	}
 	be = malloc(sizeof(*be));
-	if (be == NULL)
+	if (be == NULL) {
+		dlb_tls_client_free(scratch->tls);
 		return luaL_error(L, "newServer: out of memory");
+	}
 	memcpy(be, scratch, sizeof(*be));
 	if (lc->phase == DLB_LUA_PHASE_RUNNING && dlb_daemon.running)
 		return new_server_runtime(L, lc, be, want_default);
 	if (dlb_config_add_backend(lc->cfg, be) != 0) {
-		free(be);
+		dlb_backend_free(be);
 		return luaL_error(L, "newServer: too many pools (at most %d)", DLB_MAX_POOLS);
 	}
 	/* pool={"", "x"}: the default pool as well as the named ones */

@@ -186,14 +186,15 @@ l_show_tcp_stats(lua_State *L)
 	for (int i = 0; b != NULL && dlb_metrics_backend(i, b) == 0; i++) {
 		snprintf(line, sizeof(line),
 			 "%-3d %-20.20s %-20.20s %-20llu %-20llu %-25llu %-25llu %-20llu %-20llu "
-			 "%-20llu %-20llu %-20llu %-20llu %-20d %-20f %-20f",
+			 "%-20llu %-20llu %-20llu %-20llu %-20llu %-20f %-20f",
 			 i, b->be->name, b->be->addr_text, (unsigned long long)b->tcp_current,
 			 (unsigned long long)b->tcp_max, (unsigned long long)b->tcp_died_sending,
 			 (unsigned long long)b->tcp_died_reading, (unsigned long long)b->tcp_gave_up,
 			 (unsigned long long)b->tcp_read_timeouts,
 			 (unsigned long long)b->tcp_write_timeouts,
 			 (unsigned long long)b->tcp_connect_timeouts, (unsigned long long)b->tcp_new,
-			 (unsigned long long)b->tcp_reused, 0, b->tcp_avg_queries,
+			 (unsigned long long)b->tcp_reused,
+			 (unsigned long long)b->tls_resumptions, b->tcp_avg_queries,
 			 b->tcp_avg_duration);
 		dlb_lua_print(L, line);
 	}

@@ -155,7 +155,7 @@ build_message(const struct carbon_target *t, struct dlb_buf *b)
 				{ "tcpmaxconcurrentconnections", be.tcp_max },
 				{ "tcpnewconnections", be.tcp_new },
 				{ "tcpreusedconnections", be.tcp_reused },
-				{ "tlsresumptions", 0 },	/* no TLS yet */
+				{ "tlsresumptions", be.tls_resumptions },
 			};
 
 			for (size_t k = 0; k < sizeof(tv) / sizeof(tv[0]); k++)

@@ -231,6 +231,7 @@ static const struct help counter_help[] = {
 	{ "tcp-client-timeouts", "TCP client connections closed by a timeout" },
 	{ "tcp-downstream-connections", "TCP connections opened to backends" },
 	{ "tcp-downstream-failures", "TCP connections to backends that failed" },
+	{ "tls-downstream-failures", "TLS handshakes with backends that failed (validation too)" },
 	{ "dyn-blocked", "Number of queries dropped because of a dynamic block" },
 	{ "dyn-block-drops", "Queries dropped (Drop action) by a dynamic block" },
 	{ "blocking-receives", "Times a worker with nothing in flight waited in recvmmsg on its UDP socket instead of epoll" },
@@ -543,6 +544,7 @@ dlb_metrics_backend(int i, struct dlb_metrics_backend *out)
 	out->tcp_connect_timeouts = t.tcp_connect_timeouts;
 	out->tcp_read_timeouts = t.tcp_read_timeouts;
 	out->tcp_write_timeouts = t.tcp_write_timeouts;
+	out->tls_resumptions = t.tls_resumptions;
 	out->tcp_current = __atomic_load_n(&be->tcp_current, __ATOMIC_RELAXED);
 	out->tcp_max = __atomic_load_n(&be->tcp_max, __ATOMIC_RELAXED);
 	__atomic_load(&be->tcp_avg_queries, &out->tcp_avg_queries, __ATOMIC_RELAXED);

@@ -59,6 +59,7 @@ struct dlb_metrics_backend {
 	uint64_t tcp_new, tcp_reused, tcp_died_sending, tcp_died_reading, tcp_gave_up;
 	uint64_t tcp_connect_timeouts, tcp_read_timeouts, tcp_write_timeouts;
 	uint64_t tcp_current, tcp_max;
+	uint64_t tls_resumptions;	/* DNS over TLS servers */
 	double tcp_avg_queries, tcp_avg_duration;	/* running averages; ms */
 };
 /** Backend @i of the running config, in dnsdist's numbering (dlb_config_backend_at). @return 0, or -1 when there is none. */

@@ -882,7 +882,6 @@ static const struct prom_series server_series[] = {
 	  "counter" },
 	{ "tcpavgqueriesperconn", "The average number of queries per TCP connection", "gauge" },
 	{ "tcpavgconnduration", "The average duration of a TCP connection (ms)", "gauge" },
-	/* no TLS towards backends yet: a real 0 */
 	{ "tlsresumptions", "The number of times a TLS session has been resumed", "counter" },
 };
 
@@ -971,7 +970,7 @@ prom_servers(struct dlb_buf *b)
 			case 18: snprintf(val, sizeof(val), "%" PRIu64, m->tcp_reused); break;
 			case 19: fmt_avg(val, sizeof(val), m->tcp_avg_queries); break;
 			case 20: fmt_avg(val, sizeof(val), m->tcp_avg_duration); break;
-			default: snprintf(val, sizeof(val), "0"); break;
+			default: snprintf(val, sizeof(val), "%" PRIu64, m->tls_resumptions); break;
 			}
 			dlb_buf_puts(b, name);
 			prom_server_labels(b, m);
@@ -1468,7 +1467,7 @@ json_server(int id, const struct dlb_metrics_backend *m)
 	json_u64(o, "reuseds", m->drops);
 	json_u64(o, "sendErrors", m->send_errors);
 	json_str(o, "state", m->state);
-	/* TCP towards the backend (docs/web.md); no TLS yet: tlsResumptions is 0 */
+	/* TCP and TLS towards the backend (docs/web.md) */
 	json_avg(o, "tcpAvgConnectionDuration", m->tcp_avg_duration);
 	json_avg(o, "tcpAvgQueriesPerConnection", m->tcp_avg_queries);
 	json_u64(o, "tcpConnectTimeouts", m->tcp_connect_timeouts);
@@ -1481,7 +1480,7 @@ json_server(int id, const struct dlb_metrics_backend *m)
 	json_u64(o, "tcpReadTimeouts", m->tcp_read_timeouts);
 	json_u64(o, "tcpReusedConnections", m->tcp_reused);
 	json_u64(o, "tcpWriteTimeouts", m->tcp_write_timeouts);
-	json_u64(o, "tlsResumptions", 0);
+	json_u64(o, "tlsResumptions", m->tls_resumptions);
 	cJSON_AddNumberToObject(o, "weight", m->weight);
 	return o;
 }

@@ -433,7 +433,7 @@ dlb_config_free(struct dlb_config *cfg)
 	if (cfg == NULL)
 		return;
 	for (int i = 0; i < cfg->nbackends; i++)
-		free(cfg->backends[i]);
+		dlb_backend_free(cfg->backends[i]);
 	for (int i = 0; i < cfg->nfrontends; i++)
 	{
 		dlb_tls_server_free(cfg->frontends[i].tls);
@@ -451,6 +451,15 @@ dlb_config_free(struct dlb_config *cfg)
 	dlb_nmg_deinit(&cfg->acl);
 	free(cfg->cache_opts);
 	free(cfg);
+}
+
+void
+dlb_backend_free(struct dlb_backend *be)
+{
+	if (be == NULL)
+		return;
+	dlb_tls_client_free(be->tls);
+	free(be);
 }
 
 struct dlb_backend *
@@ -725,7 +734,7 @@ dlb_config_remove_backend(struct dlb_config *cfg, int idx)
 	}
 	cfg->nbackends--;
 	cfg->backends[cfg->nbackends] = NULL;
-	free(be);
+	dlb_backend_free(be);
 	return 0;
 }
 
@@ -958,7 +967,10 @@ backend_same_transport(const struct dlb_backend *a, const struct dlb_backend *b)
 	       a->tcp_only == b->tcp_only && a->udp_timeout_ms == b->udp_timeout_ms &&
 	       a->retries == b->retries && a->tcp_connect_timeout == b->tcp_connect_timeout &&
 	       a->tcp_send_timeout == b->tcp_send_timeout &&
-	       a->tcp_recv_timeout == b->tcp_recv_timeout && a->max_in_flight == b->max_in_flight;
+	       a->tcp_recv_timeout == b->tcp_recv_timeout && a->max_in_flight == b->max_in_flight &&
+	       dlb_tls_client_same_opts(a->tls, b->tls) &&
+	       strcmp(a->tls_subject_name, b->tls_subject_name) == 0 &&
+	       strcmp(a->tls_subject_addr, b->tls_subject_addr) == 0;
 }
 
 bool

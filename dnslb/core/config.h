@@ -32,6 +32,7 @@ struct dlb_ruleset;
 
 struct dlb_tls_server;
 struct dlb_doh_cfg;
+struct dlb_tls_client;
 
 /** One addLocal()/setLocal() listener: UDP and TCP on the same address; or
  * one addTLSLocal() listener: DNS over TLS, TCP only. */
@@ -144,7 +145,14 @@ struct dlb_backend {
 
 	/* transport */
 	int sockets;				/* UDP sockets per worker towards it, default 1 */
-	bool tcp_only;				/* forward everything over TCP */
+	bool tcp_only;				/* everything over TCP (tls sets it) */
+	/* DNS over TLS (tls="openssl"): every query and health check over TLS
+	 * streams (docs/tls.md#backends) */
+	struct dlb_tls_client *tls;		/* a counted reference (a reload's copy of the
+						 * server holds its own); NULL: in clear */
+	char tls_subject_name[256];		/* subjectName: SNI, the name checked; "" none */
+	char tls_subject_addr[64];		/* subjectAddr, else the server's address: the
+						 * certificate's when there is no subjectName */
 	int udp_timeout_ms;			/* 0 = global setUDPTimeout */
 	int retries;				/* TCP connection attempts, default 5 */
 	int tcp_connect_timeout;		/* s, default 5 */
@@ -192,6 +200,7 @@ struct dlb_be_totals {
 	/* TCP (struct dlb_be_stats) */
 	uint64_t tcp_new, tcp_reused, tcp_died_sending, tcp_died_reading, tcp_gave_up;
 	uint64_t tcp_connect_timeouts, tcp_read_timeouts, tcp_write_timeouts;
+	uint64_t tls_resumptions;
 	double latency_us;		/* mean of the workers' EWMAs that saw answers */
 	double qps, drate;		/* over the last second */
 };
@@ -508,6 +517,8 @@ void dlb_config_free(struct dlb_config *cfg);
 
 /** Backend with defaults filled in; the caller sets the address. Not yet attached. */
 struct dlb_backend *dlb_backend_new(void);
+/** Free @be and drop its TLS context reference. NULL: nothing. Main thread. */
+void dlb_backend_free(struct dlb_backend *be);
 /** Attach @be: index, default name, pool membership. @return 0 or -1 (too many). */
 int dlb_config_add_backend(struct dlb_config *cfg, struct dlb_backend *be);
 /**

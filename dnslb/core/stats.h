@@ -51,6 +51,7 @@
 	X("tcp-client-timeouts", tcp_client_timeouts, C)		\
 	X("tcp-downstream-connections", tcp_downstream_connections, C)	\
 	X("tcp-downstream-failures", tcp_downstream_failures, C)	\
+	X("tls-downstream-failures", tls_downstream_failures, C)	\
 	X("tcp-client-banned", tcp_client_banned, C)			\
 	X("tcp-client-rate-exceeded", tcp_client_rate_exceeded, C)	\
 	X("tcp-too-many-read-ios", tcp_too_many_read_ios, C)		\
@@ -110,6 +111,7 @@ struct dlb_be_stats {
 	uint64_t tcp_died_reading;		/* closed or failed with queries pending */
 	uint64_t tcp_gave_up;			/* queries failed after `retries` attempts */
 	uint64_t tcp_connect_timeouts, tcp_read_timeouts, tcp_write_timeouts;
+	uint64_t tls_resumptions;		/* TLS connections that resumed a session */
 } __attribute__((aligned(64)));
 
 /*

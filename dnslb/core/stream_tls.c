@@ -36,6 +36,7 @@ tls_wait(struct dlb_stream *s, SSL *ssl, int r)
 		ERR_clear_error();
 		return -1;
 	default:
+		((struct dlb_stream_tls *)s->ctx)->error = ERR_peek_last_error();
 		ERR_clear_error();
 		errno = EPROTO;
 		return -1;

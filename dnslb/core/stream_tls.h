@@ -28,6 +28,7 @@ struct dlb_stream_tls {
 	bool established;	/* the handshake completed */
 	bool resumed;		/* ... by resuming a session */
 	bool failed;		/* the handshake failed (not a plain EOF) */
+	unsigned long error;	/* OpenSSL's last error when it failed (ERR_error_string) */
 };
 
 extern const struct dlb_stream_ops dlb_stream_tls_ops;

@@ -38,7 +38,8 @@ struct dlb_tls_server {
 };
 
 struct dlb_tls_client {
-	struct dlb_tls_client_opts o;
+	struct dlb_tls_client_opts o;	/* strings owned */
+	int refs;			/* atomic */
 	SSL_CTX *ctx;
 	pthread_mutex_t keylog_mu;
 	FILE *keylog;
@@ -634,6 +635,22 @@ dup_opt(const char *s, bool *oom)
 	return d;
 }
 
+/* A copy of the @len bytes of @p (ALPN lists hold NULs); NULL for NULL. */
+static char *
+dup_bytes(const char *p, size_t len, bool *oom)
+{
+	char *d;
+
+	if (p == NULL)
+		return NULL;
+	d = malloc(len > 0 ? len : 1);
+	if (d == NULL)
+		*oom = true;
+	else
+		memcpy(d, p, len);
+	return d;
+}
+
 static void
 server_opts_free(struct dlb_tls_server_opts *o)
 {
@@ -680,13 +697,7 @@ dlb_tls_server_new(const struct dlb_tls_server_opts *o, char *err, size_t errsz)
 	s->o.ciphers13 = dup_opt(o->ciphers13, &oom);
 	s->o.ticket_key_file = dup_opt(o->ticket_key_file, &oom);
 	s->o.keylog_file = dup_opt(o->keylog_file, &oom);
-	if (o->alpn != NULL) {
-		s->o.alpn = malloc(o->alpn_len);
-		if (s->o.alpn == NULL)
-			oom = true;
-		else
-			memcpy((char *)s->o.alpn, o->alpn, o->alpn_len);
-	}
+	s->o.alpn = dup_bytes(o->alpn, o->alpn_len, &oom);
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_mutex_init(&s->keylog_mu, NULL);
 	pthread_rwlock_init(&s->ring.lock, NULL);
@@ -809,6 +820,7 @@ dlb_tls_client_new(const struct dlb_tls_client_opts *o, char *err, size_t errsz)
 	struct dlb_tls_client *c;
 	struct ctx_extra *e;
 	uint64_t opts = SSL_OP_NO_COMPRESSION | SSL_OP_IGNORE_UNEXPECTED_EOF;
+	bool oom = false;
 
 	pthread_once(&extra_once, extra_init);
 	c = calloc(1, sizeof(*c));
@@ -820,8 +832,18 @@ dlb_tls_client_new(const struct dlb_tls_client_opts *o, char *err, size_t errsz)
 		return NULL;
 	}
 	c->o = *o;
-	c->o.ca_store = c->o.ciphers = c->o.ciphers13 = c->o.keylog_file = c->o.alpn = NULL;
+	c->refs = 1;
+	c->o.ca_store = dup_opt(o->ca_store, &oom);
+	c->o.ciphers = dup_opt(o->ciphers, &oom);
+	c->o.ciphers13 = dup_opt(o->ciphers13, &oom);
+	c->o.keylog_file = dup_opt(o->keylog_file, &oom);
+	c->o.alpn = dup_bytes(o->alpn, o->alpn_len, &oom);
 	pthread_mutex_init(&c->keylog_mu, NULL);
+	if (oom) {
+		snprintf(err, errsz, "out of memory");
+		free(e);
+		goto bad;
+	}
 	c->ctx = SSL_CTX_new(TLS_client_method());
 	if (c->ctx == NULL || SSL_CTX_set_ex_data(c->ctx, extra_idx, e) != 1) {
 		fail(err, errsz, "unable to create a TLS client context", NULL);
@@ -841,9 +863,14 @@ dlb_tls_client_new(const struct dlb_tls_client_opts *o, char *err, size_t errsz)
 		int ok;
 
 		SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, NULL);
+		if (o->ca_store != NULL && stat(o->ca_store, &st) != 0) {
+			snprintf(err, errsz, "unable to read the CA store %s: %s", o->ca_store,
+				 strerror(errno));
+			goto bad;
+		}
 		if (o->ca_store == NULL)
 			ok = SSL_CTX_set_default_verify_paths(c->ctx);
-		else if (stat(o->ca_store, &st) == 0 && S_ISDIR(st.st_mode))
+		else if (S_ISDIR(st.st_mode))
 			ok = SSL_CTX_load_verify_locations(c->ctx, NULL, o->ca_store);
 		else
 			ok = SSL_CTX_load_verify_locations(c->ctx, o->ca_store, NULL);
@@ -871,16 +898,59 @@ bad:
 	return NULL;
 }
 
+struct dlb_tls_client *
+dlb_tls_client_ref(struct dlb_tls_client *c)
+{
+	__atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+	return c;
+}
+
 void
 dlb_tls_client_free(struct dlb_tls_client *c)
 {
-	if (c == NULL)
+	if (c == NULL || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
 	SSL_CTX_free(c->ctx);
 	if (c->keylog != NULL)
 		fclose(c->keylog);
 	pthread_mutex_destroy(&c->keylog_mu);
+	free((char *)c->o.ca_store);
+	free((char *)c->o.ciphers);
+	free((char *)c->o.ciphers13);
+	free((char *)c->o.keylog_file);
+	free((char *)c->o.alpn);
 	free(c);
+}
+
+bool
+dlb_tls_client_same_opts(const struct dlb_tls_client *a, const struct dlb_tls_client *b)
+{
+	const struct dlb_tls_client_opts *x, *y;
+
+	if (a == NULL || b == NULL)
+		return a == b;
+	x = &a->o;
+	y = &b->o;
+	return x->validate == y->validate && x->release_buffers == y->release_buffers &&
+	       x->renegotiation == y->renegotiation && x->alpn_len == y->alpn_len &&
+	       (x->alpn_len == 0 || memcmp(x->alpn, y->alpn, x->alpn_len) == 0) &&
+	       same_str(x->ca_store, y->ca_store) && same_str(x->ciphers, y->ciphers) &&
+	       same_str(x->ciphers13, y->ciphers13) && same_str(x->keylog_file, y->keylog_file);
+}
+
+const char *
+dlb_tls_client_failure(SSL *ssl, unsigned long error, char *buf, size_t bufsz)
+{
+	long v = SSL_get_verify_result(ssl);
+
+	if (v != X509_V_OK)
+		snprintf(buf, bufsz, "certificate verify failed: %s",
+			 X509_verify_cert_error_string(v));
+	else if (error != 0)
+		ERR_error_string_n(error, buf, bufsz);
+	else
+		snprintf(buf, bufsz, "the handshake failed");
+	return buf;
 }
 
 SSL *
@@ -890,7 +960,10 @@ dlb_tls_client_ssl_new(struct dlb_tls_client *c, const char *subject_name, const
 
 	if (ssl == NULL)
 		return NULL;
+	SSL_set_connect_state(ssl);
 	if (subject_name != NULL && subject_name[0] != '\0') {
+		/* as dnsdist: no partial wildcards ("w*.example") */
+		SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
 		if (SSL_set_tlsext_host_name(ssl, subject_name) != 1 ||
 		    (c->o.validate && SSL_set1_host(ssl, subject_name) != 1))
 			goto bad;

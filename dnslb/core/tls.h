@@ -128,16 +128,26 @@ bool dlb_tls_server_same_opts(const struct dlb_tls_server *a, const struct dlb_t
 /** The options the context was built with. */
 const struct dlb_tls_server_opts *dlb_tls_server_opts(const struct dlb_tls_server *s);
 
-/** A client context from @o: peer certificates validated against the CA
- * store unless !validate. @return NULL on error (@err). */
+/** A client context from @o (copied): peer certificates validated against
+ * the CA store unless !validate. One reference, the caller's. @return NULL
+ * on error (@err). */
 struct dlb_tls_client *dlb_tls_client_new(const struct dlb_tls_client_opts *o, char *err,
 					  size_t errsz);
+/** One more reference to @c (a reload's copy of a backend shares its
+ * context). Thread: any. @return @c. */
+struct dlb_tls_client *dlb_tls_client_ref(struct dlb_tls_client *c);
+/** Drop a reference; the last one frees the context. NULL: nothing. */
 void dlb_tls_client_free(struct dlb_tls_client *c);
+
+/** Were @a and @b built with the same options? Two NULLs are the same. */
+bool dlb_tls_client_same_opts(const struct dlb_tls_client *a, const struct dlb_tls_client *b);
 
 /**
  * A new client-side SSL for one connection: SNI and the certificate's
- * expected name @subject_name (NULL: none, then only the chain is checked),
- * or the IP address @subject_addr (text; NULL: none).
+ * expected name @subject_name; or, without one, the IP address
+ * @subject_addr (text) expected in the certificate, and no SNI (RFC 6066
+ * has no SNI for addresses). Neither: only the chain is checked. The names
+ * are checked only when the context validates.
  */
 SSL *dlb_tls_client_ssl_new(struct dlb_tls_client *c, const char *subject_name,
 			    const char *subject_addr);
@@ -192,6 +202,10 @@ enum dlb_tls_version_idx dlb_tls_version_index(const SSL *ssl);
  * by itself (ticketsKeysRotationDelay 0). showTLSContexts() prints it.
  * Thread: any (a relaxed load). */
 int64_t dlb_tls_server_next_rotation(const struct dlb_tls_server *s);
+/** Why the handshake of client @ssl failed, for messages: the certificate
+ * check's verdict when it failed, else OpenSSL's error @error (0: none
+ * kept). */
+const char *dlb_tls_client_failure(SSL *ssl, unsigned long error, char *buf, size_t bufsz);
 
 /** OpenSSL's error queue as one line (emptied), for messages. */
 const char *dlb_tls_error(char *buf, size_t bufsz);

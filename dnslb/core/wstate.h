@@ -110,6 +110,8 @@ struct dlb_be_local {
 	/* TCP connections to this backend (reused, pipelined) */
 	struct dlb_tcp_up *tcp_conns;	/* list of open connections */
 	uint32_t tcp_count;
+	struct ssl_session_st *tls_session;	/* owned: the last TLS session of a DNS over TLS
+						 * server, offered on the next connection */
 };
 
 /* An answer held back by DelayAction / DelayResponseAction. */

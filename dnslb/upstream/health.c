@@ -25,6 +25,9 @@
  * A TCP check goes over a stream (dnslb/core/stream.h) connected from the
  * backend's source as the workers' connections are (dnslb/upstream/tcp_upstream.h),
  * its answer cut out by dnslb/core/dnsframe.h; a UDP check has a socket of its own.
+ * A DNS over TLS server is checked over TLS, validated as its queries are:
+ * a handshake that fails is a failed check (never a check in clear), and
+ * each check offers the session of the one before.
  *
  * Thread: main only.
  */
@@ -41,6 +44,8 @@
 #include "dnslb/core/log.h"
 #include "dnslb/core/proxyproto.h"
 #include "dnslb/core/stream.h"
+#include "dnslb/core/stream_tls.h"
+#include "dnslb/core/tls.h"
 #include "dnslb/core/util.h"
 #include "dnslb/core/wire.h"
 #include "dnslb/upstream/tcp_upstream.h"
@@ -55,6 +60,8 @@ struct hc {
 	ev_io io;			/* UDP */
 	int fd;				/* UDP */
 	struct dlb_stream st;		/* TCP */
+	struct dlb_stream_tls tls;	/* st's TLS state (a DNS over TLS server) */
+	SSL_SESSION *session;		/* owned: the last check's, offered to the next */
 	struct dlb_frame_rx rx;		/* TCP: answers up to sizeof(resp) */
 	bool running;
 	bool tcp;
@@ -134,6 +141,16 @@ check_stop_io(struct hc *c)
 	if (c->fd >= 0) {
 		close(c->fd);
 		c->fd = -1;
+	}
+	if (c->tls.ssl != NULL && c->tls.established && !c->tls.failed) {
+		SSL_SESSION *sess = SSL_get1_session(c->tls.ssl);
+
+		if (sess != NULL && SSL_SESSION_is_resumable(sess)) {
+			SSL_SESSION_free(c->session);
+			c->session = sess;
+		} else {
+			SSL_SESSION_free(sess);
+		}
 	}
 	dlb_stream_close(&c->st);
 	dlb_frame_rx_free(&c->rx);
@@ -278,9 +295,18 @@ check_stream_readable(struct dlb_stream *st, void *ud)
 static void
 check_stream_failed(struct dlb_stream *st, void *ud, enum dlb_stream_fail why, int err)
 {
+	struct hc *c = ud;
+	char reason[300], tls[256];
+
 	(void)st;
-	check_done(ud, false, err != 0 ? strerror(err)
-			      : why == DLB_STREAM_WRITE ? "send failed" : "connect failed");
+	if (why == DLB_STREAM_CONNECT && c->tls.failed) {
+		snprintf(reason, sizeof(reason), "TLS handshake failed: %s",
+			 dlb_tls_client_failure(c->tls.ssl, c->tls.error, tls, sizeof(tls)));
+		check_done(c, false, reason);
+		return;
+	}
+	check_done(c, false, err != 0 ? strerror(err)
+			     : why == DLB_STREAM_WRITE ? "send failed" : "connect failed");
 }
 
 static const struct dlb_stream_cb check_stream_cb = {
@@ -361,6 +387,15 @@ check_start(struct hc *c)
 	if (c->tcp) {
 		/* the query waits in the stream until the connection is up */
 		dlb_frame_rx_init(&c->rx, sizeof(c->resp));
+		if (be->tls != NULL) {
+			SSL *ssl = dlb_tcp_up_tls_new(be, c->session);
+
+			if (ssl == NULL) {
+				check_done(c, false, "TLS: out of memory");
+				return;
+			}
+			dlb_stream_tls_use(&c->st, &c->tls, ssl);	/* freed with the stream */
+		}
 		if (dlb_stream_connect(&c->st, &t, 0) != 0 ||
 		    dlb_frame_send(&c->st, c->out, hl, q, c->qlen) != 0) {
 			check_done(c, false, strerror(errno));
@@ -519,6 +554,7 @@ dlb_health_free(struct dlb_health *h)
 	for (int i = 0; i < h->n; i++) {
 		check_stop_io(h->hcs[i]);
 		ev_timer_stop(h->loop, &h->hcs[i]->next);
+		SSL_SESSION_free(h->hcs[i]->session);
 		free(h->hcs[i]);
 	}
 	free(h);

@@ -9,7 +9,12 @@
  * query closes the connection and fails its queries (bad-inputs §3.2 #46).
  *
  * The bytes go over a stream (dnslb/core/stream.h) and are cut into
- * messages by dnslb/core/dnsframe.h. The end of every query goes to the
+ * messages by dnslb/core/dnsframe.h. A DNS over TLS server's streams carry
+ * TLS (dnslb/core/stream_tls.h), with the same reuse and pipelining; each
+ * worker keeps the last session of each such server and offers it on its
+ * next connection. A handshake that fails (a certificate that does not
+ * validate among others) fails the connection's queries at once, with no
+ * other attempt and never in clear. The end of every query goes to the
  * worker's upstream sink; nothing here knows the pipeline or the clients.
  * A sink may re-enter dlb_tcp_up_send (a TCP client's next query), and so
  * add to a connection being read: a write error met there is handled from
@@ -25,8 +30,11 @@
 #include "dnslb/core/config.h"
 #include "dnslb/core/connstat.h"
 #include "dnslb/core/dnsframe.h"
+#include "dnslb/core/log.h"
 #include "dnslb/core/sink.h"
 #include "dnslb/core/stream.h"
+#include "dnslb/core/stream_tls.h"
+#include "dnslb/core/tls.h"
 #include "dnslb/core/wstate.h"
 
 #define TCP_MAX_UP_PER_BACKEND	256		/* connections per worker and backend */
@@ -51,6 +59,8 @@ struct dlb_tcp_up {
 	bool single;			/* useProxyProtocol or a zone transfer: one query */
 	bool broken;			/* a write failed inside dlb_tcp_up_send: see the timer */
 	struct dlb_stream st;
+	struct dlb_stream_tls tls;	/* st's TLS state (a DNS over TLS server) */
+	bool session_kept;		/* this socket's session is the worker's to resume */
 	struct dlb_frame_rx rx;
 	ev_timer timer;			/* the first query's deadline, or the idle timeout */
 	double last_use;
@@ -87,6 +97,16 @@ dlb_tcp_up_target(const struct dlb_backend *be, int bind_opt, struct dlb_stream_
 	t->bind_opt = bind_opt;
 }
 
+SSL *
+dlb_tcp_up_tls_new(const struct dlb_backend *be, SSL_SESSION *resume)
+{
+	SSL *ssl = dlb_tls_client_ssl_new(be->tls, be->tls_subject_name, be->tls_subject_addr);
+
+	if (ssl != NULL && resume != NULL)
+		(void)SSL_set_session(ssl, resume);	/* not resumed: a full handshake */
+	return ssl;
+}
+
 static uint32_t
 up_max_inflight(const struct dlb_backend *be)
 {
@@ -108,9 +128,35 @@ up_unlink(struct dlb_tcp_up *u)
 	}
 }
 
+/*
+ * Keep the TLS session of @u for the worker's next connection to its
+ * server, once it can be resumed (a TLS 1.3 ticket comes after the
+ * handshake, with the first answers).
+ */
+static void
+up_keep_session(struct dlb_tcp_up *u)
+{
+	struct dlb_be_local *bl = &u->w->be[u->be_index];
+	SSL_SESSION *sess;
+
+	if (u->session_kept || u->tls.ssl == NULL || !u->tls.established || u->tls.failed)
+		return;
+	sess = SSL_get1_session(u->tls.ssl);
+	if (sess == NULL)
+		return;
+	if (!SSL_SESSION_is_resumable(sess)) {
+		SSL_SESSION_free(sess);
+		return;
+	}
+	SSL_SESSION_free(bl->tls_session);
+	bl->tls_session = sess;
+	u->session_kept = true;
+}
+
 static void
 up_close_stream(struct dlb_tcp_up *u)
 {
+	up_keep_session(u);
 	if (u->st.fd >= 0) {
 		struct dlb_backend *be = u->w->cfg->backends[u->be_index];
 
@@ -141,6 +187,7 @@ enum up_fail {
 	UP_FAIL_TIMEOUT,	/* the first request's deadline passed */
 	UP_FAIL_CONNECT_TIMEOUT,	/* the connect took longer than tcpConnectTimeout */
 	UP_FAIL_OUT_OF_STEP,	/* an answer to no query */
+	UP_FAIL_TLS,		/* the TLS handshake failed */
 };
 
 static const enum dlb_slot_end up_fail_end[] = {
@@ -149,6 +196,7 @@ static const enum dlb_slot_end up_fail_end[] = {
 	[UP_FAIL_TIMEOUT] = DLB_END_TIMEOUT,
 	[UP_FAIL_CONNECT_TIMEOUT] = DLB_END_CONNECT_TIMEOUT,
 	[UP_FAIL_OUT_OF_STEP] = DLB_END_CLOSED,
+	[UP_FAIL_TLS] = DLB_END_GAVE_UP,
 };
 
 /* End the @n requests @reqs (detached from their connection) for @why, and free them. */
@@ -189,6 +237,14 @@ up_connect(struct dlb_tcp_up *u)
 	struct dlb_backend *be = w->cfg->backends[u->be_index];
 	struct dlb_stream_target t;
 
+	if (be->tls != NULL) {
+		SSL *ssl = dlb_tcp_up_tls_new(be, w->be[u->be_index].tls_session);
+
+		if (ssl == NULL)
+			return -1;
+		dlb_stream_tls_use(&u->st, &u->tls, ssl);	/* freed with the stream */
+		u->session_kept = false;
+	}
 	dlb_tcp_up_target(be, IP_BIND_ADDRESS_NO_PORT, &t);
 	/* tcpConnectTimeout=0 leaves no time at all, never an endless wait */
 	if (dlb_stream_connect(&u->st, &t,
@@ -288,6 +344,8 @@ up_connected(struct dlb_stream *st, void *ud)
 	struct dlb_tcp_up *u = ud;
 
 	(void)st;
+	if (u->tls.resumed)
+		u->w->be_stats[u->be_index].tls_resumptions++;
 	u->last_use = ev_now(u->w->loop);
 	up_arm_timer(u);
 	return true;
@@ -307,6 +365,21 @@ up_failed(struct dlb_stream *st, void *ud, enum dlb_stream_fail why, int err)
 		 */
 		u->w->be_stats[u->be_index].tcp_connect_timeouts++;
 		up_fail_all(u, UP_FAIL_CONNECT_TIMEOUT);
+		return;
+	}
+	if (why == DLB_STREAM_CONNECT && u->tls.failed) {
+		/* no other attempt: another handshake would fail alike */
+		struct dlb_worker *w = u->w;
+		const struct dlb_backend *be = w->cfg->backends[u->be_index];
+		char reason[256];
+
+		w->stats.tls_downstream_failures++;
+		w->be_stats[u->be_index].tcp_died_sending++;
+		dlb_tls_client_failure(u->tls.ssl, u->tls.error, reason, sizeof(reason));
+		dlb_log_ratelimited(DLB_LOG_WARN,
+				    "TLS handshake with downstream %s (%s) failed: %s", be->name,
+				    be->addr_text, reason);
+		up_fail_all(u, UP_FAIL_TLS);
 		return;
 	}
 	/* the connection failed before or while the queries went */
@@ -502,6 +575,7 @@ up_readable(struct dlb_stream *st, void *ud)
 	}
 	if (!up_read_frames(u))
 		return;
+	up_keep_session(u);
 	up_arm_timer(u);
 }
 
@@ -653,5 +727,8 @@ dlb_tcp_up_close_all(struct dlb_worker *w)
 			up_free(u);
 			up_end_reqs(w, reqs, n, DLB_END_CLOSED);
 		}
+		/* after the closes, which keep one */
+		SSL_SESSION_free(w->be[b].tls_session);
+		w->be[b].tls_session = NULL;
 	}
 }

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <openssl/ssl.h>
+
 struct dlb_worker;
 struct dlb_backend;
 struct dlb_slot;
@@ -46,5 +48,14 @@ uint64_t dlb_tcp_up_oc_marked(const struct dlb_worker *w);
  * source (0: none). Ownership: @t points into @be.
  */
 void dlb_tcp_up_target(const struct dlb_backend *be, int bind_opt, struct dlb_stream_target *t);
+
+/**
+ * A client SSL towards DNS over TLS server @be (be->tls set): its SNI and
+ * the name or address its certificate must carry, offering session
+ * @resume (NULL: none). Thread: any. Ownership: the caller frees the SSL
+ * (dlb_stream_tls_use takes it); @resume is not kept past the handshake's
+ * own reference. @return NULL on error.
+ */
+SSL *dlb_tcp_up_tls_new(const struct dlb_backend *be, SSL_SESSION *resume);
 
 #endif

@@ -78,6 +78,7 @@ DNSLB_ONLY_STATS = {
     "tcp-client-connections", "tcp-client-rate-exceeded", "tcp-client-rejected",
     "tcp-client-timeouts", "tcp-downstream-connections", "tcp-downstream-failures",
     "tcp-output-buffer-full", "tcp-overloaded-connections", "tcp-too-many-read-ios",
+    "tls-downstream-failures",
 }
 
 

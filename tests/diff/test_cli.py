@@ -28,6 +28,7 @@ XPF = "XPF is refused"
 INVALID = "Invalid values are refused"
 EXTRA = "Calls dnsdist 1.7.3 refuses that dnslb accepts"
 TLS_CHECK = "--check-config loads the certificates of addTLSLocal"
+DOT = "DNS over TLS backends"
 
 
 def ok(name=CHECK_NAME):
@@ -122,6 +123,11 @@ SAME = [
     'setAPIWritable(false)',
     'setAPIWritable(false, "/tmp")',
     'fixupCase(true)',
+    # DNS over TLS servers
+    'newServer({address="9.9.9.9:853", tls="openssl", subjectName="dns.quad9.net"})',
+    'newServer({address="127.0.0.1:853", tls="openssl", subjectName="dns.test", '
+    'validateCertificates=false, ciphers="ECDHE-ECDSA-AES128-GCM-SHA256", releaseBuffers=false, '
+    'enableRenegotiation=false})',
 ]
 
 
@@ -156,6 +162,8 @@ REFUSED_BY_BOTH = [
      "query-related ones. Are you looking for addAction()?"),
     ('getServer(0)\n', 1, "getServer: no server with index 0"),
     ('addLocal("127.0.0.1:5300", true)\n', 1, "addLocal: argument #2 must be a table of options"),
+    ('newServer({address="9.9.9.9:853", tls="openssl", caStore="/nonexistent/ca.pem"})\n', 1,
+     "newServer: unable to read the CA store /nonexistent/ca.pem: No such file or directory"),
 ]
 
 
@@ -190,15 +198,16 @@ DIFFERENT = [
      lb_error(1, "SNIRule: DNS over TLS and HTTPS are not supported yet by dnslb")),
     ('setAPIWritable(true, "/tmp")\n', NOT_YET, ok(),
      lb_error(1, "setAPIWritable: a writable HTTP API is not supported by dnslb")),
-    ('newServer({address="9.9.9.9:853", tls="openssl", subjectName="dns.quad9.net"})\n', NOT_YET,
-     ok(), lb_error(1, "newServer: 'tls': DNS over TLS and HTTPS to backends is not supported "
-                       "yet by dnslb")),
-    ('newServer({address="9.9.9.9:853", subjectName="dns.quad9.net"})\n', NOT_YET, ok(),
-     lb_error(1, "newServer: 'subjectName': DNS over TLS and HTTPS to backends is not "
-                 "supported yet by dnslb")),
-    ('newServer({address="1.1.1.1:443", dohPath="/dns-query"})\n', NOT_YET, ok(),
-     lb_error(1, "newServer: 'dohPath': DNS over TLS and HTTPS to backends is not supported "
-                 "yet by dnslb")),
+    ('newServer({address="1.1.1.1:443", tls="openssl", dohPath="/dns-query"})\n', NOT_YET, ok(),
+     lb_error(1, "newServer: 'dohPath': DNS over HTTPS to backends is not supported yet by "
+                 "dnslb")),
+    # DNS over TLS servers: OpenSSL only, and every option checked at once
+    ('newServer({address="9.9.9.9:853", tls="gnutls"})\n', DOT, ok(),
+     lb_error(1, "newServer: the TLS provider 'gnutls' is not supported by dnslb (use "
+                 "\"openssl\")")),
+    ('newServer({address="9.9.9.9:853", tls="openssl", ciphersTLS13="BOGUS"})\n', DOT, ok(),
+     lb_error(1, "newServer: invalid ciphersTLS13 BOGUS: error:0A0000B9:SSL routines::no "
+                 "cipher match")),
     ('newServer({address="127.0.0.1:5301", addXPF=65280})\n', XPF, ok(),
      lb_error(1, "newServer: 'addXPF': XPF records are not supported by dnslb")),
     # dnsdist logs these and goes on without the server or with a value that breaks it
@@ -262,10 +271,8 @@ CORPUS_REFUSED = {
     "27-dot-server.conf": (TLS_CHECK, 2, "addTLSLocal: unable to read the certificate file "
                                          "'/etc/ssl/dot.example/cert.pem': No such file or "
                                          "directory"),
-    "28-dot-upstream.conf": (NOT_YET, 3, "newServer: 'tls': DNS over TLS and HTTPS to "
-                                         "backends is not supported yet by dnslb"),
-    "29-doh-upstream.conf": (NOT_YET, 2, "newServer: 'tls': DNS over TLS and HTTPS to "
-                                         "backends is not supported yet by dnslb"),
+    "29-doh-upstream.conf": (NOT_YET, 2, "newServer: 'dohPath': DNS over HTTPS to backends "
+                                         "is not supported yet by dnslb"),
     "30-doh-behind-proxy.conf": (NOT_YET, 2, "addDOHLocal: DNS over HTTPS listeners are not "
                                              "supported yet by dnslb"),
     "37-xpf.conf": (XPF, 2, "newServer: 'addXPF': XPF records are not supported by dnslb"),

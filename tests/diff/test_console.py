@@ -81,6 +81,24 @@ def test_show_servers_and_pools(pair):
     same(p, "return getPoolServers('abuse')[1]:getName()")
 
 
+TLS_SERVERS = '''
+newServer({address="@B0@", tls="openssl", subjectName="dns.test", validateCertificates=false})
+newServer({address="127.0.0.1", tls="openssl", name="dot", subjectName="dns.test",
+           validateCertificates=false, pool="tls"})
+'''
+
+
+def test_show_servers_dns_over_tls(pair):
+    """DNS over TLS servers are shown as any other (a responder that does
+    not speak TLS is down on both sides); without a port, 53 as in dnsdist
+    1.7.3, tls or not."""
+    p = pair(TLS_SERVERS, backends=({},))
+    out = same(p, "showServers()")
+    assert "127.0.0.1:53" in out and "@B0@" in out
+    same(p, "showPools()")
+    same(p, "return getServer(1):getName()")
+
+
 def test_show_rules(pair):
     p = pair('''
 newServer({address="@B0@"})

@@ -741,6 +741,16 @@ def console_head():
     return 'controlSocket("127.0.0.1:%d")\nsetKey("%s")\n' % (free_port(), key)
 
 
+def check_config_text(workdir, body):
+    """dnslb --check-config on a file holding @body: (exit status, output)."""
+    path = os.path.join(str(workdir), "check.conf")
+    with open(path, "w") as f:
+        f.write(body)
+    r = subprocess.run([dnslb_bin(), "--check-config", "-C", path], capture_output=True,
+                       text=True, timeout=30)
+    return r.returncode, r.stdout + r.stderr
+
+
 def console(d, cmd):
     """Run @cmd on daemon @d's console with `dnslb -c -e`; return what it printed."""
     r = subprocess.run([dnslb_bin(), "-C", d.conf_path, "-c", "-e", cmd],

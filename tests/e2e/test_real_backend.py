@@ -87,13 +87,21 @@ class Server:
         self.proc = None
         self.port = None
 
+    def unbound_conf(self):
+        return UNBOUND_CONF.format(port=self.port, dir=self.dir)
+
+    def ready(self):
+        """Does it answer yet? (raises while it does not listen)"""
+        q = dns.message.make_query("www.example.test.", "A")
+        return bool(dns.query.udp(q, "127.0.0.1", port=self.port, timeout=0.5).answer)
+
     def start(self):
         for _ in range(3):
             self.port = free_port()
             if self.kind == "unbound":
                 conf = os.path.join(self.dir, "unbound.conf")
                 with open(conf, "w") as f:
-                    f.write(UNBOUND_CONF.format(port=self.port, dir=self.dir))
+                    f.write(self.unbound_conf())
                 cmd = [UNBOUND, "-d", "-c", conf]
             else:
                 conf = os.path.join(self.dir, "knot.conf")
@@ -108,9 +116,7 @@ class Server:
             end = time.monotonic() + 15
             while time.monotonic() < end and self.proc.poll() is None:
                 try:
-                    q = dns.message.make_query("www.example.test.", "A")
-                    r = dns.query.udp(q, "127.0.0.1", port=self.port, timeout=0.5)
-                    if r.answer:
+                    if self.ready():
                         return self
                 except Exception:
                     time.sleep(0.1)

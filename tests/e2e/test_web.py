@@ -18,13 +18,12 @@ import os
 import re
 import signal
 import socket
-import subprocess
 import time
 
 import pytest
 
-from dnslbtest import (DNSDIST, dnslb_bin, free_port, lua_server, lua_value, make_query,
-                       udp_query, wait_until)
+from dnslbtest import (DNSDIST, check_config_text, free_port, lua_server, lua_value,
+                       make_query, udp_query, wait_until)
 
 pytestmark = pytest.mark.dnslb_only("webserver(\"127.0.0.1:0\") and dnslb's own endpoints")
 
@@ -569,11 +568,7 @@ def test_hashed_credentials(dnslb, tmp_path):
 
 
 def check_config(tmp_path, body):
-    path = tmp_path / "check.conf"
-    path.write_text(body)
-    r = subprocess.run([dnslb_bin(), "--check-config", "-C", str(path)], capture_output=True,
-                       text=True, timeout=30)
-    return r.returncode, r.stdout + r.stderr
+    return check_config_text(tmp_path, body)
 
 
 @pytest.mark.parametrize("body,message", [

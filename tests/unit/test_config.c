@@ -26,6 +26,7 @@
 #include "dnslb/core/config.h"
 #include "dnslb/core/netmask.h"
 #include "dnslb/core/rcu.h"
+#include "dnslb/core/tls.h"
 #include "dnslb/core/wire.h"
 #include "lua/conf.h"
 
@@ -426,6 +427,38 @@ test_new_server_table(void **state)
 	assert_string_not_equal(cfg->backends[1]->uuid, cfg->backends[2]->uuid);
 }
 
+/* DNS over TLS servers: a context, streams only, the name or address checked */
+static void
+test_new_server_tls(void **state)
+{
+	struct fixture *f = *state;
+	struct dlb_backend *be;
+
+	run(f, "newServer({address='192.0.2.1:853', tls='openssl', subjectName='dns.test',"
+	       " validateCertificates=false, tcpOnly=false})\n"
+	       "newServer({address='[2001:db8::1]:853', tls='openssl'})\n"
+	       "newServer({address='192.0.2.2:853', tls='openssl', subjectAddr='192.0.2.9'})\n"
+	       "newServer({address='192.0.2.3', subjectName='x.test'})\n"
+	       "newServer({address='192.0.2.4', tls='openssl'})");
+	be = f->cfg->backends[0];
+	assert_non_null(be->tls);
+	assert_true(be->tcp_only);
+	assert_string_equal(be->tls_subject_name, "dns.test");
+	be = f->cfg->backends[1];
+	assert_non_null(be->tls);
+	assert_string_equal(be->tls_subject_name, "");
+	assert_string_equal(be->tls_subject_addr, "2001:db8::1");
+	be = f->cfg->backends[2];
+	assert_string_equal(be->tls_subject_addr, "192.0.2.9");
+	be = f->cfg->backends[3];
+	assert_null(be->tls);
+	assert_false(be->tcp_only);
+	/* dnsdist 1.7.3's port stays 53 without one, tls or not */
+	assert_string_equal(f->cfg->backends[4]->addr_text, "192.0.2.4:53");
+	assert_false(dlb_tls_client_same_opts(f->cfg->backends[0]->tls, f->cfg->backends[1]->tls));
+	assert_true(dlb_tls_client_same_opts(f->cfg->backends[1]->tls, f->cfg->backends[2]->tls));
+}
+
 static void
 test_new_server_coercion(void **state)
 {
@@ -493,8 +526,14 @@ test_new_server_invalid(void **state)
 		{ "newServer({address='192.0.2.1', source='999.1.1.1@lo'})",
 		  "invalid source address" },
 		{ "newServer({address='192.0.2.1', source='::1'})", "family" },
-		{ "newServer({address='192.0.2.1', tls='openssl'})",
-		  "'tls': DNS over TLS and HTTPS to backends is not supported yet by dnslb" },
+		{ "newServer({address='192.0.2.1', tls='gnutls'})",
+		  "the TLS provider 'gnutls' is not supported by dnslb" },
+		{ "newServer({address='192.0.2.1', tls='openssl', caStore='/nonexistent/ca'})",
+		  "unable to read the CA store /nonexistent/ca: No such file" },
+		{ "newServer({address='192.0.2.1', tls='openssl', subjectAddr='x.test'})",
+		  "invalid subjectAddr 'x.test'" },
+		{ "newServer({address='192.0.2.1', tls='openssl', dohPath='/dns-query'})",
+		  "'dohPath': DNS over HTTPS to backends is not supported yet by dnslb" },
 		{ "newServer({address='192.0.2.1', addXPF=65280})", "'addXPF': XPF records" },
 		{ "addLocal('127.0.0.2:5353', true)", "argument #2 must be a table of options" },
 		{ "addTLSLocal('127.0.0.1:853', '/nonexistent/c', 'k')",
@@ -1774,6 +1813,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_acl, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_new_server_string, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_new_server_table, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_new_server_tls, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_new_server_coercion, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_new_server_invalid, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pools, setup, teardown),

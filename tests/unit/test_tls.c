@@ -167,9 +167,12 @@ expect_refused(const char *cert, const char *key, bool validate, const char *ca,
 	struct dlb_tls_server *s = server(cert, key, NULL);
 	struct dlb_tls_client *c = client(validate, ca);
 	struct conn k = connect_with(s, c, name, NULL);
+	char msg[256];
 
 	assert_false(k.ok);
 	assert_int_equal(SSL_get_verify_result(k.c), why);
+	assert_non_null(strstr(dlb_tls_client_failure(k.c, 0, msg, sizeof(msg)),
+			       "certificate verify failed: "));
 	conn_free(&k);
 	dlb_tls_client_free(c);
 	dlb_tls_server_free(s);
@@ -184,6 +187,32 @@ test_validation_failures(void **state)
 	expect_refused("dns.pem", "dns.key", true, "other-ca.pem", "dns.test",
 		       X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY);
 	expect_refused("old.pem", "old.key", true, "ca.pem", "dns.test", X509_V_ERR_CERT_HAS_EXPIRED);
+}
+
+/* A client context is shared by counted references (a reload's copy of a
+ * server); contexts compare by their options. */
+static void
+test_client_refs(void **state)
+{
+	struct dlb_tls_server *s = server("dns.pem", "dns.key", NULL);
+	struct dlb_tls_client *c = client(true, "ca.pem"), *d = client(true, "ca.pem");
+	struct dlb_tls_client *other = client(true, "other-ca.pem");
+	struct conn k;
+
+	(void)state;
+	assert_true(dlb_tls_client_same_opts(c, d));
+	assert_false(dlb_tls_client_same_opts(c, other));
+	assert_false(dlb_tls_client_same_opts(c, NULL));
+	assert_true(dlb_tls_client_same_opts(NULL, NULL));
+	assert_ptr_equal(dlb_tls_client_ref(c), c);
+	dlb_tls_client_free(c);		/* one reference left */
+	k = connect_with(s, c, "dns.test", NULL);
+	assert_true(k.ok);
+	conn_free(&k);
+	dlb_tls_client_free(c);
+	dlb_tls_client_free(d);
+	dlb_tls_client_free(other);
+	dlb_tls_server_free(s);
 }
 
 /* validateCertificates=false: an unknown CA and a wrong name are let through. */
@@ -511,6 +540,10 @@ test_bad_options(void **state)
 	dlb_tls_client_opts_default(&co);
 	co.ca_store = path("nosuch-ca.pem");
 	assert_null(dlb_tls_client_new(&co, err, sizeof(err)));
+	assert_non_null(strstr(err, "unable to read the CA store"));
+	assert_non_null(strstr(err, "No such file or directory"));
+	co.ca_store = path("dns.key");	/* no certificate in it */
+	assert_null(dlb_tls_client_new(&co, err, sizeof(err)));
 	assert_non_null(strstr(err, "unable to load the CA store"));
 	assert_int_equal(dlb_tls_version_parse("tls1.0"), TLS1_VERSION);
 	assert_int_equal(dlb_tls_version_parse("tls1.3"), TLS1_3_VERSION);
@@ -628,6 +661,7 @@ main(void)
 		cmocka_unit_test(test_validated),
 		cmocka_unit_test(test_validation_failures),
 		cmocka_unit_test(test_no_validation),
+		cmocka_unit_test(test_client_refs),
 		cmocka_unit_test(test_tickets_rotation),
 		cmocka_unit_test(test_handshake_info),
 		cmocka_unit_test(test_ticket_key_file),
