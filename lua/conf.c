@@ -618,6 +618,7 @@ l_add_doh_local(lua_State *L)
 	int rc;
 
 	config_time_only(L, "addDOHLocal");
+	lua_settop(L, 5);	/* the arguments keep their places under what is pushed next */
 	parse_frontend_at(L, "addDOHLocal", &fe, 5, DLB_DOH_PORT, doh_local_opts);
 	dcp = lua_newuserdatauv(L, sizeof(*dcp), 0);
 	*dcp = NULL;
