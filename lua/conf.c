@@ -44,6 +44,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <regex.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
@@ -671,16 +672,274 @@ l_add_doh_local(lua_State *L)
 	return 0;
 }
 
+/* ---- DoH frontends at runtime (getDOHFrontend, newDOHResponseMapEntry) ------------ */
+
+#define MT_DOH_FRONTEND "dnslb.DOHFrontend"
+#define MT_DOH_MAP_ENTRY "dnslb.DOHResponseMapEntry"
+
+/* The @n-th DNS over HTTPS listener (0-based, in configuration order), or NULL. */
+static struct dlb_frontend_cfg *
+doh_frontend(struct dlb_config *cfg, lua_Integer n)
+{
+	for (int i = 0; i < cfg->nfrontends; i++)
+		if (cfg->frontends[i].doh != NULL && n-- == 0)
+			return &cfg->frontends[i];
+	return NULL;
+}
+
+static int
+doh_frontend_count(const struct dlb_config *cfg)
+{
+	int n = 0;
+
+	for (int i = 0; i < cfg->nfrontends; i++)
+		n += cfg->frontends[i].doh != NULL;
+	return n;
+}
+
+/* getDOHFrontendCount(): how many DNS over HTTPS listeners there are. */
+static int
+l_get_doh_frontend_count(lua_State *L)
+{
+	lua_pushinteger(L, doh_frontend_count(conf_get(L)->cfg));
+	return 1;
+}
+
+/* getDOHFrontend(n): the object, or nil with a message. */
+static int
+l_get_doh_frontend(lua_State *L)
+{
+	lua_Integer n = luaL_checkinteger(L, 1), *ud;
+
+	if (n < 0 || doh_frontend(conf_get(L)->cfg, n) == NULL) {
+		char msg[128];
+
+		snprintf(msg, sizeof(msg), "Error: trying to get DOH frontend with index %lld but we "
+			 "only have %d frontend(s)", (long long)n, doh_frontend_count(conf_get(L)->cfg));
+		conf_log(L, DLB_LOG_ERR, "%s", msg);
+		dlb_lua_print(L, msg);
+		lua_pushnil(L);
+		return 1;
+	}
+	ud = lua_newuserdatauv(L, sizeof(*ud), 0);
+	*ud = n;
+	luaL_setmetatable(L, MT_DOH_FRONTEND);
+	return 1;
+}
+
+static struct dlb_frontend_cfg *
+check_doh_frontend(lua_State *L)
+{
+	lua_Integer *ud = luaL_checkudata(L, 1, MT_DOH_FRONTEND);
+	struct dlb_frontend_cfg *fe = doh_frontend(conf_get(L)->cfg, *ud);
+
+	if (fe == NULL)
+		luaL_error(L, "this DOH frontend no longer exists");
+	return fe;
+}
+
+static int
+l_doh_reload_certificates(lua_State *L)
+{
+	struct dlb_frontend_cfg *fe = check_doh_frontend(L);
+	char err[512];
+
+	if (fe->tls != NULL && dlb_tls_server_reload(fe->tls, err, sizeof(err)) != 0)
+		conf_log(L, DLB_LOG_ERR, "Error reloading certificates for frontend %s: %s", fe->text,
+			 err);
+	return 0;
+}
+
+static int
+l_doh_rotate_tickets_key(lua_State *L)
+{
+	struct dlb_frontend_cfg *fe = check_doh_frontend(L);
+	char err[256];
+
+	if (fe->tls != NULL && dlb_tls_server_rotate_ticket_key(fe->tls, err, sizeof(err)) != 0)
+		return luaL_error(L, "rotateTicketsKey: %s", err);
+	return 0;
+}
+
+static int
+l_doh_load_tickets_keys(lua_State *L)
+{
+	struct dlb_frontend_cfg *fe = check_doh_frontend(L);
+	const char *file = luaL_checkstring(L, 2);
+	char err[512];
+
+	if (fe->tls != NULL && dlb_tls_server_load_ticket_keys(fe->tls, file, err, sizeof(err)) != 0)
+		return luaL_error(L, "loadTicketsKeys: %s", err);
+	return 0;
+}
+
+/* A response map entry (newDOHResponseMapEntry): kept as given until setResponsesMap. */
+struct doh_map_entry_ud {
+	char *regex;
+	int status;
+	char *content;
+	size_t content_len;
+	struct dlb_doh_header *headers;	/* NULL: the frontend's customResponseHeaders */
+	size_t nheaders;
+};
+
+static int
+doh_map_entry_gc(lua_State *L)
+{
+	struct doh_map_entry_ud *e = luaL_checkudata(L, 1, MT_DOH_MAP_ENTRY);
+
+	free(e->regex);
+	free(e->content);
+	for (size_t i = 0; i < e->nheaders; i++) {
+		free(e->headers[i].name);
+		free(e->headers[i].value);
+	}
+	free(e->headers);
+	memset(e, 0, sizeof(*e));
+	return 0;
+}
+
+/* newDOHResponseMapEntry(regex, status, content [, headers]) */
+static int
+l_new_doh_response_map_entry(lua_State *L)
+{
+	const char *regex = luaL_checkstring(L, 1);
+	lua_Integer status = luaL_checkinteger(L, 2);
+	size_t clen;
+	const char *content = luaL_checklstring(L, 3, &clen);
+	struct doh_map_entry_ud *e;
+	regex_t re;
+
+	lua_settop(L, 4);	/* the headers stay at 4 under the new object */
+	if (status < 100 || status > 599)
+		return luaL_error(L, "newDOHResponseMapEntry: invalid HTTP status code %d", (int)status);
+	if (regcomp(&re, regex, REG_ICASE | REG_NOSUB | REG_EXTENDED) != 0)
+		return luaL_error(L, "newDOHResponseMapEntry: invalid regular expression '%s'", regex);
+	regfree(&re);
+	e = lua_newuserdatauv(L, sizeof(*e), 0);
+	memset(e, 0, sizeof(*e));
+	luaL_setmetatable(L, MT_DOH_MAP_ENTRY);
+	e->regex = strdup(regex);
+	e->content = malloc(clen + 1);
+	if (e->regex == NULL || e->content == NULL)
+		return luaL_error(L, "newDOHResponseMapEntry: out of memory");
+	memcpy(e->content, content, clen);
+	e->content_len = clen;
+	e->status = (int)status;
+	if (lua_type(L, 4) == LUA_TTABLE) {
+		struct dlb_doh_header h[DLB_DOH_MAX_CUSTOM];
+		size_t nh = 0;
+
+		lua_pushnil(L);
+		while (lua_next(L, 4) != 0) {
+			if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+				return luaL_error(L, "newDOHResponseMapEntry: the headers must map names "
+						  "to strings");
+			if (nh >= DLB_DOH_MAX_CUSTOM)
+				return luaL_error(L, "newDOHResponseMapEntry: at most %d headers",
+						  DLB_DOH_MAX_CUSTOM);
+			h[nh].name = (char *)lua_tostring(L, -2);
+			h[nh++].value = (char *)lua_tostring(L, -1);
+			lua_pop(L, 1);
+		}
+		qsort(h, nh, sizeof(h[0]), header_name_cmp);
+		e->headers = calloc(nh ? nh : 1, sizeof(*e->headers));
+		if (e->headers == NULL)
+			return luaL_error(L, "newDOHResponseMapEntry: out of memory");
+		for (size_t i = 0; i < nh; i++) {
+			e->headers[i].name = strdup(h[i].name);
+			e->headers[i].value = strdup(h[i].value);
+			e->nheaders = i + 1;
+			if (e->headers[i].name == NULL || e->headers[i].value == NULL)
+				return luaL_error(L, "newDOHResponseMapEntry: out of memory");
+		}
+	} else if (!lua_isnoneornil(L, 4)) {
+		return luaL_error(L, "newDOHResponseMapEntry: the headers must be a table");
+	}
+	return 1;
+}
+
+/* getDOHFrontend(n):setResponsesMap({entries}): published at once to the workers. */
+static int
+l_doh_set_responses_map(lua_State *L)
+{
+	struct dlb_frontend_cfg *fe = check_doh_frontend(L);
+	struct dlb_doh_map *m;
+	char err[256];
+	lua_Integer n;
+
+	luaL_checktype(L, 2, LUA_TTABLE);
+	if (conf_get(L)->phase == DLB_LUA_PHASE_WORKER)
+		return 0;	/* a worker's replay: the listener has its map */
+	m = calloc(1, sizeof(*m));
+	if (m == NULL)
+		return luaL_error(L, "setResponsesMap: out of memory");
+	n = (lua_Integer)lua_rawlen(L, 2);
+	for (lua_Integer i = 1; i <= n; i++) {
+		struct doh_map_entry_ud *e;
+
+		lua_rawgeti(L, 2, i);
+		e = luaL_testudata(L, -1, MT_DOH_MAP_ENTRY);
+		if (e == NULL || e->regex == NULL ||
+		    dlb_doh_map_add(m, e->regex, e->status, e->content, e->content_len, e->headers,
+				    e->nheaders, err, sizeof(err)) != 0) {
+			dlb_doh_map_clear(m);
+			free(m);
+			return luaL_error(L, "setResponsesMap: %s", e == NULL ?
+					  "entries must be newDOHResponseMapEntry objects" : err);
+		}
+		lua_pop(L, 1);
+	}
+	if (dlb_doh_cfg_set_map(fe->doh, m) != 0) {
+		dlb_doh_map_clear(m);
+		free(m);
+		return luaL_error(L, "setResponsesMap: out of memory");
+	}
+	return 0;
+}
+
+static int
+l_doh_frontend_tostring(lua_State *L)
+{
+	lua_pushfstring(L, "DOHFrontend(%s)", check_doh_frontend(L)->text);
+	return 1;
+}
+
+static const luaL_Reg doh_frontend_methods[] = {
+	{ "reloadCertificates", l_doh_reload_certificates },
+	{ "rotateTicketsKey", l_doh_rotate_tickets_key },
+	{ "loadTicketsKeys", l_doh_load_tickets_keys },
+	{ "setResponsesMap", l_doh_set_responses_map },
+	{ NULL, NULL },
+};
+
+static void
+register_doh_frontend(lua_State *L)
+{
+	luaL_newmetatable(L, MT_DOH_FRONTEND);
+	lua_newtable(L);
+	luaL_setfuncs(L, doh_frontend_methods, 0);
+	lua_setfield(L, -2, "__index");
+	lua_pushcfunction(L, l_doh_frontend_tostring);
+	lua_setfield(L, -2, "__tostring");
+	lua_pop(L, 1);
+	luaL_newmetatable(L, MT_DOH_MAP_ENTRY);
+	lua_pushcfunction(L, doh_map_entry_gc);
+	lua_setfield(L, -2, "__gc");
+	lua_pop(L, 1);
+}
+
 /* ---- TLS frontends at runtime (getTLSFrontend, getTLSContext, reloadAllCertificates) ---- */
 
 #define MT_TLS_FRONTEND "dnslb.TLSFrontend"
 
-/* The @n-th DNS over TLS listener (0-based, in configuration order), or NULL. */
+/* The @n-th DNS over TLS listener (0-based, in configuration order; DoH
+ * listeners are getDOHFrontend's), or NULL. */
 static struct dlb_tls_server *
 tls_frontend(const struct dlb_config *cfg, lua_Integer n, const char **text)
 {
 	for (int i = 0; i < cfg->nfrontends; i++) {
-		if (cfg->frontends[i].tls == NULL)
+		if (cfg->frontends[i].tls == NULL || cfg->frontends[i].doh != NULL)
 			continue;
 		if (n-- == 0) {
 			if (text != NULL)
@@ -697,7 +956,7 @@ tls_frontend_count(const struct dlb_config *cfg)
 	int n = 0;
 
 	for (int i = 0; i < cfg->nfrontends; i++)
-		n += cfg->frontends[i].tls != NULL;
+		n += cfg->frontends[i].tls != NULL && cfg->frontends[i].doh == NULL;
 	return n;
 }
 
@@ -806,7 +1065,7 @@ l_get_tls_frontend_count(lua_State *L)
 	return 1;
 }
 
-/* reloadAllCertificates(): every DNS over TLS listener's certificates and keys. */
+/* reloadAllCertificates(): every DNS over TLS and HTTPS listener's certificates and keys. */
 static int
 l_reload_all_certificates(lua_State *L)
 {
@@ -3858,8 +4117,6 @@ static const struct {
 	const char *name;
 	const char *what;
 } unsupported_calls[] = {
-	{ "getDOHFrontend", NO_DOT_DOH },
-	{ "newDOHResponseMapEntry", NO_DOT_DOH },
 	{ "HTTPHeaderRule", NO_DOT_DOH },
 	{ "HTTPPathRule", NO_DOT_DOH },
 	{ "HTTPPathRegexRule", NO_DOT_DOH },
@@ -4176,6 +4433,9 @@ static const luaL_Reg conf_funcs[] = {
 	{ "getTLSFrontend", l_get_tls_frontend },
 	{ "getTLSContext", l_get_tls_context },
 	{ "getTLSFrontendCount", l_get_tls_frontend_count },
+	{ "getDOHFrontend", l_get_doh_frontend },
+	{ "getDOHFrontendCount", l_get_doh_frontend_count },
+	{ "newDOHResponseMapEntry", l_new_doh_response_map_entry },
 	{ "reloadAllCertificates", l_reload_all_certificates },
 	/* ACL */
 	{ "setACL", l_set_acl },
@@ -4380,6 +4640,7 @@ conf_setup(lua_State *L)
 	dlb_lua_compat_open(L);
 	register_metatables(L);
 	register_tls_frontend(L);
+	register_doh_frontend(L);
 	register_globals(L);
 	dlb_lua_objects_register(L);
 	dlb_lua_rules_register(L);

@@ -202,13 +202,14 @@ l_show_tcp_stats(lua_State *L)
 	return 0;
 }
 
-/* The next DNS over TLS listener from bind @*i on (advanced past it). @return 0, or -1 at the end. */
+/* The next DNS over TLS listener from bind @*i on (advanced past it; DoH
+ * listeners' contexts are not in dnsdist's list). @return 0, or -1 at the end. */
 static int
 next_tls_bind(int *i, struct dlb_metrics_frontend *f)
 {
 	while (dlb_metrics_frontend(*i, f) == 0) {
 		(*i)++;
-		if (f->tls != NULL)
+		if (f->tls != NULL && !f->doh)
 			return 0;
 	}
 	return -1;

@@ -588,6 +588,7 @@ dlb_metrics_frontend(int i, struct dlb_metrics_frontend *out)
 	out->proto = dlb_frontend_proto(&cfg->frontends[fe], tcp);
 	out->tcp = tcp;
 	out->tls = cfg->frontends[fe].tls;
+	out->doh = cfg->frontends[fe].doh != NULL;
 	for (int w = 0; w < dlb_daemon.nworkers; w++) {
 		const struct dlb_worker *wk = dlb_daemon.workers[w];
 

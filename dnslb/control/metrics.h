@@ -68,7 +68,7 @@ int dlb_metrics_backend(int i, struct dlb_metrics_backend *out);
 /** Per frontend and protocol (showBinds(), dnsdist_frontend_*). */
 struct dlb_metrics_frontend {
 	const char *address;		/* "127.0.0.1:53" */
-	const char *proto;		/* "UDP", "TCP" or "TCP (DNS over TLS)" */
+	const char *proto;		/* "UDP", "TCP", "TCP (DNS over TLS)", "TCP (DNS over HTTPS)"... */
 	bool tcp;			/* TCP or DNS over TLS: the tcp* figures apply */
 	uint64_t queries;		/* received on this bind (all workers) */
 	uint64_t responses;		/* answers sent on it */
@@ -78,7 +78,8 @@ struct dlb_metrics_frontend {
 	uint64_t tcp_client_timeouts, tcp_downstream_timeouts, tcp_max;
 	double tcp_avg_queries, tcp_avg_duration;	/* running averages; ms */
 	/* DNS over TLS (docs/tls.md#counters); 0 for the others */
-	struct dlb_tls_server *tls;	/* the listener's context; NULL: not DNS over TLS */
+	struct dlb_tls_server *tls;	/* the listener's context; NULL: not over TLS */
+	bool doh;			/* a DNS over HTTPS listener (addDOHLocal) */
 	uint64_t tls_new_sessions, tls_resumptions;
 	uint64_t tls_unknown_ticket_keys, tls_inactive_ticket_keys;
 	uint64_t tls_queries[5];	/* by enum dlb_tls_version_idx (dnslb/core/tls.h) */

@@ -166,3 +166,20 @@ def test_counters_after_traffic(pair, workdir):
         if what != "no answer: 502":
             request(p, workdir, 2, path, wire, kw)
     p.stats()
+
+
+def test_responses_map(pair, workdir):
+    """getDOHFrontend(0):setResponsesMap() from the console: a matching path
+    gets the entry's status, content and fields (its own, or the listener's
+    customResponseHeaders), a redirect its HTML page; the others go on."""
+    p = pair(BODY % 'customResponseHeaders={["x-frontend"]="1"}', backends=({},))
+    p.console('getDOHFrontend(0):setResponsesMap({'
+              'newDOHResponseMapEntry("^/dns-query\\\\?x=", 200, "hello", {["X-B"]="2", ["X-A"]="1"}), '
+              'newDOHResponseMapEntry("^/dns-query\\\\?y=", 418, "teapot"), '
+              'newDOHResponseMapEntry("^/DNS-query\\\\?r=", 307, "https://elsewhere.example/")})')
+    for version in (2, 1):
+        for path in ("/dns-query?x=1", "/dns-query?y=1", "/dns-query?r=1", "/dns-query?z=1",
+                     "/dns-query?dns=%s" % b64(q("www.example.test."))):
+            both(p, workdir, path, version)
+    assert p.console("getDOHFrontendCount()") == "1\n"
+    p.console("getDOHFrontend(0):reloadCertificates()")
