@@ -675,6 +675,11 @@ l_add_doh_local(lua_State *L)
 /* ---- DoH frontends at runtime (getDOHFrontend, newDOHResponseMapEntry) ------------ */
 
 #define MT_DOH_FRONTEND "dnslb.DOHFrontend"
+
+/* shared with TLSFrontend (below) */
+static int tls_reload_certificates(lua_State *L, struct dlb_tls_server *t, const char *text);
+static int tls_rotate_tickets_key(lua_State *L, struct dlb_tls_server *t);
+static int tls_load_tickets_keys(lua_State *L, struct dlb_tls_server *t);
 #define MT_DOH_MAP_ENTRY "dnslb.DOHResponseMapEntry"
 
 /* The @n-th DNS over HTTPS listener (0-based, in configuration order), or NULL. */
@@ -742,35 +747,20 @@ static int
 l_doh_reload_certificates(lua_State *L)
 {
 	struct dlb_frontend_cfg *fe = check_doh_frontend(L);
-	char err[512];
 
-	if (fe->tls != NULL && dlb_tls_server_reload(fe->tls, err, sizeof(err)) != 0)
-		conf_log(L, DLB_LOG_ERR, "Error reloading certificates for frontend %s: %s", fe->text,
-			 err);
-	return 0;
+	return tls_reload_certificates(L, fe->tls, fe->text);
 }
 
 static int
 l_doh_rotate_tickets_key(lua_State *L)
 {
-	struct dlb_frontend_cfg *fe = check_doh_frontend(L);
-	char err[256];
-
-	if (fe->tls != NULL && dlb_tls_server_rotate_ticket_key(fe->tls, err, sizeof(err)) != 0)
-		return luaL_error(L, "rotateTicketsKey: %s", err);
-	return 0;
+	return tls_rotate_tickets_key(L, check_doh_frontend(L)->tls);
 }
 
 static int
 l_doh_load_tickets_keys(lua_State *L)
 {
-	struct dlb_frontend_cfg *fe = check_doh_frontend(L);
-	const char *file = luaL_checkstring(L, 2);
-	char err[512];
-
-	if (fe->tls != NULL && dlb_tls_server_load_ticket_keys(fe->tls, file, err, sizeof(err)) != 0)
-		return luaL_error(L, "loadTicketsKeys: %s", err);
-	return 0;
+	return tls_load_tickets_keys(L, check_doh_frontend(L)->tls);
 }
 
 /* A response map entry (newDOHResponseMapEntry): kept as given until setResponsesMap. */
@@ -1012,39 +1002,58 @@ check_tls_frontend(lua_State *L, const char **text)
 	return t;
 }
 
+/* What a TLSFrontend and a DOHFrontend do to their context @t (NULL: a DoH
+ * listener without TLS: nothing), for frontend @text. */
 static int
-l_tls_reload_certificates(lua_State *L)
+tls_reload_certificates(lua_State *L, struct dlb_tls_server *t, const char *text)
 {
-	const char *text = "";
-	struct dlb_tls_server *t = check_tls_frontend(L, &text);
 	char err[512];
 
-	if (dlb_tls_server_reload(t, err, sizeof(err)) != 0)
+	if (t != NULL && dlb_tls_server_reload(t, err, sizeof(err)) != 0)
 		conf_log(L, DLB_LOG_ERR, "Error reloading certificates for frontend %s: %s", text, err);
 	return 0;
 }
 
 static int
-l_tls_rotate_tickets_key(lua_State *L)
+tls_rotate_tickets_key(lua_State *L, struct dlb_tls_server *t)
 {
-	struct dlb_tls_server *t = check_tls_frontend(L, NULL);
 	char err[256];
 
-	if (dlb_tls_server_rotate_ticket_key(t, err, sizeof(err)) != 0)
+	if (t != NULL && dlb_tls_server_rotate_ticket_key(t, err, sizeof(err)) != 0)
 		return luaL_error(L, "rotateTicketsKey: %s", err);
 	return 0;
 }
 
 static int
-l_tls_load_tickets_keys(lua_State *L)
+tls_load_tickets_keys(lua_State *L, struct dlb_tls_server *t)
 {
-	struct dlb_tls_server *t = check_tls_frontend(L, NULL);
 	const char *file = luaL_checkstring(L, 2);
 	char err[512];
 
-	if (dlb_tls_server_load_ticket_keys(t, file, err, sizeof(err)) != 0)
+	if (t != NULL && dlb_tls_server_load_ticket_keys(t, file, err, sizeof(err)) != 0)
 		return luaL_error(L, "loadTicketsKeys: %s", err);
 	return 0;
+}
+
+static int
+l_tls_reload_certificates(lua_State *L)
+{
+	const char *text = "";
+	struct dlb_tls_server *t = check_tls_frontend(L, &text);
+
+	return tls_reload_certificates(L, t, text);
+}
+
+static int
+l_tls_rotate_tickets_key(lua_State *L)
+{
+	return tls_rotate_tickets_key(L, check_tls_frontend(L, NULL));
+}
+
+static int
+l_tls_load_tickets_keys(lua_State *L)
+{
+	return tls_load_tickets_keys(L, check_tls_frontend(L, NULL));
 }
 
 static int
