@@ -274,6 +274,88 @@ l_show_tls_error_counters(lua_State *L)
 	return 0;
 }
 
+/* The next DNS over HTTPS listener from bind @*i on (advanced past it). @return 0, or -1 at the end. */
+static int
+next_doh_bind(int *i, struct dlb_metrics_frontend *f)
+{
+	while (dlb_metrics_frontend(*i, f) == 0) {
+		(*i)++;
+		if (f->doh)
+			return 0;
+	}
+	return -1;
+}
+
+/* showDOHFrontends(): each DNS over HTTPS listener's figures, dnsdist 1.7.3's table. */
+static int
+l_show_doh_frontends(lua_State *L)
+{
+	struct dlb_metrics_frontend f;
+	char line[512];
+	int bind = 0;
+
+	if (dlb_lua_silent(L))
+		return 0;
+	snprintf(line, sizeof(line), "%-3s %-20.20s %-15s %-15s %-15s %-15s %-15s %-15s %-15s %-15s "
+		 "%-15s %-15s %-15s %-15s", "#", "Address", "HTTP", "HTTP/1", "HTTP/2", "GET", "POST",
+		 "Bad", "Errors", "Redirects", "Valid", "# ticket keys", "Rotation delay",
+		 "Next rotation");
+	dlb_lua_print(L, line);
+	for (int n = 0; next_doh_bind(&bind, &f) == 0; n++) {
+		const struct dlb_doh_figures *d = &f.doh_figs;
+		/* without TLS: dnsdist's defaults for a context it does not have */
+		unsigned long long keys = 0, delay = 43200, next = 0;
+
+		if (f.tls != NULL) {
+			keys = dlb_tls_server_ticket_keys(f.tls);
+			delay = dlb_tls_server_opts(f.tls)->ticket_rotation;
+			next = (unsigned long long)dlb_tls_server_next_rotation(f.tls);
+		}
+		snprintf(line, sizeof(line), "%-3d %-20.20s %-15llu %-15llu %-15llu %-15llu %-15llu "
+			 "%-15llu %-15llu %-15llu %-15llu %-15llu %-15llu %-15llu", n, f.address,
+			 (unsigned long long)d->connects, (unsigned long long)d->http1,
+			 (unsigned long long)d->http2, (unsigned long long)d->get,
+			 (unsigned long long)d->post, (unsigned long long)d->bad,
+			 (unsigned long long)d->errors, (unsigned long long)d->redirects,
+			 (unsigned long long)d->valid, keys, delay, next);
+		dlb_lua_print(L, line);
+	}
+	return 0;
+}
+
+/* showDOHResponseCodes(): each DNS over HTTPS listener's answers by status,
+ * for HTTP/1 then HTTP/2, dnsdist 1.7.3's tables. */
+static int
+l_show_doh_response_codes(lua_State *L)
+{
+	struct dlb_metrics_frontend f;
+	char line[256];
+
+	if (dlb_lua_silent(L))
+		return 0;
+	for (int v = 0; v < 2; v++) {
+		int bind = 0;
+
+		dlb_lua_print(L, "");
+		dlb_lua_print(L, v == 0 ? "- HTTP/1:" : "- HTTP/2:");
+		dlb_lua_print(L, "");
+		snprintf(line, sizeof(line), "%-3s %-20.20s %-15s %-15s %-15s %-15s %-15s %-15s", "#",
+			 "Address", "200", "400", "403", "500", "502", "Others");
+		dlb_lua_print(L, line);
+		for (int n = 0; next_doh_bind(&bind, &f) == 0; n++) {
+			const uint64_t *st = f.doh_figs.status[v];
+
+			snprintf(line, sizeof(line), "%-3d %-20.20s %-15llu %-15llu %-15llu %-15llu "
+				 "%-15llu %-15llu", n, f.address, (unsigned long long)st[0],
+				 (unsigned long long)st[1], (unsigned long long)st[2],
+				 (unsigned long long)st[3], (unsigned long long)st[4],
+				 (unsigned long long)st[5]);
+			dlb_lua_print(L, line);
+		}
+	}
+	return 0;
+}
+
 void
 dlb_lua_stats_register(lua_State *L)
 {
@@ -284,6 +366,8 @@ dlb_lua_stats_register(lua_State *L)
 		{ "showTCPStats", l_show_tcp_stats },
 		{ "showTLSContexts", l_show_tls_contexts },
 		{ "showTLSErrorCounters", l_show_tls_error_counters },
+		{ "showDOHFrontends", l_show_doh_frontends },
+		{ "showDOHResponseCodes", l_show_doh_response_codes },
 		{ NULL, NULL },
 	};
 

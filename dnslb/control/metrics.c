@@ -574,6 +574,18 @@ add_tls(struct dlb_metrics_frontend *out, const struct dlb_listener *l)
 #undef ADD_TLS
 }
 
+/* A listener's DNS over HTTPS figures into @out. */
+static void
+add_doh(struct dlb_doh_figures *out, const struct dlb_doh_figures *d)
+{
+	const uint64_t *src = (const uint64_t *)d;
+	uint64_t *dst = (uint64_t *)out;
+
+	/* all uint64_t: summed field by field, relaxed */
+	for (size_t k = 0; k < sizeof(*d) / sizeof(uint64_t); k++)
+		dst[k] += __atomic_load_n(&src[k], __ATOMIC_RELAXED);
+}
+
 int
 dlb_metrics_frontend(int i, struct dlb_metrics_frontend *out)
 {
@@ -611,6 +623,7 @@ dlb_metrics_frontend(int i, struct dlb_metrics_frontend *out)
 				out->tcp_downstream_timeouts +=
 					__atomic_load_n(&l->tcp_downstream_timeouts, __ATOMIC_RELAXED);
 				add_tls(out, l);
+				add_doh(&out->doh_figs, &l->doh);
 			} else {
 				out->queries += __atomic_load_n(&l->udp_queries, __ATOMIC_RELAXED);
 				out->responses += __atomic_load_n(&l->udp_responses, __ATOMIC_RELAXED);

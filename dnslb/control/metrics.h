@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dnslb/core/wstate.h"
+
 struct dlb_backend;
 struct dlb_pool;
 struct dlb_tls_server;
@@ -84,6 +86,7 @@ struct dlb_metrics_frontend {
 	uint64_t tls_unknown_ticket_keys, tls_inactive_ticket_keys;
 	uint64_t tls_queries[5];	/* by enum dlb_tls_version_idx (dnslb/core/tls.h) */
 	uint64_t tls_failures[8];	/* by enum dlb_tls_failure */
+	struct dlb_doh_figures doh_figs;	/* DNS over HTTPS listeners' (docs/doh.md#counters) */
 };
 /**
  * Bind number @i, in showBinds()'s numbering (dlb_config_bind: a plain

@@ -1133,6 +1133,105 @@ out:
 	free(thread);
 }
 
+/*
+ * The DNS over HTTPS listeners' families (docs/doh.md#counters): their heads
+ * together, then each listener's samples, dnsdist 1.7.3's order, names and
+ * help texts (the last one's help is dnsdist's, as it is).
+ */
+static void
+prom_doh(struct dlb_buf *b)
+{
+	static const struct prom_series fs[] = {
+		{ "http_connects", "Number of DoH TCP connections established to this frontend",
+		  "counter" },
+		{ "doh_http_method_queries", "Number of DoH queries received by dnsdist, by HTTP method",
+		  "counter" },
+		{ "doh_http_version_queries",
+		  "Number of DoH queries received by dnsdist, by HTTP version", "counter" },
+		{ "doh_bad_requests", "Number of requests that could not be converted to a DNS query",
+		  "counter" },
+		{ "doh_responses", "Number of responses sent, by type", "counter" },
+		{ "doh_version_status_responses",
+		  "Number of requests that could not be converted to a DNS query", "counter" },
+	};
+	static const char *const status[DLB_DOH_ST_COUNT] = { "200", "400", "403", "500", "502",
+							       "other" };
+	struct dlb_metrics_frontend f;
+	bool any = false;
+
+	for (int i = 0; dlb_metrics_frontend(i, &f) == 0; i++)
+		any = any || f.doh;
+	if (!any)
+		return;
+	for (size_t k = 0; k < sizeof(fs) / sizeof(fs[0]); k++) {
+		char name[64];
+
+		snprintf(name, sizeof(name), "dnsdist_frontend_%s", fs[k].suffix);
+		prom_head(b, name, fs[k].help, fs[k].type);
+	}
+	for (int i = 0; dlb_metrics_frontend(i, &f) == 0; i++) {
+		const struct dlb_doh_figures *d = &f.doh_figs;
+		char fe[128];
+
+		if (!f.doh)
+			continue;
+		snprintf(fe, sizeof(fe), "frontend=\"%s\",thread=\"0\"", f.address);
+		dlb_buf_printf(b, "dnsdist_frontend_http_connects{%s} %" PRIu64 "\n", fe, d->connects);
+		dlb_buf_printf(b, "dnsdist_frontend_doh_http_method_queries{method=\"get\",%s} %" PRIu64
+			       "\n", fe, d->get);
+		dlb_buf_printf(b, "dnsdist_frontend_doh_http_method_queries{method=\"post\",%s} %" PRIu64
+			       "\n", fe, d->post);
+		dlb_buf_printf(b, "dnsdist_frontend_doh_http_version_queries{version=\"1\",%s} %" PRIu64
+			       "\n", fe, d->http1);
+		dlb_buf_printf(b, "dnsdist_frontend_doh_http_version_queries{version=\"2\",%s} %" PRIu64
+			       "\n", fe, d->http2);
+		dlb_buf_printf(b, "dnsdist_frontend_doh_bad_requests{%s} %" PRIu64 "\n", fe, d->bad);
+		dlb_buf_printf(b, "dnsdist_frontend_doh_responses{type=\"error\",%s} %" PRIu64 "\n", fe,
+			       d->errors);
+		dlb_buf_printf(b, "dnsdist_frontend_doh_responses{type=\"redirect\",%s} %" PRIu64 "\n",
+			       fe, d->redirects);
+		dlb_buf_printf(b, "dnsdist_frontend_doh_responses{type=\"valid\",%s} %" PRIu64 "\n", fe,
+			       d->valid);
+		for (int v = 0; v < 2; v++)
+			for (int k = 0; k < DLB_DOH_ST_COUNT; k++)
+				dlb_buf_printf(b, "dnsdist_frontend_doh_version_status_responses{"
+					       "httpversion=\"%d\",status=\"%s\",%s} %" PRIu64 "\n",
+					       v + 1, status[k], fe, d->status[v][k]);
+	}
+}
+
+/* One entry of the API's dohFrontends (dnsdist 1.7.3's keys, in its order). */
+static void
+json_doh_frontend(cJSON *a, const struct dlb_metrics_frontend *f, int id)
+{
+	static const char *const status[DLB_DOH_ST_COUNT] = { "200", "400", "403", "500", "502",
+							       "other" };
+	const struct dlb_doh_figures *d = &f->doh_figs;
+	cJSON *e = cJSON_CreateObject();
+	char key[32];
+
+	if (e == NULL)
+		return;
+	cJSON_AddStringToObject(e, "address", f->address);
+	cJSON_AddNumberToObject(e, "bad-requests", (double)d->bad);
+	cJSON_AddNumberToObject(e, "error-responses", (double)d->errors);
+	cJSON_AddNumberToObject(e, "get-queries", (double)d->get);
+	cJSON_AddNumberToObject(e, "http-connects", (double)d->connects);
+	for (int v = 0; v < 2; v++) {
+		for (int k = 0; k < DLB_DOH_ST_COUNT; k++) {
+			snprintf(key, sizeof(key), "http%d-%s-responses", v + 1, status[k]);
+			cJSON_AddNumberToObject(e, key, (double)d->status[v][k]);
+		}
+		snprintf(key, sizeof(key), "http%d-queries", v + 1);
+		cJSON_AddNumberToObject(e, key, (double)(v == 0 ? d->http1 : d->http2));
+	}
+	cJSON_AddNumberToObject(e, "id", id);
+	cJSON_AddNumberToObject(e, "post-queries", (double)d->post);
+	cJSON_AddNumberToObject(e, "redirect-responses", (double)d->redirects);
+	cJSON_AddNumberToObject(e, "valid-responses", (double)d->valid);
+	cJSON_AddItemToArray(a, e);
+}
+
 static int
 get_pools(struct dlb_metrics_pool *out, int cap)
 {
@@ -1257,6 +1356,7 @@ build_metrics(struct dlb_buf *b)
 
 	prom_servers(b);
 	prom_frontends(b);
+	prom_doh(b);
 	prom_pools(b);
 	if (collect_rules(&rv) != 0)
 		dlb_buf_set_error(b, DLB_ENOMEM);
@@ -1590,10 +1690,13 @@ json_localhost(void)
 	}
 	/* dnsdist's value, kept so that tools written for it accept dnslb */
 	cJSON_AddStringToObject(o, "daemon_type", "dnsdist");
-	cJSON_AddArrayToObject(o, "dohFrontends");
+	a = cJSON_AddArrayToObject(o, "dohFrontends");
+	n = get_frontends(fv, thread, DLB_MAX_FRONTENDS * 2);
+	for (int i = 0, id = 0; a != NULL && i < n; i++)
+		if (fv[i].doh)
+			json_doh_frontend(a, &fv[i], id++);
 
 	a = cJSON_AddArrayToObject(o, "frontends");
-	n = get_frontends(fv, thread, DLB_MAX_FRONTENDS * 2);
 	for (int i = 0; a != NULL && i < n; i++) {
 		cJSON *f = cJSON_CreateObject();
 		bool tcp = fv[i].tcp;

@@ -46,6 +46,18 @@ struct dlb_coc;
 struct dlb_udp_pending;
 
 /* A frontend as seen by one worker: its own UDP and TCP sockets. */
+/* A DNS over HTTPS listener's figures, dnsdist's (docs/doh.md#counters). */
+enum { DLB_DOH_ST_200 = 0, DLB_DOH_ST_400, DLB_DOH_ST_403, DLB_DOH_ST_500, DLB_DOH_ST_502,
+       DLB_DOH_ST_OTHER, DLB_DOH_ST_COUNT };
+struct dlb_doh_figures {
+	uint64_t connects;		/* connections accepted */
+	uint64_t get, post;		/* queries by method */
+	uint64_t http1, http2;		/* ... by HTTP version */
+	uint64_t bad;			/* requests that carried no DNS query */
+	uint64_t errors, redirects, valid;	/* answers to queries, by kind */
+	uint64_t status[2][DLB_DOH_ST_COUNT];	/* ... by HTTP version and status */
+};
+
 struct dlb_listener {
 	struct dlb_worker *w;
 	int index;			/* frontend index in the config */
@@ -72,6 +84,7 @@ struct dlb_listener {
 	uint64_t tls_inactive_ticket_keys;	/* ... resumed under an older key */
 	uint64_t tls_queries[5];		/* per query, by enum dlb_tls_version_idx (tls.h) */
 	uint64_t tls_failures[8];		/* failed handshakes, by enum dlb_tls_failure */
+	struct dlb_doh_figures doh;	/* DNS over HTTPS listeners' (doh_conn.c) */
 	bool active;			/* reading (false: removed by a reload, or failed) */
 	double close_at;		/* paused: when its UDP socket closes (loop clock) */
 };

@@ -93,6 +93,8 @@ struct dlb_doh_conn {
 	uint8_t sniff[24];		/* the first bytes, while the version is not known */
 	size_t nsniff;
 	ev_timer timer;
+	double started;
+	uint32_t queries;		/* DNS queries read so far */
 	uint32_t inflight;		/* requests forwarded, not yet answered */
 	bool feeding;			/* inside the session's feed: answers are only queued */
 	bool peer_closed;
@@ -184,6 +186,7 @@ conn_close(struct dlb_doh_conn *c)
 	d->free[d->nfree++] = c->idx;
 	d->live--;
 	c->l->tcp_conns--;
+	dlb_tcp_fe_closed(c->l->index, c->queries, dlb_worker_now(c->w) - c->started);
 	free(c);
 }
 
@@ -429,11 +432,25 @@ answer_opts(struct dlb_doh_conn *c, struct dlb_doh_answer_opts *o)
 	o->cache_control = c->cfg->cache_control;
 }
 
-/* Send @a on @stream (@reason: HTTP/1.1's reason phrase; NULL: the usual one). */
+/* Send @a on @stream (@reason: HTTP/1.1's reason phrase; NULL: the usual one).
+ * Every answer is counted by HTTP version and status, as dnsdist counts those
+ * of its handler (h2o's own 404 for a path that no URL routes is not). */
 static void
 conn_respond(struct dlb_doh_conn *c, int32_t stream, const struct dlb_doh_answer *a,
 	     const char *reason)
 {
+	int k;
+
+	switch (a->status) {
+	case 200: k = DLB_DOH_ST_200; break;
+	case 400: k = DLB_DOH_ST_400; break;
+	case 403: k = DLB_DOH_ST_403; break;
+	case 500: k = DLB_DOH_ST_500; break;
+	case 502: k = DLB_DOH_ST_502; break;
+	default: k = DLB_DOH_ST_OTHER; break;
+	}
+	if (reason == NULL)	/* (h2o's 404 is the only answer with its own reason) */
+		c->l->doh.status[c->h2 != NULL ? 1 : 0][k]++;
 	if (c->h2 != NULL)
 		(void)dlb_doh_h2_respond(c->h2, stream, a->status, a->headers, a->nheaders, a->body,
 					 a->len);
@@ -442,9 +459,23 @@ conn_respond(struct dlb_doh_conn *c, int32_t stream, const struct dlb_doh_answer
 					 a->body, a->len);
 }
 
+/* An answer to a DNS query (or a response map's) with @status, in dnsdist's figures. */
+static void
+count_response(struct dlb_doh_conn *c, int status)
+{
+	struct dlb_doh_figures *f = &c->l->doh;
+
+	if (status >= 200 && status < 300)
+		f->valid++;
+	else if (status >= 300 && status < 400)
+		f->redirects++;
+	else
+		f->errors++;
+}
+
 /* Answer @stream with @status and @body (dlb_doh_answer_build's rules). */
 static void
-respond_status(struct dlb_doh_conn *c, int32_t stream, int status, const uint8_t *body, size_t len)
+respond_plain(struct dlb_doh_conn *c, int32_t stream, int status, const uint8_t *body, size_t len)
 {
 	struct dlb_doh_answer a;
 	struct dlb_doh_answer_opts o;
@@ -452,6 +483,14 @@ respond_status(struct dlb_doh_conn *c, int32_t stream, int status, const uint8_t
 	answer_opts(c, &o);
 	dlb_doh_answer_build(&a, status, body, len, &o);
 	conn_respond(c, stream, &a, NULL);
+}
+
+/* The same for the answer to a DNS query, counted as one. */
+static void
+respond_status(struct dlb_doh_conn *c, int32_t stream, int status, const uint8_t *body, size_t len)
+{
+	count_response(c, status);
+	respond_plain(c, stream, status, body, len);
 }
 
 static void
@@ -464,6 +503,28 @@ respond_verdict(struct dlb_doh_conn *c, int32_t stream, enum dlb_doh_verdict v)
 	dlb_doh_answer_verdict(&a, v, &o);
 	/* h2o's own 404, before dnsdist's handler: its reason phrase */
 	conn_respond(c, stream, &a, v == DLB_DOH_NOT_FOUND ? "File Not Found" : NULL);
+}
+
+/* A request past the routing, the ACL and the response map, in dnsdist's
+ * figures: a query by method and version, or a bad request. */
+static void
+count_request(struct dlb_doh_conn *c, const char *method, enum dlb_doh_verdict v)
+{
+	struct dlb_doh_figures *f = &c->l->doh;
+	bool post = strcmp(method, "POST") == 0;
+
+	if (post || (v != DLB_DOH_NO_DNS_PARAM && v != DLB_DOH_BAD_REQUEST)) {
+		if (post)
+			f->post++;
+		else
+			f->get++;
+		if (c->h2 != NULL)
+			f->http2++;
+		else
+			f->http1++;
+	}
+	if (v == DLB_DOH_NO_DNS_PARAM || v == DLB_DOH_BAD_REQUEST || v == DLB_DOH_BAD_BASE64)
+		f->bad++;
 }
 
 static const char *
@@ -488,6 +549,7 @@ respond_map(struct dlb_doh_conn *c, int32_t stream, const struct dlb_doh_map_ent
 		o.ncustom = e->nheaders;
 	}
 	o.add_content_type = false;
+	count_response(c, e->status);
 	dlb_doh_answer_build(&a, e->status, e->content, e->content_len, &o);
 	conn_respond(c, stream, &a, NULL);
 }
@@ -574,7 +636,7 @@ on_request(void *ud, const struct dlb_doh_request *rq)
 		static const char acl[] = "dns query not allowed because of ACL";
 
 		w->stats.acl_drops++;
-		respond_status(c, rq->stream_id, 403, (const uint8_t *)acl, sizeof(acl) - 1);
+		respond_plain(c, rq->stream_id, 403, (const uint8_t *)acl, sizeof(acl) - 1);
 		return;
 	}
 	if (!dlb_doh_exact(&dc->paths, norm, nl)) {
@@ -588,6 +650,7 @@ on_request(void *ud, const struct dlb_doh_request *rq)
 	}
 	v = dlb_doh_query(rq->method, strlen(rq->method), rq->path, rq->path_len, rq->body,
 			  rq->body_len, d->qbuf, DOH_QBUF - sizeof(added_opt), &qlen);
+	count_request(c, rq->method, v);
 	if (v != DLB_DOH_QUERY) {
 		respond_verdict(c, rq->stream_id, v);
 		return;
@@ -606,6 +669,7 @@ on_request(void *ud, const struct dlb_doh_request *rq)
 		dlb_wr16(d->qbuf + 10, (uint16_t)(dlb_rd16(d->qbuf + 10) + 1));
 		added = true;
 	}
+	c->queries++;
 	run_query(c, rq->stream_id, d->qbuf, qlen, &client, added);
 }
 
@@ -644,6 +708,9 @@ dlb_doh_accept(struct dlb_worker *w, struct dlb_listener *l)
 		c->cfg = fe->doh;
 		c->peer = peer;
 		l->tcp_conns++;
+		l->doh.connects++;
+		c->started = dlb_worker_now(w);
+		dlb_tcp_fe_opened(l->index);
 		w->stats.tcp_client_connections++;
 		ev_init(&c->timer, conn_timer_cb);
 		dlb_stream_init(&c->st, w->loop, &dlb_stream_tcp_ops, &conn_stream_cb, c,

@@ -80,6 +80,19 @@ dlb_tcp_fe_figures(int fe, struct dlb_tcp_fe_figures *out)
 	__atomic_load(&fe_figs[fe].avg_duration, &out->avg_duration, __ATOMIC_RELAXED);
 }
 
+void
+dlb_tcp_fe_opened(int fe)
+{
+	dlb_connstat_open(&fe_figs[fe].current, &fe_figs[fe].max);
+}
+
+void
+dlb_tcp_fe_closed(int fe, uint64_t queries, double seconds)
+{
+	dlb_connstat_closed(&fe_figs[fe].current, &fe_figs[fe].avg_queries,
+			    &fe_figs[fe].avg_duration, queries, seconds);
+}
+
 /* setTCPConnectionsOverloadThreshold: what a restricted connection gets (dnsdist 2.0's) */
 #define TCP_OVERLOAD_RECV_TIMEOUT	0.5	/* s */
 #define TCP_OVERLOAD_DURATION		5.0	/* s */
@@ -167,8 +180,7 @@ client_close(struct dlb_tcp_client *c)
 	w->conns[c->idx] = NULL;
 	w->conns_free[w->nfree_conns++] = c->idx;
 	c->l->tcp_conns--;
-	dlb_connstat_closed(&fe_figs[c->l->index].current, &fe_figs[c->l->index].avg_queries,
-		    &fe_figs[c->l->index].avg_duration, c->queries, dlb_worker_now(w) - c->started);
+	dlb_tcp_fe_closed(c->l->index, c->queries, dlb_worker_now(w) - c->started);
 	if (__atomic_load_n(&fe->max_concurrent_tcp, __ATOMIC_RELAXED) > 0)
 		__atomic_sub_fetch(&fe_conns[c->l->index], 1, __ATOMIC_RELAXED);
 	if (c->counted_client)
@@ -623,7 +635,7 @@ dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l)
 		c->started = ev_now(w->loop);
 		c->tls_version = -1;
 		l->tcp_conns++;
-		dlb_connstat_open(&fe_figs[l->index].current, &fe_figs[l->index].max);
+		dlb_tcp_fe_opened(l->index);
 		w->stats.tcp_client_connections++;
 		ev_init(&c->timer, client_timer_cb);
 		dlb_stream_init(&c->st, w->loop, &dlb_stream_tcp_ops, &client_stream_cb, c,

@@ -46,6 +46,10 @@ struct dlb_tcp_fe_figures {
 	uint32_t current, max_concurrent;
 	double avg_queries, avg_duration;	/* running averages; duration in ms */
 };
+/** A connection of frontend @fe opened, or closed after @queries queries and
+ * @seconds (TCP and DoH clients: dnsdist's gauges). */
+void dlb_tcp_fe_opened(int fe);
+void dlb_tcp_fe_closed(int fe, uint64_t queries, double seconds);
 /** Figures of frontend @fe (any thread: relaxed atomic loads). */
 void dlb_tcp_fe_figures(int fe, struct dlb_tcp_fe_figures *out);
 

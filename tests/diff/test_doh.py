@@ -7,6 +7,7 @@ an HTTP date), and the body; then what each backend received.
 """
 
 import base64
+import json
 import os
 import re
 import subprocess
@@ -29,6 +30,13 @@ addAction("nopool.example.test.", PoolAction("nothing-here"))
 '''
 
 DATE = re.compile(r"^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$")
+
+
+def console(side, cmd):
+    """@side's console output of @cmd, its DoH port written PORT, without
+    dnsdist's warnings about the test's plain-text web password."""
+    out = side.console(cmd).replace(":%d " % side.tls_port, ":PORT ")
+    return "".join(line for line in out.splitlines(True) if "plain-text" not in line)
 
 
 def b64(wire):
@@ -160,12 +168,28 @@ def test_forwarded_for(pair, workdir):
 
 
 def test_counters_after_traffic(pair, workdir):
-    """dumpStats() after the same DoH traffic."""
-    p = pair(BODY % "", backends=({},))
-    for what, path, wire, kw in REQUESTS:
-        if what != "no answer: 502":
-            request(p, workdir, 2, path, wire, kw)
+    """dumpStats(), showDOHFrontends(), showDOHResponseCodes() and the DoH
+    lines of /metrics after the same DoH traffic, over both versions."""
+    p = pair(BODY % "", backends=({},), web=True)
+    for version in (2, 1):
+        for what, path, wire, kw in REQUESTS:
+            if what != "no answer: 502":
+                request(p, workdir, version, path, wire, kw)
     p.stats()
+    for cmd in ("showDOHFrontends()", "showDOHResponseCodes()", "getDOHFrontendCount()"):
+        a, b = (console(s, cmd) for s in (p.theirs, p.ours))
+        assert a == b, "%s differs\n--- dnsdist\n%s--- dnslb\n%s" % (cmd, a, b)
+
+    def doh_lines(side):
+        text = side.web("/metrics")[1].decode().replace(":%d" % side.tls_port, ":PORT")
+        return [line for line in text.splitlines()
+                if "_doh_" in line or "http_connects" in line]
+    assert doh_lines(p.theirs) == doh_lines(p.ours)
+    a, b = (json.loads(side.web("/api/v1/servers/localhost")[1])["dohFrontends"]
+            for side in (p.theirs, p.ours))
+    for x in a + b:
+        x["address"] = x["address"].rsplit(":", 1)[0]
+    assert a == b
 
 
 def test_responses_map(pair, workdir):
