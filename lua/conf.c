@@ -508,8 +508,7 @@ static const char *const doh_local_opts[] = {
 	"numberOfStoredSessions", "sessionTimeout", "ocspResponses", "preferServerCiphers",
 	"keyLogFile", "releaseBuffers", "enableRenegotiation", "tlsAsyncMode",
 	"idleTimeout", "serverTokens", "customResponseHeaders", "sendCacheControlHeaders",
-	"trustForwardedForHeader", "exactPathMatching", "internalPipeBufferSize",
-	"maxInFlight", "maxConcurrentTCPConnections", NULL,
+	"trustForwardedForHeader", "exactPathMatching", "internalPipeBufferSize", NULL,
 };
 
 /* addDOHLocal's URLs (argument 4: a string, a table of strings, or nil) into @dc. */
@@ -654,6 +653,9 @@ l_add_doh_local(lua_State *L)
 	}
 	if (replay)
 		return 0;	/* a worker's replay: the config state has the listener */
+	if (!tls)
+		conf_log(L, DLB_LOG_WARN, "No certificate provided for DoH endpoint %s, running in "
+			 "DNS over HTTP mode instead of DNS over HTTPS", fe.text);
 	if (tls) {
 		fe.tls = dlb_tls_server_new(&o, err, sizeof(err));
 		if (fe.tls == NULL)
@@ -4116,7 +4118,7 @@ l_ignored_call(lua_State *L)
  * start without it (docs/dnsdist-differences.md). A function
  * another part of dnslb defines is left alone (register_legacy_calls).
  */
-#define NO_DOT_DOH	"DNS over TLS and HTTPS are not supported yet by dnslb"
+#define NO_DOT_DOH	"HTTP and SNI rules are not supported yet by dnslb"
 #define NO_DNSCRYPT	"DNSCrypt is not supported by dnslb"
 #define NO_SNMP		"SNMP is not supported by dnslb"
 #define NO_BPF		"eBPF filtering is not supported by dnslb"

@@ -187,15 +187,16 @@ DIFFERENT = [
     ('addTLSLocal("127.0.0.1:853", "/x.pem", "/x.key")\n', TLS_CHECK, ok(),
      lb_error(1, "addTLSLocal: unable to read the certificate file '/x.pem': No such file or "
                  "directory")),
-    ('\naddDOHLocal("127.0.0.1:443", "/x.pem", "/x.key")\n', NOT_YET, ok(),
-     lb_error(2, "addDOHLocal: DNS over HTTPS listeners are not supported yet by dnslb")),
+    ('\naddDOHLocal("127.0.0.1:443", "/x.pem", "/x.key")\n', TLS_CHECK, ok(),
+     lb_error(2, "addDOHLocal: unable to read the certificate file '/x.pem': No such file or "
+                 "directory")),
     ('snmpAgent(false)\n', NOT_YET, ok(), lb_error(1, "snmpAgent: SNMP is not supported by dnslb")),
     ('rl = newRemoteLogger("127.0.0.1:4242")\n', NOT_YET, ok(),
      lb_error(1, "newRemoteLogger: protobuf and dnstap logging are not supported by dnslb")),
     ('bpf = newBPFFilter(1024, 1024, 1024)\n', NOT_YET, ok(),
      lb_error(1, "newBPFFilter: eBPF filtering is not supported by dnslb")),
     ('addAction(SNIRule("x"), DropAction())\n', NOT_YET, ok(),
-     lb_error(1, "SNIRule: DNS over TLS and HTTPS are not supported yet by dnslb")),
+     lb_error(1, "SNIRule: HTTP and SNI rules are not supported yet by dnslb")),
     ('setAPIWritable(true, "/tmp")\n', NOT_YET, ok(),
      lb_error(1, "setAPIWritable: a writable HTTP API is not supported by dnslb")),
     ('newServer({address="1.1.1.1:443", tls="openssl", dohPath="/dns-query"})\n', NOT_YET, ok(),
@@ -266,15 +267,14 @@ def test_check_config_accepted_by_dnslb(workdir, conf, ours):
 
 # corpus files dnslb refuses: file -> (heading, line, dnslb's message)
 CORPUS_REFUSED = {
-    "26-doh-server.conf": (NOT_YET, 3, "addDOHLocal: DNS over HTTPS listeners are not "
-                                       "supported yet by dnslb"),
+    "26-doh-server.conf": (TLS_CHECK, 3, "addDOHLocal: unable to read the certificate file "
+                                         "'/etc/letsencrypt/live/doh.example/fullchain.pem': "
+                                         "No such file or directory"),
     "27-dot-server.conf": (TLS_CHECK, 2, "addTLSLocal: unable to read the certificate file "
                                          "'/etc/ssl/dot.example/cert.pem': No such file or "
                                          "directory"),
     "29-doh-upstream.conf": (NOT_YET, 2, "newServer: 'dohPath': DNS over HTTPS to backends "
                                          "is not supported yet by dnslb"),
-    "30-doh-behind-proxy.conf": (NOT_YET, 2, "addDOHLocal: DNS over HTTPS listeners are not "
-                                             "supported yet by dnslb"),
     "37-xpf.conf": (XPF, 2, "newServer: 'addXPF': XPF records are not supported by dnslb"),
     "38-dnscrypt.conf": (NOT_YET, 2, "addDNSCryptBind: DNSCrypt is not supported by dnslb"),
     "40-dnstap-logging.conf": (NOT_YET, 3, "newFrameStreamUnixLogger: protobuf and dnstap "
