@@ -5,7 +5,7 @@ POST give the answers plain TCP gives. Bad clients (a header block over the
 bound, a body longer than a DNS message, plain DNS on the port, an idle
 connection) get a clear, bounded answer or are closed, and the listener
 serves on. SIGHUP reloads the certificates and keeps the listener. The
-answers' bytes and headers beside dnsdist: tests/diff/test_doh.py."""
+answers' bytes and headers beside dnsdist: tests/diff/test_doh_listener.py."""
 
 import base64
 import os
