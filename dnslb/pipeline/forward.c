@@ -329,8 +329,8 @@ dlb_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *
 	slot->client_counted = oc == DLB_COC_ACQUIRED;
 	if (q->ecslen > 0 || (q->has_dq && q->dq.edns_added))
 		q->len = dlb_query_add_ecs(w, q, q->pkt, q->len, q->cap, &slot->ecs_added);
-	if ((w->snap->set.failover_on_timeout || w->snap->set.failover_on_servfail) &&
-	    q->len <= DLB_SLOT_QUERY_MAX) {
+	if ((w->snap->set.failover_on_timeout || w->snap->set.failover_on_servfail ||
+	     c->proto == DLB_CLIENT_DOH) && q->len <= DLB_SLOT_QUERY_MAX) {
 		memcpy(slot->query, q->pkt, q->len);	/* kept for one retry */
 		slot->qlen = (uint16_t)q->len;
 	}
@@ -398,11 +398,43 @@ dlb_forward_prefetch(struct dlb_worker *w, const struct dlb_query *q)
 
 /* ---- in: the upstream sink ------------------------------------------------------ */
 
+/*
+ * A DoH client's query got a truncated answer over UDP: as dnsdist 1.7, ask
+ * the same server again over TCP, once (the query was kept, qlen). The new
+ * slot takes over the client's place; @s ends. @return true if sent.
+ */
+static bool
+doh_tc_retry(struct dlb_worker *w, struct dlb_slot *s, const uint8_t *pkt, size_t len)
+{
+	const struct dlb_backend *be;
+	struct dlb_slot ns;
+	uint8_t pre[DLB_PP2_MAX];
+	size_t prelen = 0;
+
+	if (s->client.proto != DLB_CLIENT_DOH || len < DLB_DNS_HDR || !(pkt[2] & 0x02) ||
+	    s->retried || s->qlen == 0 || s->be_index < 0 || s->be_index >= w->nbe)
+		return false;
+	be = w->cfg->backends[s->be_index];
+	/* the transport copies the slot: this one is only a template */
+	ns = *s;
+	ns.retried = 1;
+	s->client_counted = 0;	/* the new slot holds the client's place now */
+	if (be->use_proxy_protocol)
+		prelen = dlb_query_pp_header(w, &s->client, true, pre);
+	dlb_tcp_up_send(w, be, &ns, pre, prelen, s->query, s->qlen, false);
+	return true;
+}
+
 static DLB_HOT void
 up_answer(struct dlb_worker *w, struct dlb_slot *s, uint8_t *pkt, size_t len, bool batched)
 {
 	uint8_t *ans = pkt;
 	uint32_t delay_ms;
+
+	if (__builtin_expect(s->client.proto == DLB_CLIENT_DOH, 0) && doh_tc_retry(w, s, pkt, len)) {
+		w->be_stats[s->be_index].responses++;
+		return;
+	}
 
 	if (w->snap->set.failover_on_servfail && DLB_RCODE(pkt[3]) == DLB_RCODE_SERVFAIL &&
 	    failover_retry(w, s)) {
