@@ -7,6 +7,9 @@
  *   full    CONC connections at a time, each: TCP connect, a full TLS
  *           handshake, one query, its answer, close_notify, close; then a
  *           new one in its place, for SECS seconds.
+ *           With -r RATE, new connections start at RATE per second at most
+ *           (CONC still bounds those in flight), so servers compared at the
+ *           same rate do the same work per wake-up.
  *   resume  the same, but each connection offers the session (ticket) its
  *           slot's previous connection got: after the first, every
  *           handshake is a resumption unless the server refuses it.
@@ -24,7 +27,7 @@
  * counting connections whose answer was read.
  *
  * Usage: dnslb-tlsload <addr:port> -m full|resume|idle [-c CONC] [-l SECS]
- *                      [-n N] [-q NAMES] [-2]
+ *                      [-r RATE] [-n N] [-q NAMES] [-2]
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -255,7 +258,7 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: dnslb-tlsload <addr:port> -m full|resume|idle [-c CONC] [-l SECS] "
-		"[-n N] [-q NAMES] [-2]\n");
+		"[-r RATE] [-n N] [-q NAMES] [-2]\n");
 	exit(2);
 }
 
@@ -263,11 +266,11 @@ int
 main(int argc, char **argv)
 {
 	unsigned conc = 16, n = 1000;
-	double secs = 5, t0, end;
+	double secs = 5, rate = 0, t0, end;
 	bool tls12 = false;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "m:c:l:n:q:2")) != -1) {
+	while ((opt = getopt(argc, argv, "m:c:l:r:n:q:2")) != -1) {
 		switch (opt) {
 		case 'm':
 			if (strcmp(optarg, "full") == 0)
@@ -281,6 +284,7 @@ main(int argc, char **argv)
 			break;
 		case 'c': conc = (unsigned)atoi(optarg); break;
 		case 'l': secs = atof(optarg); break;
+		case 'r': rate = atof(optarg); break;
 		case 'n': n = (unsigned)atoi(optarg); break;
 		case 'q': names = (unsigned)atoi(optarg); break;
 		case '2': tls12 = true; break;
@@ -338,17 +342,21 @@ main(int argc, char **argv)
 		while (!stopping && now() < end)
 			usleep(50000);
 	} else {
-		for (unsigned i = 0; i < nslots; i++)
-			open_slot(&slots[i]);
-		while (!stopping && now() < end) {
-			int k = epoll_wait(ep, evs, 256, 100);
+		uint64_t started = 0;
+		double t;
+
+		while (!stopping && (t = now()) < end) {
+			for (unsigned i = 0; i < nslots; i++) {
+				if (rate > 0 && (double)started >= (t - t0) * rate)
+					break;
+				if (slots[i].st == ST_FREE) {
+					open_slot(&slots[i]);
+					started++;
+				}
+			}
+			int k = epoll_wait(ep, evs, 256, rate > 0 ? 1 : 100);
 			for (int i = 0; i < k; i++)
 				step(evs[i].data.ptr);
-			if (now() >= end)
-				break;
-			for (unsigned i = 0; i < nslots; i++)
-				if (slots[i].st == ST_FREE)
-					open_slot(&slots[i]);
 		}
 	}
 	double el = now() - t0;
