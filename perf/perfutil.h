@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 /* Parse "a.b.c.d:port" or "[v6]:port" into @ss.  @return 0, or -1 if malformed. */
@@ -52,6 +53,18 @@ parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len)
 		return 0;
 	}
 	return -1;
+}
+
+/* Raise the soft limit on open files to the hard one (programs holding many connections). */
+static inline void
+raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 }
 
 #endif
