@@ -91,6 +91,9 @@ REQUESTS = [
     # (what, path or None for a GET of the query, query, kw)
     ("forwarded", None, q("www.example.test."), {}),
     ("forwarded AAAA", None, q("www.example.test.", qtype=28), {}),
+    ("the query's ID kept", None, build_query("id.example.test.", qid=0x1234), {}),
+    ("POST, the query's ID kept", "/dns-query", build_query("id2.example.test.", qid=0xbeef),
+     {"method": "POST"}),
     ("with EDNS", None, q("www.example.test.", opt={"payload": 1232}), {}),
     ("nxdomain", None, q("nx.example.test."), {}),
     ("servfail", None, q("servfail.example.test."), {}),
