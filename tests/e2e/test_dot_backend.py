@@ -267,10 +267,6 @@ def test_health_checks_over_tls(dnslb, make_unbound, pki):
     ('tls="openssl", caStore="/etc/passwd"', "unable to load the CA store /etc/passwd"),
     ('tls="openssl", ciphers="NOSUCH"', "invalid ciphers NOSUCH"),
     ('tls="openssl", subjectAddr="dns.test"', "invalid subjectAddr 'dns.test'"),
-    ('tls="openssl", dohPath="/dns-query"', "'dohPath': DNS over HTTPS to backends is not "
-     "supported yet by dnslb"),
-    ('addXForwardedHeaders=true', "'addXForwardedHeaders': DNS over HTTPS to backends is not "
-     "supported yet by dnslb"),
 ])
 def test_config_errors(tmp_path, opts, msg):
     rc, out = check_config_text(tmp_path, 'newServer{address="127.0.0.1:853", %s}\n' % opts)
