@@ -177,6 +177,9 @@ struct dlb_backend {
 	/* TCP connections to it over all workers (tcp_upstream.c, when one opens or closes) */
 	uint32_t tcp_current, tcp_max;
 	double tcp_avg_queries, tcp_avg_duration;	/* dnsdist's running averages (ms) */
+	/* a DoH server's health checks, each on a connection of its own, which
+	 * dnsdist counts among the server's connections (doh_upstream.c) */
+	uint64_t check_conns, check_tls_resumptions;
 };
 
 /** A point of a pool's consistent-hashing ring (chashed). */

@@ -660,7 +660,10 @@ up_connected(struct dlb_stream *st, void *ud)
 	struct dlb_doh_up *u = ud;
 
 	(void)st;
-	if (u->tls.resumed)
+	if (u->tls.resumed && u->w == NULL)
+		__atomic_add_fetch(&((struct dlb_backend *)u->be)->check_tls_resumptions, 1,
+				   __ATOMIC_RELAXED);
+	else if (u->tls.resumed)
 		UP_COUNT(u, tls_resumptions);
 	u->last_use = up_now(u);
 	up_arm_timer(u);
@@ -985,6 +988,11 @@ dlb_doh_check_start(struct ev_loop *loop, const struct dlb_backend *be, SSL_SESS
 		return NULL;
 	u->check_cb = cb;
 	u->check_ud = ud;
+	/* as dnsdist: a check's connection is one of the server's */
+	__atomic_add_fetch(&((struct dlb_backend *)be)->check_conns, 1, __ATOMIC_RELAXED);
+	dlb_connstat_open(&((struct dlb_backend *)be)->tcp_current,
+			  &((struct dlb_backend *)be)->tcp_max);
+	u->counted = true;
 	r = req_new(q, qlen);
 	if (r == NULL) {
 		up_free(u);
