@@ -540,3 +540,40 @@ def test_cleartext_h2_without_tls(dnslb, tmp_path, pki, responder):
         assert udp_answer(d.port, "www.example.test.").answer
     finally:
         srv.stop()
+
+
+def test_doh_client_to_doh_server(dnslb, h2srv, pki):
+    """A DoH client's query crosses to the DoH server: its answer comes
+    back on the client's stream, x-forwarded-proto says dns-over-https; a
+    server's 500 gives the client an error status, never a 200."""
+    from test_doh import curl
+    s = h2srv()
+    port = dnslbtest.free_port()
+    d = dnslb(doh_server(s.port, caStore=pki + "/ca.pem", addXForwardedHeaders=True,
+                         healthCheckMode="up") +
+              'addDOHLocal("127.0.0.1:%d", "%s/dns.pem", "%s/dns.key", "/dns-query")\n'
+              % (port, pki, pki))
+    q = make_query("dohclient.example.test.", qid=0)
+    r = dns.query.https(q, "https://127.0.0.1:%d/dns-query" % port, post=True,
+                        verify=os.path.join(pki, "ca.pem"), timeout=5)
+    assert [rr.to_text() for rr in r.answer[0]] == ["192.0.2.99"]
+    assert dict(s.headers_for("dohclient.example.test."))["x-forwarded-proto"] == \
+        "dns-over-https"
+    _, status, _ = curl(port, pki, "/dns-query", data=make_query("h500.example.test.",
+                                                                    qid=0).to_wire())
+    assert status != 200
+
+
+def test_idle_connections_kept(dnslb, h2srv, pki):
+    """setMaxIdleDoHConnectionsPerDownstream(0): a connection closes as soon
+    as it has nothing in flight; the next query opens (and resumes) another."""
+    s = h2srv()
+    d = dnslb(console_head() + "setMaxIdleDoHConnectionsPerDownstream(0)\n" +
+              doh_server(s.port, caStore=pki + "/ca.pem", healthCheckMode="up"),
+              args=("--workers", "1"))
+    assert udp_answer(d.port, "one.example.test.").answer
+    assert wait_until(lambda: backend_tcp_stats(d)["connections"] == "0", timeout=3)
+    assert udp_answer(d.port, "two.example.test.").answer
+    st = backend_tcp_stats(d)
+    assert st["total"] == "2" and st["tls_resumptions"] == "1", st
+    assert s.connections == 2
