@@ -769,7 +769,8 @@ up_open(struct ev_loop *loop, struct dlb_worker *w, const struct dlb_backend *be
 			goto fail;
 		dlb_stream_tls_use(&u->st, &u->tls, ssl);	/* freed with the stream */
 	}
-	dlb_tcp_up_target(be, IP_BIND_ADDRESS_NO_PORT, &t);
+	/* a check binds its source free (it may not be up yet), as health.c's others */
+	dlb_tcp_up_target(be, w != NULL ? IP_BIND_ADDRESS_NO_PORT : IP_FREEBIND, &t);
 	/* tcpConnectTimeout=0 leaves no time at all, never an endless wait */
 	if (dlb_stream_connect(&u->st, &t, connect_timeout > 0 ? connect_timeout : 0.001) != 0)
 		goto fail;

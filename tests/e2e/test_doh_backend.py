@@ -577,3 +577,16 @@ def test_idle_connections_kept(dnslb, h2srv, pki):
     st = backend_tcp_stats(d)
     assert st["total"] == "2" and st["tls_resumptions"] == "1", st
     assert s.connections == 2
+
+
+def test_health_check_fails_on_bad_status_and_reset(dnslb, h2srv, pki):
+    """A check answered 500, or reset, is a failed check: the server goes down."""
+    s = h2srv()
+    d = dnslb("setVerboseHealthChecks(true)\n" +
+              doh_server(s.port, caStore=pki + "/ca.pem", checkName="h500.example.", name="a") +
+              doh_server(s.port, caStore=pki + "/ca.pem", checkName="rst.example.", name="b",
+                         pool="b"))
+    assert d.wait_line(marking(s.port, "down", "a")) is not None
+    assert d.wait_line(marking(s.port, "down", "b")) is not None
+    assert d.wait_line(r"Health check of a .* failed: HTTP status other than 200") is not None
+    assert d.wait_line(r"Health check of b .* failed: stream reset by the server") is not None
