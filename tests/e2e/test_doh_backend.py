@@ -16,7 +16,6 @@ import os
 import re
 import socket
 import ssl
-import struct
 import threading
 import time
 
@@ -549,10 +548,10 @@ def test_doh_client_to_doh_server(dnslb, h2srv, pki):
     from test_doh import curl
     s = h2srv()
     port = dnslbtest.free_port()
-    d = dnslb(doh_server(s.port, caStore=pki + "/ca.pem", addXForwardedHeaders=True,
-                         healthCheckMode="up") +
-              'addDOHLocal("127.0.0.1:%d", "%s/dns.pem", "%s/dns.key", "/dns-query")\n'
-              % (port, pki, pki))
+    dnslb(doh_server(s.port, caStore=pki + "/ca.pem", addXForwardedHeaders=True,
+                     healthCheckMode="up") +
+          'addDOHLocal("127.0.0.1:%d", "%s/dns.pem", "%s/dns.key", "/dns-query")\n'
+          % (port, pki, pki))
     q = make_query("dohclient.example.test.", qid=0)
     r = dns.query.https(q, "https://127.0.0.1:%d/dns-query" % port, post=True,
                         verify=os.path.join(pki, "ca.pem"), timeout=5)
@@ -590,3 +589,28 @@ def test_health_check_fails_on_bad_status_and_reset(dnslb, h2srv, pki):
     assert d.wait_line(marking(s.port, "down", "b")) is not None
     assert d.wait_line(r"Health check of a .* failed: HTTP status other than 200") is not None
     assert d.wait_line(r"Health check of b .* failed: stream reset by the server") is not None
+
+
+def test_reload_and_runtime_servers(dnslb, h2srv, pki):
+    """A reload keeps an unchanged DoH server and replaces one whose dohPath
+    changed; newServer{dohPath=} from the console adds one, checked over DoH."""
+    s = h2srv()
+    head = console_head()
+    a = doh_server(s.port, caStore=pki + "/ca.pem", name="a")
+    d = dnslb(head + a)
+    assert d.wait_line(marking(s.port, "up", "a")) is not None
+    assert udp_answer(d.port, "r1.example.test.").answer
+
+    n = d.reload(head + a)
+    assert not any("server a is no longer configured" in l for l in d.lines[n:])
+    assert udp_answer(d.port, "r2.example.test.").answer
+    n = d.reload(head + doh_server(s.port, caStore=pki + "/ca.pem", name="a", dohPath="/other"))
+    # another server (checked before it serves)
+    assert d.wait_line(marking(s.port, "up", "a"), start=n) is not None
+    assert udp_answer(d.port, "r3.example.test.").answer
+    assert dict(s.headers_for("r3.example.test."))[":path"] == "/other"
+    n = len(d.lines)
+    console(d, 'newServer({address="127.0.0.1:%d", tls="openssl", caStore="%s/ca.pem", '
+               'subjectName="dns.test", dohPath="/dns-query", name="c", pool="c"})'
+            % (s.port, pki))
+    assert d.wait_line(marking(s.port, "up", "c"), start=n) is not None
