@@ -125,6 +125,10 @@ be_totals(int b, struct dlb_be_totals *t)
 	}
 	if (nlat > 0)
 		t->latency_us /= nlat;
+	/* a DoH server's checks, counted by the main thread, as dnsdist counts them */
+	t->tcp_new += __atomic_load_n(&cfg->backends[b]->check_conns, __ATOMIC_RELAXED);
+	t->tls_resumptions += __atomic_load_n(&cfg->backends[b]->check_tls_resumptions,
+					      __ATOMIC_RELAXED);
 	t->qps = be_rates[b].qps;
 	t->drate = be_rates[b].drate;
 }

@@ -29,6 +29,7 @@
 #include "dnslb/pipeline/rings.h"
 #include "dnslb/frontend/doh_conn.h"
 #include "dnslb/frontend/tcp_client.h"
+#include "dnslb/upstream/doh_upstream.h"
 #include "dnslb/upstream/tcp_upstream.h"
 #include "lua/worker.h"
 
@@ -344,7 +345,8 @@ worker_close_streams(struct dlb_worker *w)
 {
 	dlb_tcp_clients_close_all(w);
 	dlb_doh_close_all(w);
-	dlb_tcp_up_close_all(w);
+	dlb_doh_up_close_all(w);
+	dlb_tcp_up_close_all(w);	/* last: drops the kept TLS sessions, DoH servers' too */
 	dlb_oc_worker_free(w);	/* the worker is ending: its UDP slots are freed without release */
 }
 

@@ -1813,6 +1813,8 @@ static const char *const server_keys[] = {
 	/* DNS over TLS (server_tls_keys) */
 	"tls", "subjectName", "subjectAddr", "validateCertificates", "caStore", "ciphers",
 	"ciphersTLS13", "releaseBuffers", "enableRenegotiation", "keyLogFile",
+	/* DNS over HTTPS (server_doh_keys) */
+	"dohPath", "addXForwardedHeaders",
 	/* dnsdist 1.7 keys accepted and ignored: per-backend responder threads
 	 * (cpus) and socket details (ipBindAddrNoPort, tcpFastOpen, reconnectOnUp) */
 	"cpus", "ipBindAddrNoPort", "tcpFastOpen", "reconnectOnUp",
@@ -1820,16 +1822,13 @@ static const char *const server_keys[] = {
 };
 
 /*
- * dnsdist 1.7 keys dnslb cannot honour yet: a backend reached over HTTPS
- * must never be reached in clear, and one that expects XPF records
+ * dnsdist 1.7 keys dnslb cannot honour: a backend that expects XPF records
  * must not get queries without them. An error, not a warning.
  */
 static const struct {
 	const char *key;
 	const char *why;
 } server_unsupported_keys[] = {
-	{ "dohPath", "DNS over HTTPS to backends is not supported yet" },
-	{ "addXForwardedHeaders", "DNS over HTTPS to backends is not supported yet" },
 	{ "addXPF", "XPF records are not supported" },
 };
 
@@ -2087,6 +2086,36 @@ server_tls_keys(lua_State *L, struct dlb_backend *be, struct dlb_tls_client_opts
 	return true;
 }
 
+/* ALPN a DoH server's TLS context asks for: HTTP/2 only, as dnsdist 1.7 */
+static const char doh_server_alpn[] = "\x02h2";
+
+/*
+ * newServer's DNS over HTTPS keys (docs/tls.md#doh-backends) into @be: with
+ * dohPath, every query and health check is an HTTP/2 POST to that path
+ * (over TLS with tls=, whose context then asks for "h2" by ALPN; in clear
+ * HTTP/2 without, as dnsdist 1.7). addXForwardedHeaders means something
+ * only with dohPath, and is ignored without, as dnsdist does.
+ */
+static void
+server_doh_keys(lua_State *L, struct dlb_backend *be, struct dlb_tls_client_opts *o)
+{
+	const char *s = dlb_lua_opt_string_push(L, 1, "newServer", "dohPath");
+
+	if (s == NULL)
+		return;
+	if (strlen(s) >= sizeof(be->doh_path))
+		luaL_error(L, "newServer: dohPath '%s' is too long", s);
+	snprintf(be->doh_path, sizeof(be->doh_path), "%s", s);
+	lua_pop(L, 1);
+	dlb_lua_opt_bool(L, 1, "newServer", "addXForwardedHeaders", &be->doh_xff);
+	if (be->use_proxy_protocol)
+		luaL_error(L, "newServer: 'useProxyProtocol' with 'dohPath' is not supported by "
+			   "dnslb");
+	be->tcp_only = true;	/* never over UDP: every client's query goes over HTTP/2 */
+	o->alpn = doh_server_alpn;
+	o->alpn_len = sizeof(doh_server_alpn) - 1;
+}
+
 /* The table form of newServer, at stack index 1, into the scratch @be. */
 static void
 parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default,
@@ -2248,6 +2277,7 @@ parse_server_table(lua_State *L, struct dlb_backend *be, bool *want_default,
 		lua_pop(L, 1);
 	}
 	*want_tls = server_tls_keys(L, be, tls);
+	server_doh_keys(L, be, tls);
 }
 
 /*
@@ -4019,6 +4049,27 @@ l_fixup_case(lua_State *L)
 }
 
 /*
+ * The idle connections to DoH servers, per worker and server
+ * (dnslb/upstream/doh_upstream.c): how many are kept, how long. dnslb
+ * closes each at its own idle time, so the cleanup interval, which paces
+ * dnsdist's sweep of its connection cache, only has its value kept.
+ */
+static int
+l_set_doh_idle(lua_State *L)
+{
+	const char *fn = lua_tostring(L, lua_upvalueindex(1));
+	struct dlb_settings *set = &conf_get(L)->cfg->set;
+
+	if (strcmp(fn, "setMaxIdleDoHConnectionsPerDownstream") == 0)
+		set->doh_max_idle_conns = (uint32_t)dlb_lua_arg_int(L, 1, fn, 0, UINT32_MAX);
+	else if (strcmp(fn, "setDoHDownstreamMaxIdleTime") == 0)
+		set->doh_max_idle_time = (uint32_t)dlb_lua_arg_int(L, 1, fn, 0, 65535);
+	else
+		set->doh_cleanup_interval = (uint32_t)dlb_lua_arg_int(L, 1, fn, 0, 65535);
+	return conf_publish(L, fn);
+}
+
+/*
  * setAPIWritable(bool [, dir]): dnslb's HTTP API has no write operation
  * (PUT allow-from): false is what it is; true is an error, a configuration
  * that counts on changing the ACL over HTTP must not start without it.
@@ -4037,8 +4088,9 @@ l_set_api_writable(lua_State *L)
  * dnsdist 1.7 tuning calls with nothing to act on in dnslb, accepted with
  * their arguments checked and no effect (docs/configuration.md, "Accepted
  * and ignored"): the queue and pipe that hand TCP connections to dnsdist's
- * TCP threads (dnslb's workers accept their own), the pools of outgoing
- * DoT/DoH connections and TLS sessions (dnslb has no DoT/DoH backends),
+ * TCP threads (dnslb's workers accept their own), dnsdist's threads for
+ * outgoing DoH (dnslb's workers talk to DoH servers themselves), the
+ * caches of outgoing TLS sessions (dnslb keeps one per worker and server),
  * the incoming proxy-protocol size limit (dnslb does not accept the
  * protocol from clients), the pruning of idle backend TCP connections
  * (dnslb closes them as the backend does) and the capabilities kept after
@@ -4057,9 +4109,6 @@ static const struct ignored_call {
 	{ "setTCPDownstreamCleanupInterval", "i", false },
 	{ "setTCPDownstreamMaxIdleTime", "i", false },
 	{ "setOutgoingDoHWorkerThreads", "i", true },
-	{ "setMaxIdleDoHConnectionsPerDownstream", "i", false },
-	{ "setDoHDownstreamCleanupInterval", "i", false },
-	{ "setDoHDownstreamMaxIdleTime", "i", false },
 	{ "setOutgoingTLSSessionsCacheMaxTicketsPerBackend", "i", false },
 	{ "setOutgoingTLSSessionsCacheCleanupDelay", "i", false },
 	{ "setOutgoingTLSSessionsCacheMaxTicketValidity", "i", false },
@@ -4169,6 +4218,16 @@ l_unsupported_call(lua_State *L)
 static void
 register_legacy_calls(lua_State *L)
 {
+	static const char *const doh_idle_calls[] = {
+		"setMaxIdleDoHConnectionsPerDownstream", "setDoHDownstreamMaxIdleTime",
+		"setDoHDownstreamCleanupInterval",
+	};
+
+	for (size_t i = 0; i < sizeof(doh_idle_calls) / sizeof(doh_idle_calls[0]); i++) {
+		lua_pushstring(L, doh_idle_calls[i]);
+		lua_pushcclosure(L, l_set_doh_idle, 1);
+		lua_setglobal(L, doh_idle_calls[i]);
+	}
 	for (size_t i = 0; i < sizeof(ignored_calls) / sizeof(ignored_calls[0]); i++) {
 		lua_pushlightuserdata(L, (void *)&ignored_calls[i]);
 		lua_pushcclosure(L, l_ignored_call, 1);

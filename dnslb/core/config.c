@@ -110,6 +110,9 @@ dlb_config_new(void)
 	cfg->set.selfans.payload_size = 1232;
 	cfg->set.tcp_recv_timeout = 2;
 	cfg->set.tcp_send_timeout = 2;
+	cfg->set.doh_max_idle_conns = 10;	/* dnsdist 1.7's DoH connection cache */
+	cfg->set.doh_max_idle_time = 300;
+	cfg->set.doh_cleanup_interval = 60;
 	/* abuse limits (docs/abuse.md): dnsdist 2.0's defaults where it has the setting */
 	cfg->tcp_conn_rate_interval = 5;
 	cfg->tcp_ban_duration_rate = 10;
@@ -970,7 +973,8 @@ backend_same_transport(const struct dlb_backend *a, const struct dlb_backend *b)
 	       a->tcp_recv_timeout == b->tcp_recv_timeout && a->max_in_flight == b->max_in_flight &&
 	       dlb_tls_client_same_opts(a->tls, b->tls) &&
 	       strcmp(a->tls_subject_name, b->tls_subject_name) == 0 &&
-	       strcmp(a->tls_subject_addr, b->tls_subject_addr) == 0;
+	       strcmp(a->tls_subject_addr, b->tls_subject_addr) == 0 &&
+	       strcmp(a->doh_path, b->doh_path) == 0 && a->doh_xff == b->doh_xff;
 }
 
 bool

@@ -145,7 +145,7 @@ struct dlb_backend {
 
 	/* transport */
 	int sockets;				/* UDP sockets per worker towards it, default 1 */
-	bool tcp_only;				/* everything over TCP (tls sets it) */
+	bool tcp_only;				/* everything over TCP (tls and dohPath set it) */
 	/* DNS over TLS (tls="openssl"): every query and health check over TLS
 	 * streams (docs/tls.md#backends) */
 	struct dlb_tls_client *tls;		/* a counted reference (a reload's copy of the
@@ -153,6 +153,11 @@ struct dlb_backend {
 	char tls_subject_name[256];		/* subjectName: SNI, the name checked; "" none */
 	char tls_subject_addr[64];		/* subjectAddr, else the server's address: the
 						 * certificate's when there is no subjectName */
+	/* DNS over HTTPS (dohPath=): every query and health check as an HTTP/2
+	 * POST on a connection of dnslb/upstream/doh_upstream.c, over TLS when
+	 * tls= is given (docs/tls.md#doh-backends) */
+	char doh_path[256];			/* dohPath; "" for DNS over TCP/UDP/TLS */
+	bool doh_xff;				/* addXForwardedHeaders */
 	int udp_timeout_ms;			/* 0 = global setUDPTimeout */
 	int retries;				/* TCP connection attempts, default 5 */
 	int tcp_connect_timeout;		/* s, default 5 */
@@ -172,6 +177,9 @@ struct dlb_backend {
 	/* TCP connections to it over all workers (tcp_upstream.c, when one opens or closes) */
 	uint32_t tcp_current, tcp_max;
 	double tcp_avg_queries, tcp_avg_duration;	/* dnsdist's running averages (ms) */
+	/* a DoH server's health checks, each on a connection of its own, which
+	 * dnsdist counts among the server's connections (doh_upstream.c) */
+	uint64_t check_conns, check_tls_resumptions;
 };
 
 /** A point of a pool's consistent-hashing ring (chashed). */
@@ -250,6 +258,11 @@ struct dlb_settings {
 	bool truncate_tc;			/* truncateTC: a TC=1 answer loses its records (UDP) */
 	bool roundrobin_fail_on_no_server;
 	bool fixup_case;			/* fixupCase: the client's qname case in answers */
+	/* idle connections to DoH servers (dnslb/upstream/doh_upstream.c), per
+	 * worker and server */
+	uint32_t doh_max_idle_conns;		/* setMaxIdleDoHConnectionsPerDownstream, default 10 */
+	uint32_t doh_max_idle_time;		/* setDoHDownstreamMaxIdleTime, s, default 300 */
+	uint32_t doh_cleanup_interval;		/* setDoHDownstreamCleanupInterval, s, default 60 */
 	struct dlb_selfanswer_opts selfans;
 	uint32_t whashed_perturbation;
 	int ecs_prefix_v4;			/* setECSSourcePrefixV4, default 24 */

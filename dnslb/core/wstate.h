@@ -38,6 +38,7 @@ struct dlb_qps_window;
 struct dlb_tcp_client;
 struct dlb_doh_worker;
 struct dlb_tcp_up;
+struct dlb_doh_up;
 struct dlb_lua_worker;
 struct dlb_redis;
 struct dlb_l2_worker;
@@ -124,7 +125,10 @@ struct dlb_be_local {
 	struct dlb_tcp_up *tcp_conns;	/* list of open connections */
 	uint32_t tcp_count;
 	struct ssl_session_st *tls_session;	/* owned: the last TLS session of a DNS over TLS
-						 * server, offered on the next connection */
+						 * or HTTPS server, offered on the next connection */
+	/* HTTP/2 connections to a DoH server (dnslb/upstream/doh_upstream.c) */
+	struct dlb_doh_up *doh_conns;
+	uint32_t doh_count;
 };
 
 /* An answer held back by DelayAction / DelayResponseAction. */
@@ -159,7 +163,8 @@ struct dlb_worker {
 	struct dlb_slot_pool slots;
 	/* with slots.used, what dlb_worker_quiet reads (once per wake-up) */
 	uint32_t ndelayed;		/* delayed answers (delayed_head) */
-	uint32_t tcp_up;		/* TCP connections to backends, open or opening */
+	uint32_t tcp_up;		/* TCP connections to backends (DoH ones too), open or
+					 * opening */
 	struct dlb_redis *redis;	/* setRedis: this worker's data connection (dnslb/store/redis.h) */
 	struct dlb_l2_worker *l2;	/* queries waiting on the second-level cache
 					 * (dnslb/pipeline/l2cache.h); NULL until first used */

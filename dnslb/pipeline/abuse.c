@@ -38,6 +38,7 @@
 #include "dnslb/core/hash.h"
 #include "dnslb/core/hashtab.h"
 #include "dnslb/core/netmask.h"
+#include "dnslb/upstream/doh_upstream.h"
 #include "dnslb/upstream/tcp_upstream.h"
 #include "dnslb/core/wstate.h"
 
@@ -528,7 +529,7 @@ dlb_oc_acquire(struct dlb_worker *w, const struct sockaddr *sa)
 		if (oc_debug < 0)
 			oc_debug = getenv("DNSLB_CHECK_OUTSTANDING") != NULL;
 	}
-	if (oc_debug > 0 && dlb_oc_check_worker(w, dlb_tcp_up_oc_marked(w)) != 0)
+	if (oc_debug > 0 && dlb_oc_check_worker(w, dlb_tcp_up_oc_marked(w) + dlb_doh_up_oc_marked(w)) != 0)
 		abort();	/* a test asked for it: fail loudly */
 	r = dlb_coc_acquire(w->client_oc, sa, (uint32_t)cfg->max_outstanding_per_client);
 	if (r == DLB_COC_OVER)

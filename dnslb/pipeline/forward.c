@@ -4,7 +4,8 @@
  *
  * Out: dlb_forward fills an in-flight slot from the query (client, question,
  * cache key, what the rules decided) and hands it to the transport: UDP
- * (dnslb/upstream/backend.h) or a stream (dnslb/upstream/tcp_upstream.h). In: each slot ends once,
+ * (dnslb/upstream/backend.h), a stream (dnslb/upstream/tcp_upstream.h) or
+ * HTTP/2 to a DoH server (dnslb/upstream/doh_upstream.h). In: each slot ends once,
  * through dlb_forward_sink; response rules, cache insertion and failover
  * run there, and dlb_forward_reply sends the answer through the client sink
  * of its protocol. Neither transports nor frontends are called back by
@@ -28,6 +29,7 @@
 #include "dnslb/core/proxyproto.h"
 #include "dnslb/pipeline/query.h"
 #include "dnslb/pipeline/rings.h"
+#include "dnslb/upstream/doh_upstream.h"
 #include "dnslb/upstream/tcp_upstream.h"
 #include "dnslb/core/wstate.h"
 
@@ -254,9 +256,9 @@ stream_over_cap(struct dlb_worker *w, const struct dlb_client *c, const struct d
 }
 
 /*
- * Forward @q over a stream (a TCP client, or a tcpOnly backend): the slot
- * is a copy the transport keeps with the framed query, which it resends on
- * a new connection if need be.
+ * Forward @q over a stream (a TCP client, or a tcpOnly backend, DoT and DoH
+ * servers among them): the slot is a copy the transport keeps with the
+ * query, which it resends on a new connection if need be.
  */
 static void
 forward_stream(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *c)
@@ -296,6 +298,12 @@ forward_stream(struct dlb_worker *w, struct dlb_query *q, const struct dlb_clien
 	}
 	memcpy(msg, q->pkt, q->len);
 	len = dlb_query_add_ecs(w, q, msg, q->len, room, &s.ecs_added);
+	if (be->doh_path[0] != '\0') {
+		/* DNS over HTTPS: one HTTP/2 request, whatever the client's protocol */
+		dlb_doh_up_send(w, be, &s, msg, len);
+		free(msg);
+		return;
+	}
 	if (be->use_proxy_protocol)
 		prelen = dlb_query_pp_header(w, c, c->proto != DLB_CLIENT_UDP, pre);
 	dlb_tcp_up_send(w, be, &s, pre, prelen, msg, len, xfr);

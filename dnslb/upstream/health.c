@@ -27,7 +27,9 @@
  * its answer cut out by dnslb/core/dnsframe.h; a UDP check has a socket of its own.
  * A DNS over TLS server is checked over TLS, validated as its queries are:
  * a handshake that fails is a failed check (never a check in clear), and
- * each check offers the session of the one before.
+ * each check offers the session of the one before. A DNS over HTTPS server
+ * is checked as dnsdist does, with the query POSTed on a connection of its
+ * own (dnslb/upstream/doh_upstream.h): a status other than 200 fails it.
  *
  * Thread: main only.
  */
@@ -48,6 +50,7 @@
 #include "dnslb/core/tls.h"
 #include "dnslb/core/util.h"
 #include "dnslb/core/wire.h"
+#include "dnslb/upstream/doh_upstream.h"
 #include "dnslb/upstream/tcp_upstream.h"
 
 #define container_of(p, T, m) ((T *)(void *)((char *)(p) - offsetof(T, m)))
@@ -62,6 +65,7 @@ struct hc {
 	struct dlb_stream st;		/* TCP */
 	struct dlb_stream_tls tls;	/* st's TLS state (a DNS over TLS server) */
 	SSL_SESSION *session;		/* owned: the last check's, offered to the next */
+	struct dlb_doh_up *doh;		/* a DoH server's running check (its own connection) */
 	struct dlb_frame_rx rx;		/* TCP: answers up to sizeof(resp) */
 	bool running;
 	bool tcp;
@@ -152,6 +156,8 @@ check_stop_io(struct hc *c)
 			SSL_SESSION_free(sess);
 		}
 	}
+	dlb_doh_check_cancel(c->doh);
+	c->doh = NULL;
 	dlb_stream_close(&c->st);
 	dlb_frame_rx_free(&c->rx);
 	c->running = false;
@@ -316,6 +322,23 @@ static const struct dlb_stream_cb check_stream_cb = {
 	.failed = check_stream_failed,
 };
 
+/* A DoH server's check is over (dnslb/upstream/doh_upstream.h): its connection goes. */
+static void
+check_doh_done(void *ud, const uint8_t *body, size_t len, const char *why, SSL_SESSION *session)
+{
+	struct hc *c = ud;
+
+	c->doh = NULL;	/* freed by its module once this returns */
+	if (session != NULL) {
+		SSL_SESSION_free(c->session);
+		c->session = session;
+	}
+	if (body == NULL)
+		check_done(c, false, why);
+	else
+		check_validate(c, body, len);
+}
+
 static void
 check_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
@@ -384,7 +407,16 @@ check_start(struct hc *c)
 
 	/* from the backend's source, as the workers' connections (free-bound: it may not be up yet) */
 	dlb_tcp_up_target(be, IP_FREEBIND, &t);
-	if (c->tcp) {
+	if (be->doh_path[0] != '\0') {
+		/* as dnsdist: a POST on a connection of its own, validated as the queries' */
+		c->doh = dlb_doh_check_start(h->loop, be, c->session, q, c->qlen,
+					     (be->check_timeout > 0 ? be->check_timeout : 1000) /
+					     1000.0, check_doh_done, c);
+		if (c->doh == NULL) {
+			check_done(c, false, "DoH: could not start");
+			return;
+		}
+	} else if (c->tcp) {
 		/* the query waits in the stream until the connection is up */
 		dlb_frame_rx_init(&c->rx, sizeof(c->resp));
 		if (be->tls != NULL) {

@@ -128,6 +128,12 @@ SAME = [
     'newServer({address="127.0.0.1:853", tls="openssl", subjectName="dns.test", '
     'validateCertificates=false, ciphers="ECDHE-ECDSA-AES128-GCM-SHA256", releaseBuffers=false, '
     'enableRenegotiation=false})',
+    # DNS over HTTPS servers: over TLS or in clear, with or without X-Forwarded-*
+    'newServer({address="1.1.1.1:443", tls="openssl", dohPath="/dns-query"})',
+    'newServer({address="127.0.0.1:443", tls="openssl", subjectName="dns.test", '
+    'dohPath="/dns-query", addXForwardedHeaders=true, validateCertificates=false})',
+    'newServer({address="127.0.0.1:8053", dohPath="/dns-query", addXForwardedHeaders=false})',
+    'newServer({address="127.0.0.1:5301", addXForwardedHeaders=true})',
 ]
 
 
@@ -197,11 +203,11 @@ DIFFERENT = [
      lb_error(1, "newBPFFilter: eBPF filtering is not supported by dnslb")),
     ('addAction(SNIRule("x"), DropAction())\n', NOT_YET, ok(),
      lb_error(1, "SNIRule: HTTP and SNI rules are not supported yet by dnslb")),
+    ('newServer({address="127.0.0.1:443", dohPath="/q", useProxyProtocol=true})\n', NOT_YET,
+     ok(), lb_error(1, "newServer: 'useProxyProtocol' with 'dohPath' is not supported by "
+                       "dnslb")),
     ('setAPIWritable(true, "/tmp")\n', NOT_YET, ok(),
      lb_error(1, "setAPIWritable: a writable HTTP API is not supported by dnslb")),
-    ('newServer({address="1.1.1.1:443", tls="openssl", dohPath="/dns-query"})\n', NOT_YET, ok(),
-     lb_error(1, "newServer: 'dohPath': DNS over HTTPS to backends is not supported yet by "
-                 "dnslb")),
     # DNS over TLS servers: OpenSSL only, and every option checked at once
     ('newServer({address="9.9.9.9:853", tls="gnutls"})\n', DOT, ok(),
      lb_error(1, "newServer: the TLS provider 'gnutls' is not supported by dnslb (use "
@@ -273,8 +279,6 @@ CORPUS_REFUSED = {
     "27-dot-server.conf": (TLS_CHECK, 2, "addTLSLocal: unable to read the certificate file "
                                          "'/etc/ssl/dot.example/cert.pem': No such file or "
                                          "directory"),
-    "29-doh-upstream.conf": (NOT_YET, 2, "newServer: 'dohPath': DNS over HTTPS to backends "
-                                         "is not supported yet by dnslb"),
     "37-xpf.conf": (XPF, 2, "newServer: 'addXPF': XPF records are not supported by dnslb"),
     "38-dnscrypt.conf": (NOT_YET, 2, "addDNSCryptBind: DNSCrypt is not supported by dnslb"),
     "40-dnstap-logging.conf": (NOT_YET, 3, "newFrameStreamUnixLogger: protobuf and dnstap "

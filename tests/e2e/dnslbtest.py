@@ -313,6 +313,17 @@ class Daemon:
     def send_signal(self, sig):
         self.proc.send_signal(sig)
 
+    def reload(self, body):
+        """Rewrite the config with @body, SIGHUP, wait for the reload's
+        "Reloaded '...'" line; return the index of the first line after."""
+        self.body = body
+        with open(self.conf_path, "w") as f:
+            f.write(self.render_conf())
+        n = len(self.lines)
+        self.send_signal(signal.SIGHUP)
+        assert self.wait_line(r"Reloaded '", start=n) is not None, self.output()
+        return n
+
     def stop(self, sig=signal.SIGTERM, timeout=5.0):
         """Send @sig, wait up to @timeout, return the exit status (negative
         for a signal, as subprocess does). Kills it after the timeout and

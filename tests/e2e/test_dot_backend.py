@@ -12,7 +12,6 @@ the last one."""
 import os
 import re
 import shutil
-import signal
 import ssl
 import time
 
@@ -267,10 +266,6 @@ def test_health_checks_over_tls(dnslb, make_unbound, pki):
     ('tls="openssl", caStore="/etc/passwd"', "unable to load the CA store /etc/passwd"),
     ('tls="openssl", ciphers="NOSUCH"', "invalid ciphers NOSUCH"),
     ('tls="openssl", subjectAddr="dns.test"', "invalid subjectAddr 'dns.test'"),
-    ('tls="openssl", dohPath="/dns-query"', "'dohPath': DNS over HTTPS to backends is not "
-     "supported yet by dnslb"),
-    ('addXForwardedHeaders=true', "'addXForwardedHeaders': DNS over HTTPS to backends is not "
-     "supported yet by dnslb"),
 ])
 def test_config_errors(tmp_path, opts, msg):
     rc, out = check_config_text(tmp_path, 'newServer{address="127.0.0.1:853", %s}\n' % opts)
@@ -300,25 +295,16 @@ def test_reload_and_runtime_servers(dnslb, make_unbound, pki):
     d = dnslb(head + a)
     assert udp_answer(d.port, "www.example.test.").answer
 
-    def reload(body):
-        d.body = body
-        with open(d.conf_path, "w") as f:
-            f.write(d.render_conf())
-        n = len(d.lines)
-        d.send_signal(signal.SIGHUP)
-        assert d.wait_line(r"Reloaded '", start=n) is not None, d.output()
-        return n
-
     def marked(name, state, start):
         return d.wait_line(re.escape("Marking downstream %s (127.0.0.1:%d) as '%s'"
                                      % (name, u.port, state)), start=start) is not None
 
-    n = reload(head + a + b)
+    n = d.reload(head + a + b)
     assert marked("b", "up", n)
     assert not any("server a is no longer configured" in l for l in d.lines[n:])
     assert udp_answer(d.port, "www.example.test.").answer
     # a's name to check changes: another server, whose certificate does not match
-    n = reload(head + dot_server(u, caStore=pki + "/ca.pem", name="a",
+    n = d.reload(head + dot_server(u, caStore=pki + "/ca.pem", name="a",
                                  subjectName="wrong.test") + b)
     assert marked("a", "down", n)
     console(d, 'newServer({address="127.0.0.1:%d", tls="openssl", caStore="%s/ca.pem", '
