@@ -247,7 +247,21 @@ l_show_tls_contexts(lua_State *L)
 	return 0;
 }
 
-/* showTLSErrorCounters(): every DNS over TLS listener's failed handshakes by reason, dnsdist 1.7.3's table. */
+/* The next listener with TLS (DoT or DoH) from bind @*i on (advanced past it). @return 0, or -1 at the end. */
+static int
+next_any_tls_bind(int *i, struct dlb_metrics_frontend *f)
+{
+	while (dlb_metrics_frontend(*i, f) == 0) {
+		(*i)++;
+		if (f->tls != NULL)
+			return 0;
+	}
+	return -1;
+}
+
+/* showTLSErrorCounters(): every DNS over TLS or HTTPS listener's failed
+ * handshakes by reason (DoH listeners too, unlike showTLSContexts()),
+ * dnsdist 1.7.3's table. */
 static int
 l_show_tls_error_counters(lua_State *L)
 {
@@ -262,7 +276,7 @@ l_show_tls_error_counters(lua_State *L)
 		 "Unknown cipher type", "Unknown exchange type", "Unknown protocol",
 		 "Unsupported EC", "Unsupported protocol");
 	dlb_lua_print(L, line);
-	for (int n = 0; next_tls_bind(&bind, &f) == 0; n++) {
+	for (int n = 0; next_any_tls_bind(&bind, &f) == 0; n++) {
 		size_t o = (size_t)snprintf(line, sizeof(line), "%-3d %-20.20s", n, f.address);
 
 		for (int k = 0; k < DLB_TLS_FAIL_COUNT && o < sizeof(line); k++)

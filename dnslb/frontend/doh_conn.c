@@ -88,6 +88,8 @@ struct dlb_doh_conn {
 	struct dlb_stream st;
 	struct dlb_stream_tls tls;
 	bool use_tls;
+	int8_t tls_version;		/* enum dlb_tls_version_idx once the handshake is done; -1:
+					 * none (plain HTTP, or not yet) */
 	struct dlb_doh_h2 *h2;		/* one of h2, h1 once the version is known */
 	struct dlb_doh_h1 *h1;
 	uint8_t sniff[24];		/* the first bytes, while the version is not known */
@@ -106,9 +108,10 @@ static bool conn_drained(struct dlb_stream *st, void *ud);
 static void conn_failed(struct dlb_stream *st, void *ud, enum dlb_stream_fail why, int err);
 static void on_request(void *ud, const struct dlb_doh_request *rq);
 static void on_gone(void *ud, int32_t stream_id);
+static bool conn_connected(struct dlb_stream *st, void *ud);
 
 static const struct dlb_stream_cb conn_stream_cb = {
-	.connected = NULL,
+	.connected = conn_connected,
 	.readable = conn_readable,
 	.drained = conn_drained,
 	.failed = conn_failed,
@@ -295,6 +298,18 @@ conn_drained(struct dlb_stream *st, void *ud)
 	return conn_after_io(ud);
 }
 
+/* The TLS handshake is done: dnsdist's per-handshake figures, as for DNS over TLS. */
+static bool
+conn_connected(struct dlb_stream *st, void *ud)
+{
+	struct dlb_doh_conn *c = ud;
+
+	(void)st;
+	if (c->tls.ssl != NULL)
+		c->tls_version = (int8_t)dlb_stream_client_tls_done(c->l, &c->tls);
+	return true;
+}
+
 static void
 conn_failed(struct dlb_stream *st, void *ud, enum dlb_stream_fail why, int err)
 {
@@ -303,6 +318,8 @@ conn_failed(struct dlb_stream *st, void *ud, enum dlb_stream_fail why, int err)
 	(void)st, (void)err;
 	if (why != DLB_STREAM_CONNECT)
 		c->l->tcp_died_sending++;
+	else if (c->use_tls)
+		dlb_stream_client_tls_failed(c->l, &c->tls);
 	conn_close(c);
 }
 
@@ -567,6 +584,8 @@ run_query(struct dlb_doh_conn *c, int32_t stream, uint8_t *pkt, size_t len,
 
 	w->stats.queries++;
 	c->l->tcp_queries++;
+	if (c->tls_version >= 0)
+		c->l->tls_queries[c->tls_version]++;
 	q.pkt = pkt;
 	q.len = len;
 	q.cap = len;	/* a longer local answer is built in the worker's scratch buffer */
@@ -707,6 +726,7 @@ dlb_doh_accept(struct dlb_worker *w, struct dlb_listener *l)
 		c->l = l;
 		c->cfg = fe->doh;
 		c->peer = peer;
+		c->tls_version = -1;
 		l->tcp_conns++;
 		l->doh.connects++;
 		c->started = dlb_worker_now(w);
@@ -728,9 +748,13 @@ dlb_doh_accept(struct dlb_worker *w, struct dlb_listener *l)
 			c->use_tls = true;
 		}
 		if (dlb_stream_attach(&c->st, fd) != 0) {
+			if (c->use_tls)
+				dlb_stream_client_tls_failed(l, &c->tls);	/* the ClientHello was there */
 			conn_close(c);
 			continue;
 		}
+		if (c->use_tls && c->st.state == DLB_STREAM_OPEN)
+			conn_connected(&c->st, c);
 		conn_arm_timer(c);
 	}
 }

@@ -295,6 +295,35 @@ client_drained(struct dlb_stream *st, void *ud)
 	return client_after_io(ud);
 }
 
+int
+dlb_stream_client_tls_done(struct dlb_listener *l, const struct dlb_stream_tls *tls)
+{
+	struct dlb_tls_handshake_info hi;
+
+	dlb_tls_handshake_info(tls->ssl, &hi);
+	if (tls->resumed)
+		l->tls_resumptions++;
+	else
+		l->tls_new_sessions++;
+	if (hi.unknown_ticket_key)
+		l->tls_unknown_ticket_keys++;
+	if (hi.inactive_ticket_key)
+		l->tls_inactive_ticket_keys++;
+	return dlb_tls_version_index(tls->ssl);
+}
+
+void
+dlb_stream_client_tls_failed(struct dlb_listener *l, const struct dlb_stream_tls *tls)
+{
+	struct dlb_tls_handshake_info hi;
+
+	if (tls->ssl == NULL)
+		return;
+	dlb_tls_handshake_info(tls->ssl, &hi);
+	if (hi.failure != DLB_TLS_FAIL_NONE)
+		l->tls_failures[hi.failure]++;
+}
+
 /*
  * A TLS handshake is done (->connected; only TLS streams have one to wait
  * for): dnsdist's per-handshake figures, and the version its queries count
@@ -304,21 +333,10 @@ static bool
 client_connected(struct dlb_stream *st, void *ud)
 {
 	struct dlb_tcp_client *c = ud;
-	struct dlb_tls_handshake_info hi;
 
 	(void)st;
-	if (c->tls.ssl == NULL)
-		return true;
-	dlb_tls_handshake_info(c->tls.ssl, &hi);
-	if (c->tls.resumed)
-		c->l->tls_resumptions++;
-	else
-		c->l->tls_new_sessions++;
-	if (hi.unknown_ticket_key)
-		c->l->tls_unknown_ticket_keys++;
-	if (hi.inactive_ticket_key)
-		c->l->tls_inactive_ticket_keys++;
-	c->tls_version = (int8_t)dlb_tls_version_index(c->tls.ssl);
+	if (c->tls.ssl != NULL)
+		c->tls_version = (int8_t)dlb_stream_client_tls_done(c->l, &c->tls);
 	return true;
 }
 
@@ -327,14 +345,8 @@ client_connected(struct dlb_stream *st, void *ud)
 static void
 client_handshake_failed(struct dlb_tcp_client *c)
 {
-	struct dlb_tls_handshake_info hi;
-
 	c->l->tcp_died_reading++;
-	if (c->tls.ssl == NULL)
-		return;
-	dlb_tls_handshake_info(c->tls.ssl, &hi);
-	if (hi.failure != DLB_TLS_FAIL_NONE)
-		c->l->tls_failures[hi.failure]++;
+	dlb_stream_client_tls_failed(c->l, &c->tls);
 }
 
 static void

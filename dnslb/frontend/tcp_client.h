@@ -20,6 +20,7 @@
 struct dlb_worker;
 struct dlb_listener;
 struct dlb_query;
+struct dlb_stream_tls;
 
 /** Accept every pending connection on @l's TCP socket. */
 void dlb_tcp_accept(struct dlb_worker *w, struct dlb_listener *l);
@@ -36,6 +37,12 @@ void dlb_stream_client_fill(struct dlb_client *cl, enum dlb_client_proto proto,
 			    const struct dlb_listener *l, const union dlb_sockaddr *peer,
 			    const struct dlb_query *q, uint32_t idx, uint32_t gen,
 			    const union dlb_sockaddr *local);
+/** A TLS client's handshake on @l is done: dnsdist's per-handshake
+ * figures (new session or resumption, ticket keys). @return the version
+ * index its queries count under (enum dlb_tls_version_idx). */
+int dlb_stream_client_tls_done(struct dlb_listener *l, const struct dlb_stream_tls *tls);
+/** A TLS client's handshake on @l failed: the failure's reason, if any. */
+void dlb_stream_client_tls_failed(struct dlb_listener *l, const struct dlb_stream_tls *tls);
 /** Close every client connection of the worker (shutdown). */
 void dlb_tcp_clients_close_all(struct dlb_worker *w);
 /** How the pipeline answers TCP clients (dnslb/core/sink.h). */

@@ -256,3 +256,55 @@ def test_tls_contexts_with_a_key_file(pair, tmp_path):
     assert known("ticketsKeysRotationDelay is 0 with a ticketKeyFile")
     assert a[3:] == ["43200", "WHEN"]
     assert b[3:] == ["0"] + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(0)).split()
+
+
+def doh(port, ctx, requests):
+    """@requests GETs on one DNS over HTTPS connection; None when the
+    handshake failed."""
+    import base64
+    import httpx
+    ctx.set_alpn_protocols(["h2"])
+    ctx.check_hostname = False      # the chain is still verified; the name is dns.test
+    path = "/dns-query?dns=" + base64.urlsafe_b64encode(
+        build_query("www.example.test.", qid=0)).decode().rstrip("=")
+    try:
+        with httpx.Client(http2=True, verify=ctx, timeout=5) as c:
+            for _ in range(requests):
+                r = c.get("https://127.0.0.1:%d%s" % (port, path))
+                assert r.status_code == 200
+    except httpx.ConnectError:
+        return None
+    time.sleep(0.2)     # its close counted before the next connection opens
+    return True
+
+
+def test_doh_listener_tls_figures(pair, tmp_path):
+    """A DNS over HTTPS listener's TLS figures, as a DoT listener's: new
+    sessions, queries by TLS version, a handshake without a cipher in
+    common; the TLS lines of /metrics, the API's frontends and
+    showTLSErrorCounters() beside dnsdist."""
+    d = str(tmp_path)
+    make_cert(d)
+    p = pair('newServer({address="@B0@"})\n'
+             'addDOHLocal("127.0.0.1:@TLSPORT@", "%s/cert.pem", "%s/key.pem", "/dns-query")\n'
+             % (d, d), web=True)
+    for side in (p.theirs, p.ours):
+        port = side.tls_port
+        weak = context(d, ssl.TLSVersion.TLSv1_2)
+        weak.set_ciphers("AES128-SHA256")
+        seen = [doh(port, context(d, ssl.TLSVersion.TLSv1_3), 2),
+                doh(port, context(d, ssl.TLSVersion.TLSv1_2), 1),
+                doh(port, weak, 1)]
+        assert seen == [True, True, None]
+    ma, mb = (metrics_tls(s.web("/metrics")[1].decode()) for s in (p.theirs, p.ours))
+    assert known("/metrics writes each family under its own TYPE line")
+    assert ma == mb
+    assert 'dnsdist_frontend_tlsqueries{frontend="ADDR",proto="TCP (DNS over HTTPS)",' \
+        'thread="0",tls="tls13"} 2' in mb
+    ja, jb = (frontends(json.loads(s.web("/api/v1/servers/localhost")[1]))
+              for s in (p.theirs, p.ours))
+    ta, tb = ([f for f in j if "HTTPS" in f["type"]] for j in (ja, jb))
+    assert ta == tb
+    assert (tb[0]["tlsNewSessions"], tb[0]["tls12Queries"]) == (2, 1)
+    a, b = (console(s, "showTLSErrorCounters()") for s in (p.theirs, p.ours))
+    assert ADDR.sub("ADDR", a) == ADDR.sub("ADDR", b)
