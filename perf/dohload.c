@@ -506,6 +506,8 @@ percentile(double p)
 {
 	uint64_t want = (uint64_t)((double)answered * p), seen = 0;
 
+	if (answered == 0)
+		return 0;
 	for (size_t i = 0; i < HIST_N; i++) {
 		seen += hist[i];
 		if (seen > want)
