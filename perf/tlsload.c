@@ -48,6 +48,7 @@
 #include <openssl/ssl.h>
 
 #include "perfutil.h"
+#include "tlsclient.h"
 
 #define MSGMAX	1024	/* an answer to one of our queries fits easily */
 
@@ -79,23 +80,10 @@ on_signal(int sig)
 	stopping = 1;
 }
 
-static double
-now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Write a length-prefixed query for the next name into @p; @return its length with the prefix. */
 static size_t
 make_query(uint8_t *p)
 {
-	char label[16];
-	static const uint8_t tail[] = { 5, 'b', 'e', 'n', 'c', 'h', 7, 'e', 'x', 'a', 'm', 'p',
-					'l', 'e', 0, 0, 1, 0, 1 };
-	int n = snprintf(label, sizeof(label), "h%u", next_name++ % names);
 	size_t len = 12;
 	uint16_t id = (uint16_t)rand();
 
@@ -104,11 +92,7 @@ make_query(uint8_t *p)
 	p[3] = (uint8_t)id;
 	p[4] = 0x01;		/* RD */
 	p[7] = 1;		/* QDCOUNT */
-	p[2 + len++] = (uint8_t)n;
-	memcpy(p + 2 + len, label, (size_t)n);
-	len += (size_t)n;
-	memcpy(p + 2 + len, tail, sizeof(tail));
-	len += sizeof(tail);
+	len += bench_question(p + 2 + len, next_name++ % names);
 	p[0] = (uint8_t)(len >> 8);
 	p[1] = (uint8_t)len;
 	return len + 2;
@@ -130,15 +114,8 @@ close_slot(struct slot *s, bool ok)
 {
 	if (s->ssl != NULL) {
 		if (ok) {
-			if (mode == MODE_RESUME) {
-				SSL_SESSION *n = SSL_get1_session(s->ssl);
-				if (n != NULL && SSL_SESSION_is_resumable(n)) {
-					SSL_SESSION_free(s->sess);
-					s->sess = n;
-				} else {
-					SSL_SESSION_free(n);
-				}
-			}
+			if (mode == MODE_RESUME)
+				keep_session(s->ssl, &s->sess);
 			SSL_shutdown(s->ssl);	/* one close_notify, not waiting for the peer's */
 		}
 		SSL_free(s->ssl);
@@ -155,16 +132,15 @@ close_slot(struct slot *s, bool ok)
 static void
 open_slot(struct slot *s)
 {
-	int one = 1;
+	bool failed_now;
 
-	s->fd = socket(srv.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	s->fd = connect_nb(&srv, srvlen, &failed_now);
 	if (s->fd < 0) {
 		perror("socket");
 		exit(1);
 	}
-	setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	s->have = 0;
-	if (connect(s->fd, (struct sockaddr *)&srv, srvlen) < 0 && errno != EINPROGRESS) {
+	if (failed_now) {
 		close_slot(s, false);
 		return;
 	}
@@ -321,7 +297,7 @@ main(int argc, char **argv)
 	}
 	for (unsigned i = 0; i < nslots; i++)
 		slots[i].fd = -1;
-	t0 = now();
+	t0 = perf_now();
 	end = t0 + secs;
 	if (mode == MODE_IDLE) {
 		/* Open N, CONC at a time; then hold them for SECS from there. */
@@ -338,14 +314,14 @@ main(int argc, char **argv)
 		printf("established %llu failed %llu\n", (unsigned long long)done,
 		       (unsigned long long)failed);
 		fflush(stdout);
-		end = now() + secs;
-		while (!stopping && now() < end)
+		end = perf_now() + secs;
+		while (!stopping && perf_now() < end)
 			usleep(50000);
 	} else {
 		uint64_t started = 0;
 		double t;
 
-		while (!stopping && (t = now()) < end) {
+		while (!stopping && (t = perf_now()) < end) {
 			for (unsigned i = 0; i < nslots; i++) {
 				if (rate > 0 && (double)started >= (t - t0) * rate)
 					break;
@@ -359,7 +335,7 @@ main(int argc, char **argv)
 				step(evs[i].data.ptr);
 		}
 	}
-	double el = now() - t0;
+	double el = perf_now() - t0;
 	printf("connections %llu resumed %llu failed %llu seconds %.3f per_second %.1f\n",
 	       (unsigned long long)done, (unsigned long long)resumed, (unsigned long long)failed,
 	       el, (double)done / el);

@@ -353,7 +353,11 @@ dlb_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *
 			off = hl;
 		}
 	}
-	if (dlb_backend_send(w, be, idx, c->t_start, q->pkt, q->len, off, false) == 0)
+	/* A DoH query lives in its connection's read buffer, which the next request of the same
+	 * read overwrites before the batch is flushed: send it at once (a batch of POSTs sent
+	 * several copies of the last one, and the others waited out the backend's timeout). */
+	if (dlb_backend_send(w, be, idx, c->t_start, q->pkt, q->len, off,
+			     c->proto == DLB_CLIENT_DOH) == 0)
 		return;
 	/* never overwrite a query in flight: refuse this one */
 	dlb_slot_free(&w->slots, idx);

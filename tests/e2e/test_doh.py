@@ -103,6 +103,58 @@ def test_doh_streams_on_one_connection(dnslb, responder, pki, tmp_path):
         assert m.question[0].name.to_text() == n and m.answer
 
 
+
+def h2_frame(ftype, flags, stream, payload):
+    return (len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + stream.to_bytes(4, "big")
+            + payload)
+
+
+def h2_post(stream, body):
+    """HEADERS (HPACK: static-table names, literal values, no Huffman) and DATA of a POST."""
+    def lit(index, value):      # literal without indexing, name from the static table
+        v = value.encode()
+        return (bytes([index]) if index < 15 else bytes([0x0f, index - 15])) + bytes([len(v)]) + v
+    hdrs = (b"\x83\x87" + lit(4, "/dns-query") + lit(1, "dns.test")   # POST, https, :path, :authority
+            + lit(31, "application/dns-message") + lit(28, str(len(body))))
+    return h2_frame(1, 0x4, stream, hdrs) + h2_frame(0, 0x1, stream, body)
+
+
+def test_doh_posts_in_one_write(dnslb, responder, pki):
+    """Eight POSTs in one TLS write, each a cache miss: all are forwarded in the
+    same turn of the worker's loop, and each gets the answer to its own
+    question (they once went to the backend as eight copies of the last one,
+    and the others got a 502 after the backend's timeout)."""
+    port = free_port()
+    dnslb(doh_conf(responder, pki, port))
+    names = ["p%d.batch.example.test." % i for i in range(8)]
+    s = tls_socket(port, pki)
+    assert s.selected_alpn_protocol() == "h2"
+    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0, b"")
+              + b"".join(h2_post(1 + 2 * i, query_wire(n)) for i, n in enumerate(names)))
+    bodies, done, buf = {}, set(), b""
+    while len(done) < len(names):
+        try:
+            b = s.recv(65536)
+        except socket.timeout:
+            break
+        if not b:
+            break
+        buf += b
+        while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+            n = int.from_bytes(buf[:3], "big")
+            ftype, flags, sid = buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7fffffff
+            if ftype == 0:
+                bodies[sid] = bodies.get(sid, b"") + buf[9:9 + n]
+            if ftype in (0, 1) and flags & 0x1:
+                done.add(sid)
+            buf = buf[9 + n:]
+    s.close()
+    assert len(done) == len(names)
+    for i, n in enumerate(names):
+        m = dns.message.from_wire(bodies[1 + 2 * i])
+        assert m.question[0].name.to_text() == n and m.answer
+
+
 def test_doh_dnspython(dnslb, responder, pki):
     port = free_port()
     d = dnslb(doh_conf(responder, pki, port))
