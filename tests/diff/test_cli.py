@@ -195,8 +195,6 @@ DIFFERENT = [
      lb_error(1, "newRemoteLogger: protobuf and dnstap logging are not supported by dnslb")),
     ('bpf = newBPFFilter(1024, 1024, 1024)\n', NOT_YET, ok(),
      lb_error(1, "newBPFFilter: eBPF filtering is not supported by dnslb")),
-    ('addAction(SNIRule("x"), DropAction())\n', NOT_YET, ok(),
-     lb_error(1, "SNIRule: HTTP and SNI rules are not supported yet by dnslb")),
     ('setAPIWritable(true, "/tmp")\n', NOT_YET, ok(),
      lb_error(1, "setAPIWritable: a writable HTTP API is not supported by dnslb")),
     ('newServer({address="1.1.1.1:443", tls="openssl", dohPath="/dns-query"})\n', NOT_YET, ok(),
