@@ -1205,7 +1205,7 @@ l_dq_get_selected_backend(lua_State *L)
 /*
  * As dnsdist 1.7.3: for a query that did not come over DoH, the HTTP
  * getters give "" (getHTTPHeaders an empty table) and setHTTPResponse does
- * nothing. A response rule sees none of them (dnslb: the request is gone).
+ * nothing. A response rule sees none of them (nor in dnsdist 1.7.3).
  */
 static const struct dlb_dq_http *
 dq_doh(lua_State *L)

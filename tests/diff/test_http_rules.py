@@ -19,7 +19,7 @@ import struct
 
 import pytest
 
-from diffharness import build_query, strip_id
+from diffharness import build_query, known, strip_id
 from test_doh_listener import b64, curl
 from test_tls_stats import make_cert
 
@@ -241,3 +241,37 @@ def test_plain_queries(http_pair):
             p.query(build_query(name, qtype=qtype, qid=0x2222), proto)
     p.console("showRules()")
     p.stats()
+
+
+LATER = "dq:setHTTPResponse() shapes only an answer of the query rules"
+
+BODY_LATER = '''
+newServer({address="@B0@"})
+addDOHLocal("127.0.0.1:@TLSPORT@", nil, nil, {"/dns-query"}, {})
+addAction("later.test.", LuaAction(function(dq)
+  dq:setHTTPResponse(418, "later", "text/x")
+  return DNSAction.None
+end))
+addResponseAction(HTTPPathRule("/dns-query"), SetTagResponseAction("seen", "yes"))
+addResponseAction(HTTPHeaderRule("user-agent", "."), SetTagResponseAction("seen", "yes"))
+'''
+
+
+def test_response_rules(pair, workdir):
+    """Response rules see no HTTP request in dnsdist 1.7.3 either (its DoH
+    answers come back over UDP without it); a query whose Lua action set
+    an HTTP response and let it go on to its backend is the one documented
+    difference: dnsdist then sends a 500, dnslb the backend's answer."""
+    p = pair(BODY_LATER, backends=({},))
+    path = "/dns-query?dns=%s" % b64(build_query("www.example.test.", qid=0))
+    for version in (2, 1):
+        both_doh(p, workdir, path, version)
+    p.console("showResponseRules()")
+    path = "/dns-query?dns=%s" % b64(build_query("later.test.", qid=0))
+    for version in (2, 1):
+        a = curl(p.theirs.tls_port, path, version, workdir)
+        b = curl(p.ours.tls_port, path, version, workdir)
+        assert known(LATER)
+        assert a[0].split()[1] == "500" and a[2] == b"Internal Server Error", a
+        assert b[0].split()[1] == "200" and "content-type: application/dns-message" in b[1], b
+        p.assert_same_backend_traffic()
