@@ -581,8 +581,17 @@ respond_rules(struct dlb_doh_conn *c, int32_t stream, struct dlb_query *q,
 	if (!dlb_query_is_empty_notimp(q->pkt))
 		dlb_query_account_answer(c->w, q->pkt, q->len, ev_now(c->w->loop));
 	c->l->tcp_responses++;
-	if (http->status != 200 && (http->status < 300 || http->status >= 400))
+	if (http->status >= 300 && http->status < 400) {
+		/* the location field: never a control octet of the client's
+		 * query (an empty body), which could end the field */
+		size_t n = 0;
+
+		while (n < len && body[n] >= 0x20 && body[n] != 0x7f)
+			n++;
+		len = n;
+	} else if (http->status != 200) {
 		len = strnlen((const char *)body, len);
+	}
 	answer_opts(c, &o);
 	o.content_type = http->content_type[0] != '\0' ? http->content_type : NULL;
 	o.body_given = true;
