@@ -4162,12 +4162,11 @@ l_ignored_call(lua_State *L)
 
 /*
  * What dnslb cannot do, a clear error rather than "attempt to call a nil
- * value": a configuration that asks for DNS over TLS or HTTPS, DNSCrypt,
+ * value": a configuration that asks for DNSCrypt,
  * SNMP, eBPF, protobuf or dnstap logging or CDB/LMDB stores must not
  * start without it (docs/dnsdist-differences.md). A function
  * another part of dnslb defines is left alone (register_legacy_calls).
  */
-#define NO_DOT_DOH	"HTTP and SNI rules are not supported yet by dnslb"
 #define NO_DNSCRYPT	"DNSCrypt is not supported by dnslb"
 #define NO_SNMP		"SNMP is not supported by dnslb"
 #define NO_BPF		"eBPF filtering is not supported by dnslb"
@@ -4177,11 +4176,6 @@ static const struct {
 	const char *name;
 	const char *what;
 } unsupported_calls[] = {
-	{ "HTTPHeaderRule", NO_DOT_DOH },
-	{ "HTTPPathRule", NO_DOT_DOH },
-	{ "HTTPPathRegexRule", NO_DOT_DOH },
-	{ "HTTPStatusAction", NO_DOT_DOH },
-	{ "SNIRule", NO_DOT_DOH },
 	{ "addDNSCryptBind", NO_DNSCRYPT },
 	{ "getDNSCryptBind", NO_DNSCRYPT },
 	{ "generateDNSCryptProviderKeys", NO_DNSCRYPT },

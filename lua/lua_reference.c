@@ -68,7 +68,31 @@ const struct dlb_lref dlb_lua_reference[] = {
 	     "Sets every `key = value` of `t` (all, or none if they do not fit)."),
 	METH("dq and dr", "getDO", "()",
 	     "The DO bit of the query's EDNS (in response rules, of the response's OPT RR)."),
-	METH("dq and dr", "getProtocol", "()", "`\"Do53 UDP\"` or `\"Do53 TCP\"`."),
+	METH("dq and dr", "getProtocol", "()",
+	     "`\"Do53 UDP\"`, `\"Do53 TCP\"`, `\"DNS over TLS\"` or `\"DNS over HTTPS\"` (query "
+	     "rules; response rules see DoT and DoH as Do53 TCP)."),
+	METH("dq and dr", "getHTTPPath", "()",
+	     "DNS over HTTPS, query rules: the request's path as the client sent it, without its "
+	     "query string; `\"\"` for any other query (doh.md)."),
+	METH("dq and dr", "getHTTPQueryString", "()",
+	     "DNS over HTTPS: the query string with its `?` (`\"\"` without one); else `\"\"`."),
+	METH("dq and dr", "getHTTPScheme", "()",
+	     "DNS over HTTPS: `\"https\"` or `\"http\"` (HTTP/2: the request's `:scheme`); else "
+	     "`\"\"`."),
+	METH("dq and dr", "getHTTPHost", "()",
+	     "DNS over HTTPS: `:authority` or `Host` (without either, the listener's address "
+	     "without its port); else `\"\"`."),
+	METH("dq and dr", "getHTTPHeaders", "()",
+	     "DNS over HTTPS: the request's header fields as `{name = value}`, names in "
+	     "lowercase, the first value of a name sent twice, without `host`, `content-length`, "
+	     "`transfer-encoding`, `upgrade` and `expect` (as dnsdist 1.7.3); else `{}`."),
+	METH("dq and dr", "setHTTPResponse", "(status, body[, contentType])",
+	     "DNS over HTTPS, query rules: the HTTP answer the query gets once the rules answer "
+	     "it (`dq.dh:setQR(true)` and `return DNSAction.HeaderModify`), as "
+	     "HTTPStatusAction's; does nothing for any other query."),
+	METH("dq and dr", "getServerNameIndication", "()",
+	     "DNS over TLS: the server name the client sent (TLS SNI); `\"\"` without one, and "
+	     "for any other query (DNS over HTTPS included, as dnsdist 1.7.3)."),
 	METH("dq and dr", "getContent", "()", "The whole message as a string."),
 	METH("dq and dr", "setContent", "(s)",
 	     "Replaces the whole message; it must fit in `size` and parse (as a query, or as a "

@@ -948,17 +948,72 @@ l_qname_suffix_rule(lua_State *L)
 	return 1;
 }
 
+/* A selector on a regular expression (@what before it in its description):
+ * RegexRule, HTTPPathRegexRule. */
 static int
-l_regex_rule(lua_State *L)
+regex_rule(lua_State *L, const char *fn, enum dlb_sel_type type, const char *what)
 {
-	const char *re = dlb_lua_arg_string(L, 1, "RegexRule");
-	struct dlb_sel *s = push_sel(L, DLB_SEL_REGEX);
+	const char *re = dlb_lua_arg_string(L, 1, fn);
+	struct dlb_sel *s = push_sel(L, type);
 	char err[256];
 
 	if (dlb_sel_set_regex(s, re, err, sizeof(err)) != 0)
-		return luaL_error(L, "RegexRule: invalid regular expression '%s': %s", re, err);
-	set_desc(L, &s->desc, "Regex: %s", re);
+		return luaL_error(L, "%s: invalid regular expression '%s': %s", fn, re, err);
+	set_desc(L, &s->desc, "%s%s", what, re);
 	return 1;
+}
+
+static int
+l_regex_rule(lua_State *L)
+{
+	return regex_rule(L, "RegexRule", DLB_SEL_REGEX, "Regex: ");
+}
+
+/* ---- DNS over HTTPS and TLS ------------------------------------------------------- */
+
+static int
+l_http_header_rule(lua_State *L)
+{
+	const char *name = dlb_lua_arg_string(L, 1, "HTTPHeaderRule");
+	const char *re = dlb_lua_arg_string(L, 2, "HTTPHeaderRule");
+	struct dlb_sel *s = push_sel(L, DLB_SEL_HTTP_HEADER);
+	char err[256];
+
+	if (dlb_sel_set_http_header(s, name, re, err, sizeof(err)) != 0)
+		return luaL_error(L, "HTTPHeaderRule: invalid regular expression '%s': %s", re, err);
+	/* dnsdist shows the name as it was given */
+	set_desc(L, &s->desc, "http[%s] ~ %s", name, re);
+	return 1;
+}
+
+/* A selector on one string (@what before it in its description): HTTPPathRule, SNIRule. */
+static int
+string_rule(lua_State *L, const char *fn, enum dlb_sel_type type, const char *what)
+{
+	const char *v = dlb_lua_arg_string(L, 1, fn);
+	struct dlb_sel *s = push_sel(L, type);
+
+	s->u.str = dup_str(L, v);
+	set_desc(L, &s->desc, "%s == %s", what, v);
+	return 1;
+}
+
+static int
+l_http_path_rule(lua_State *L)
+{
+	return string_rule(L, "HTTPPathRule", DLB_SEL_HTTP_PATH, "url path");
+}
+
+static int
+l_http_path_regex_rule(lua_State *L)
+{
+	return regex_rule(L, "HTTPPathRegexRule", DLB_SEL_HTTP_PATH_REGEX, "http path ~ ");
+}
+
+static int
+l_sni_rule(lua_State *L)
+{
+	return string_rule(L, "SNIRule", DLB_SEL_SNI, "SNI");
 }
 
 static int
@@ -1709,6 +1764,35 @@ l_rcode_action(lua_State *L)
 	a->u.rcode.rcode = (uint16_t)rc;
 	a->u.rcode.o = o;
 	set_desc(L, &a->desc, "set rcode %u", rc);
+	return 1;
+}
+
+/* HTTPStatusAction(status, body[, contentType=""[, {aa=, ad=, ra=, ttl=}]]) */
+static int
+l_http_status_action(lua_State *L)
+{
+	lua_Integer status = dlb_lua_arg_int(L, 1, "HTTPStatusAction", 0, 65535);
+	size_t len;
+	const char *body;
+	const char *ctype = "";
+	struct dlb_answer_opts o;
+	struct dlb_act *a;
+
+	(void)dlb_lua_arg_string(L, 2, "HTTPStatusAction");
+	body = lua_tolstring(L, 2, &len);
+	if (!lua_isnoneornil(L, 3))
+		ctype = dlb_lua_arg_string(L, 3, "HTTPStatusAction");
+	answer_opts(L, 4, "HTTPStatusAction", true, &o);	/* ttl= is read, and unused */
+	a = push_act(L, DLB_ACT_HTTP_STATUS, false);
+	a->u.http.status = (uint16_t)status;
+	a->u.http.o = o;
+	a->u.http.ctype = dup_str(L, ctype);
+	a->u.http.body = malloc(len > 0 ? len : 1);
+	if (a->u.http.body == NULL)
+		return luaL_error(L, "out of memory");
+	memcpy(a->u.http.body, body, len);
+	a->u.http.len = len;
+	set_desc(L, &a->desc, "return an HTTP status of %d", (int)status);
 	return 1;
 }
 
@@ -3073,6 +3157,20 @@ static const struct cat_entry catalog[] = {
 	  "One of the keys lookupKey makes from the query (KeyValueLookupKeyQName(), "
 	  "...Suffix(), ...SourceIP(), ...Tag()) is in the Redis set or hash that kvs "
 	  "(newRedisKVStore()) mirrors; see fleet.md.", NULL },
+	{ "HTTPHeaderRule", CAT_SELECTOR, l_http_header_rule, "(name, regex)",
+	  "A DNS over HTTPS query whose HTTP header field of this name (case-insensitive; the "
+	  "first, if sent twice) matches the POSIX extended regular expression "
+	  "(case-insensitive, anywhere in the value); see doh.md.", NULL },
+	{ "HTTPPathRule", CAT_SELECTOR, l_http_path_rule, "(path)",
+	  "A DNS over HTTPS query whose HTTP path, query string aside, is exactly this one "
+	  "(case-sensitive, as the client sent it).", NULL },
+	{ "HTTPPathRegexRule", CAT_SELECTOR, l_http_path_regex_rule, "(regex)",
+	  "A DNS over HTTPS query whose HTTP path, query string aside, matches the POSIX "
+	  "extended regular expression (case-insensitive).", NULL },
+	{ "SNIRule", CAT_SELECTOR, l_sni_rule, "(name)",
+	  "A DNS over TLS query whose client sent this server name (TLS SNI; exact). As in "
+	  "dnsdist 1.7.3, DNS over HTTPS queries have none, and SNIRule(\"\") matches every "
+	  "query without one.", NULL },
 	{ "makeRule", CAT_SELECTOR, l_make_rule, "(name|netmask|{names}|{netmasks})",
 	  "The selector a string or table stands for where one is expected: netmasks make a "
 	  "NetmaskGroupRule, names a suffix rule (QNameSuffixRule).", NULL },
@@ -3089,6 +3187,10 @@ static const struct cat_entry catalog[] = {
 	  "Run the action, then go on with the next rule whatever it decided.", NULL },
 	{ "RCodeAction", CAT_ACTION, l_rcode_action, "(rcode[, {aa=, ad=, ra=}])",
 	  "Answer with this rcode (DNSRCode.X).", NULL },
+	{ "HTTPStatusAction", CAT_ACTION, l_http_status_action,
+	  "(status, body[, contentType=\"\"[, {aa=, ad=, ra=}]])",
+	  "Answer a DNS over HTTPS query with this HTTP status and body (a 3xx: a redirection "
+	  "to the body's URL); any other query goes on to the next rule (see doh.md).", NULL },
 	{ "ERCodeAction", CAT_ACTION, l_ercode_action, "(rcode[, {aa=, ad=, ra=}])",
 	  "Answer with this extended rcode (the upper bits in the OPT record).", NULL },
 	{ "TCAction", CAT_ACTION, l_tc_action, "()",

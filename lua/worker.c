@@ -773,7 +773,11 @@ l_dq_get_do(lua_State *L)
 static int
 l_dq_get_protocol(lua_State *L)
 {
-	if (check_dq(L, 1)->tcp)
+	const struct dlb_dq *dq = check_dq(L, 1);
+
+	if (dq->http != NULL)
+		lua_pushstring(L, dq->http->doh ? "DNS over HTTPS" : "DNS over TLS");
+	else if (dq->tcp)
 		lua_pushliteral(L, "Do53 TCP");
 	else
 		lua_pushliteral(L, "Do53 UDP");
@@ -1196,7 +1200,116 @@ l_dq_get_selected_backend(lua_State *L)
 	return 1;
 }
 
+/* ---- dq methods: DNS over HTTPS and TLS ------------------------------------------------ */
+
+/*
+ * As dnsdist 1.7.3: for a query that did not come over DoH, the HTTP
+ * getters give "" (getHTTPHeaders an empty table) and setHTTPResponse does
+ * nothing. A response rule sees none of them (nor in dnsdist 1.7.3).
+ */
+static const struct dlb_dq_http *
+dq_doh(lua_State *L)
+{
+	const struct dlb_dq *dq = check_dq(L, 1);
+
+	return dq->http != NULL && dq->http->doh ? dq->http : NULL;
+}
+
+static int
+l_dq_get_http_path(lua_State *L)
+{
+	const struct dlb_dq_http *h = dq_doh(L);
+
+	lua_pushlstring(L, h != NULL ? h->path : "", h != NULL ? h->query_at : 0);
+	return 1;
+}
+
+/* The query string with its '?'. */
+static int
+l_dq_get_http_query_string(lua_State *L)
+{
+	const struct dlb_dq_http *h = dq_doh(L);
+
+	if (h == NULL)
+		lua_pushliteral(L, "");
+	else
+		lua_pushlstring(L, h->path + h->query_at, h->path_len - h->query_at);
+	return 1;
+}
+
+static int
+l_dq_get_http_scheme(lua_State *L)
+{
+	const struct dlb_dq_http *h = dq_doh(L);
+
+	lua_pushstring(L, h != NULL ? h->scheme : "");
+	return 1;
+}
+
+static int
+l_dq_get_http_host(lua_State *L)
+{
+	const struct dlb_dq_http *h = dq_doh(L);
+
+	lua_pushstring(L, h != NULL ? h->host : "");
+	return 1;
+}
+
+static int
+l_dq_get_http_headers(lua_State *L)
+{
+	const struct dlb_dq_http *h = dq_doh(L);
+
+	lua_newtable(L);
+	for (size_t i = 0; h != NULL && i < h->nheaders; i++) {
+		if (!dlb_dq_http_header_shown(h, i))
+			continue;
+		lua_pushstring(L, h->headers[i].value);
+		lua_setfield(L, -2, h->headers[i].name);
+	}
+	return 1;
+}
+
+/* setHTTPResponse(status, body[, contentType]): what a DoH query's answer
+ * will be, once the rules answer it (dq.dh:setQR(true) and HeaderModify,
+ * for instance). */
+static int
+l_dq_set_http_response(lua_State *L)
+{
+	struct dlb_dq *dq = check_dq(L, 1);
+	lua_Integer status = luaL_checkinteger(L, 2);
+	size_t len;
+	const char *body = luaL_checklstring(L, 3, &len);
+	const char *ctype = luaL_optstring(L, 4, "");
+
+	if (status < 0 || status > 65535)
+		return luaL_error(L, "setHTTPResponse: the status must be 0 to 65535, not %I",
+				  status);
+	if (dq->http != NULL && dq->http->doh && !dq->response)
+		dlb_dq_http_set_response(dq->http, (uint16_t)status, (const uint8_t *)body, len,
+					 ctype);
+	return 0;
+}
+
+/* The server name a DNS over TLS client sent; "" without one (dnsdist 1.7.3
+ * gives none for DoH). */
+static int
+l_dq_get_sni(lua_State *L)
+{
+	const struct dlb_dq *dq = check_dq(L, 1);
+
+	lua_pushstring(L, dq->http != NULL && dq->http->sni != NULL ? dq->http->sni : "");
+	return 1;
+}
+
 static const luaL_Reg dq_methods[] = {
+	{ "getHTTPPath", l_dq_get_http_path },
+	{ "getHTTPQueryString", l_dq_get_http_query_string },
+	{ "getHTTPScheme", l_dq_get_http_scheme },
+	{ "getHTTPHost", l_dq_get_http_host },
+	{ "getHTTPHeaders", l_dq_get_http_headers },
+	{ "setHTTPResponse", l_dq_set_http_response },
+	{ "getServerNameIndication", l_dq_get_sni },
 	{ "getTag", l_dq_get_tag },
 	{ "setTag", l_dq_set_tag },
 	{ "unsetTag", l_dq_unset_tag },

@@ -203,6 +203,15 @@ dlb_sel_new(enum dlb_sel_type type)
 	return s;
 }
 
+static void
+free_regex(regex_t *r)
+{
+	if (r != NULL) {
+		regfree(r);
+		free(r);
+	}
+}
+
 void
 dlb_sel_ref(struct dlb_sel *s)
 {
@@ -231,10 +240,7 @@ dlb_sel_unref(struct dlb_sel *s)
 		dlb_suffix_set_free(s->u.suffixes);
 		break;
 	case DLB_SEL_REGEX:
-		if (s->u.re != NULL) {
-			regfree(s->u.re);
-			free(s->u.re);
-		}
+		free_regex(s->u.re);
 		break;
 	case DLB_SEL_NMG:
 		dlb_nmg_deinit(&s->u.nmg.g);
@@ -259,6 +265,17 @@ dlb_sel_unref(struct dlb_sel *s)
 	case DLB_SEL_TIMED_IPSET:
 		dlb_timed_ipset_unref(s->u.tips);
 		break;
+	case DLB_SEL_HTTP_PATH_REGEX:
+		free_regex(s->u.re);
+		break;
+	case DLB_SEL_HTTP_HEADER:
+		free(s->u.hdr.name);
+		free_regex(s->u.hdr.re);
+		break;
+	case DLB_SEL_HTTP_PATH:
+	case DLB_SEL_SNI:
+		free(s->u.str);
+		break;
 	default:
 		break;
 	}
@@ -266,27 +283,61 @@ dlb_sel_unref(struct dlb_sel *s)
 	free(s);
 }
 
-int
-dlb_sel_set_regex(struct dlb_sel *s, const char *re, char *err, size_t errlen)
+/* dnsdist's Regex: POSIX extended, case-insensitive. NULL with regerror's message in @err. */
+static regex_t *
+compile_regex(const char *re, char *err, size_t errlen)
 {
 	regex_t *r = malloc(sizeof(*r));
 	int rc;
 
 	if (r == NULL) {
 		snprintf(err, errlen, "out of memory");
-		return -1;
+		return NULL;
 	}
 	rc = regcomp(r, re, REG_EXTENDED | REG_ICASE | REG_NOSUB);
 	if (rc != 0) {
 		regerror(rc, r, err, errlen);
 		free(r);
+		return NULL;
+	}
+	return r;
+}
+
+int
+dlb_sel_set_regex(struct dlb_sel *s, const char *re, char *err, size_t errlen)
+{
+	regex_t *r = compile_regex(re, err, errlen);
+
+	if (r == NULL)
+		return -1;
+	free_regex(s->u.re);
+	s->u.re = r;
+	return 0;
+}
+
+int
+dlb_sel_set_http_header(struct dlb_sel *s, const char *name, const char *re, char *err,
+			size_t errlen)
+{
+	regex_t *r = compile_regex(re, err, errlen);
+	char *n = strdup(name);
+
+	if (r == NULL || n == NULL) {
+		if (r == NULL)
+			free(n);
+		else
+			snprintf(err, errlen, "out of memory");
+		free_regex(r);
 		return -1;
 	}
-	if (s->u.re != NULL) {
-		regfree(s->u.re);
-		free(s->u.re);
-	}
-	s->u.re = r;
+	/* HTTP/2 sends names in lowercase, and HTTP/1's are lowercased on reading */
+	for (char *p = n; *p; p++)
+		if (*p >= 'A' && *p <= 'Z')
+			*p = (char)(*p - 'A' + 'a');
+	free(s->u.hdr.name);
+	free_regex(s->u.hdr.re);
+	s->u.hdr.name = n;
+	s->u.hdr.re = r;
 	return 0;
 }
 
@@ -319,6 +370,78 @@ match_regex(const regex_t *re, const struct dlb_dnsmsg *m)
 	if (text[n - 1] == '.')
 		text[n - 1] = '\0';
 	return regexec(re, text, 0, NULL, 0) == 0;
+}
+
+/* ---- the HTTP and SNI view ------------------------------------------------------- */
+
+/* The fields dnsdist 1.7.3's HTTP server (h2o) keeps out of a request's
+ * header list: it reads them itself. */
+static bool
+h2o_special(const char *name)
+{
+	static const char *const special[] = {
+		"host", "content-length", "transfer-encoding", "upgrade", "expect",
+	};
+
+	for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); i++)
+		if (strcmp(name, special[i]) == 0)
+			return true;
+	return false;
+}
+
+bool
+dlb_dq_http_header_shown(const struct dlb_dq_http *h, size_t i)
+{
+	const char *name = h->headers[i].name;
+
+	if (h2o_special(name))
+		return false;
+	/* dnsdist puts them in a map that keeps the first value of a name */
+	for (size_t j = 0; j < i; j++)
+		if (strcmp(h->headers[j].name, name) == 0)
+			return false;
+	return true;
+}
+
+void
+dlb_dq_http_set_response(struct dlb_dq_http *h, uint16_t status, const uint8_t *body,
+			 size_t len, const char *ctype)
+{
+	size_t n = ctype != NULL ? strlen(ctype) : 0;
+
+	h->status = status;
+	h->body_len = len < h->body_cap ? len : h->body_cap;
+	if (h->body_len > 0)
+		memcpy(h->body, body, h->body_len);
+	if (n >= sizeof(h->content_type))
+		n = sizeof(h->content_type) - 1;
+	memcpy(h->content_type, ctype != NULL ? ctype : "", n);
+	h->content_type[n] = '\0';
+}
+
+/* HTTPHeaderRule: the first value of the name matches (a search, not anchored). */
+static bool
+match_http_header(const struct dlb_sel *s, const struct dlb_dq_http *h)
+{
+	if (h == NULL || !h->doh)
+		return false;
+	for (size_t i = 0; i < h->nheaders; i++)
+		if (strcmp(h->headers[i].name, s->u.hdr.name) == 0 && !h2o_special(s->u.hdr.name))
+			return regexec(s->u.hdr.re, h->headers[i].value, 0, NULL, 0) == 0;
+	return false;
+}
+
+/* HTTPPathRegexRule: the path without its query string matches. */
+static bool
+match_http_path(const regex_t *re, const struct dlb_dq_http *h)
+{
+	regmatch_t range[1];
+
+	if (h == NULL || !h->doh || re == NULL)
+		return false;
+	range[0].rm_so = 0;
+	range[0].rm_eo = (regoff_t)h->query_at;
+	return regexec(re, h->path, 1, range, REG_STARTEND) == 0;
 }
 
 static unsigned
@@ -569,6 +692,20 @@ sel_match_slow(const struct dlb_sel *s, struct dlb_dq *dq, struct dlb_stats *st)
 		       dlb_kvs_lookup(s->u.kvs.store, &s->u.kvs.key, dq, NULL, NULL);
 	case DLB_SEL_TIMED_IPSET:
 		return s->u.tips != NULL && dlb_timed_ipset_match(s->u.tips, dq->remote);
+	case DLB_SEL_HTTP_HEADER:
+		return match_http_header(s, dq->http);
+	case DLB_SEL_HTTP_PATH:
+		/* the path before its query string, exactly (case-sensitive) */
+		return dq->http != NULL && dq->http->doh &&
+		       strlen(s->u.str) == dq->http->query_at &&
+		       memcmp(s->u.str, dq->http->path, dq->http->query_at) == 0;
+	case DLB_SEL_HTTP_PATH_REGEX:
+		return match_http_path(s->u.re, dq->http);
+	case DLB_SEL_SNI:
+		/* dnsdist compares its SNI string, "" when there is none: SNIRule("")
+		 * matches every query without one, plain UDP and TCP included */
+		return strcmp(s->u.str, dq->http != NULL && dq->http->sni != NULL ? dq->http->sni
+										 : "") == 0;
 	case DLB_SEL__COUNT:
 		break;
 	}
@@ -654,6 +791,10 @@ dlb_act_unref(struct dlb_act *a)
 		break;
 	case DLB_ACT_TEE:
 		dlb_tee_free(a->u.tee);
+		break;
+	case DLB_ACT_HTTP_STATUS:
+		free(a->u.http.body);
+		free(a->u.http.ctype);
 		break;
 	case DLB_RACT_LIMIT_TTL:
 		free(a->u.ttl.types);
@@ -792,6 +933,32 @@ parse_addrs(const char *s, struct sockaddr_storage *out, int max)
  */
 static _Thread_local char lua_arg[DLB_MAX_UDP_RESPONSE + 1];
 
+/*
+ * A query the function turned into its response (QR set, HeaderModify):
+ * as dnsdist 1.7.3's fixUpQueryTurnedResponse, the header as the function
+ * left it, and a lone OPT RR made the self-generated answers' one (payload
+ * 1232): what RCodeAction does with the header's own bits.
+ */
+static enum dlb_verdict_r
+turned_response(struct dlb_dq *dq, unsigned *out)
+{
+	struct dlb_dnsmsg m = *dq->m;
+	uint16_t f = dlb_rd16(dq->pkt + 2);
+	struct dlb_answer_opts o = {
+		.aa = (f & DLB_F_AA) != 0, .aa_set = true,
+		.ad = (f & DLB_F_AD) != 0,
+		.ra = (f & DLB_F_RA) != 0, .ra_set = true,
+		.ttl = 60,
+	};
+
+	if (f & DLB_F_TC)
+		return answered(dq, (int)dq->len, 0, out);	/* kept as it is */
+	m.flags = f;
+	return answered(dq, dlb_answer_rcode(dq->pkt, dq->len, dq->cap, &m, f & 0x0f, &o,
+					     selfans(dq)),
+			0, out);
+}
+
 /* LuaAction: map the DNSAction the function returned. */
 static enum dlb_verdict_r
 run_lua_query(const struct dlb_act *a, struct dlb_dq *dq, struct dlb_stats *st, unsigned *out)
@@ -878,7 +1045,7 @@ run_lua_query(const struct dlb_act *a, struct dlb_dq *dq, struct dlb_stats *st, 
 		 */
 		if ((dq->pkt[2] & 0x80) == 0)
 			return DLB_R_FORWARD;
-		return answered(dq, (int)dq->len, 0, out);
+		return turned_response(dq, out);
 	case DLB_DA_POOL:
 		set_pool(dq, lua_arg);
 		return DLB_R_FORWARD;
@@ -908,6 +1075,28 @@ run_lua_query(const struct dlb_act *a, struct dlb_dq *dq, struct dlb_stats *st, 
 		st->lua_errors++;
 	*out = C_SERVFAIL | C_SELF;
 	return DLB_R_SERVFAIL;
+}
+
+/*
+ * HTTPStatusAction, as dnsdist 1.7.3: a query that did not come over DoH
+ * goes on to the next rule. A DoH query is answered with the status, body
+ * and content type (the frontend sends them; an empty body: the query
+ * turned into a response), the query turned into its response as
+ * RCodeAction turns it (its own rcode kept): QR, aa= when given, AD as ad=
+ * (else clear), RA as ra= (else as RD), a lone OPT RR made the
+ * self-generated answers' one.
+ */
+static int
+http_status(const struct dlb_act *a, struct dlb_dq *dq, unsigned *out)
+{
+	if (dq->http == NULL || !dq->http->doh)
+		return DLB_R_CONTINUE;
+	dlb_dq_http_set_response(dq->http, a->u.http.status, a->u.http.body, a->u.http.len,
+				 a->u.http.ctype);
+	return answered(dq, dlb_answer_rcode(dq->pkt, dq->len, dq->cap, dq->m,
+					     (uint16_t)(dq->pkt[3] & 0x0f), &a->u.http.o,
+					     selfans(dq)),
+			0, out);
 }
 
 /*
@@ -1079,6 +1268,8 @@ run_query_action(const struct dlb_act *a, struct dlb_dq *dq, struct dlb_stats *s
 		if (a->u.tee != NULL)
 			dlb_tee_send(a->u.tee, dq->pkt, dq->len, dq->tcp);
 		return DLB_R_CONTINUE;
+	case DLB_ACT_HTTP_STATUS:
+		return http_status(a, dq, out);
 	default:
 		/* a response action in a query chain (the Lua side prevents it) */
 		return DLB_R_CONTINUE;

@@ -32,6 +32,7 @@
 #include <sys/socket.h>
 
 #include "dnslb/core/dnslb.h"
+#include "dnslb/core/doh_cfg.h"
 #include "dnslb/core/netmask.h"
 #include "dnslb/core/wire.h"
 
@@ -71,6 +72,59 @@ struct dlb_qname_labels {
 /** Split the lowercased wire name @lc (@len octets) into @l (no hash yet). */
 void dlb_qname_labels_init(struct dlb_qname_labels *l, const uint8_t *lc, size_t len);
 
+/* ---- what rules see of an encrypted query's transport --------------------- */
+
+/*
+ * A DNS over TLS or DNS over HTTPS query's transport, as dnsdist 1.7's
+ * DNSQuestion shows it (its sni, and its DoH unit's HTTP request and
+ * answer): HTTPHeaderRule, HTTPPathRule, HTTPPathRegexRule, SNIRule,
+ * HTTPStatusAction and the dq:getHTTP*() methods read it.
+ *
+ * Owner: the frontend that read the query (dnslb/frontend/doh_conn.c for a
+ * DoH request, tcp_client.c for a DoT connection); every pointer is valid
+ * while the query rules run and until the frontend has sent a local answer.
+ * A plain UDP or TCP query has none (dq->http NULL): no allocation and no
+ * copy on their path.
+ */
+struct dlb_dq_http {
+	/* --- the request: DoH only (doh) --- */
+	bool doh;
+	const char *path;		/* the request's path as sent (not normalised), its
+					 * query string included; NUL-terminated */
+	size_t path_len;
+	size_t query_at;		/* offset of the '?' in path; path_len: none */
+	const char *scheme;		/* "https", "http" */
+	const char *host;		/* :authority or Host; without either, the listener's address */
+	const struct dlb_doh_header *headers;	/* as the client sent them (lowercase names),
+					 * the fields dnsdist's HTTP server hides included:
+					 * dlb_dq_http_header skips those */
+	size_t nheaders;
+	/* --- DoT: the server name the client sent (dnsdist 1.7.3 has none for DoH) --- */
+	const char *sni;		/* NULL: none */
+	/* --- the HTTP answer the rules chose: DoH only --- */
+	uint16_t status;		/* HTTPStatusAction, dq:setHTTPResponse; 0: none */
+	size_t body_len;		/* the body, in body[] */
+	uint8_t *body;			/* the frontend's buffer of body_cap bytes */
+	size_t body_cap;
+	char content_type[128];		/* "": the default */
+};
+
+/**
+ * The header fields of @h as dnsdist 1.7.3's DoH frontend gives them to
+ * rules and to dq:getHTTPHeaders(): those its HTTP server keeps apart
+ * (host, content-length, transfer-encoding, upgrade, expect) are not there,
+ * and a name sent twice has its first value. @return whether field @i is one
+ * of them. Thread: any.
+ */
+bool dlb_dq_http_header_shown(const struct dlb_dq_http *h, size_t i);
+
+/**
+ * Set the HTTP answer of @h (dq:setHTTPResponse, HTTPStatusAction): @status,
+ * @body (@len bytes, cut to the buffer), @ctype (NULL or "": the default).
+ */
+void dlb_dq_http_set_response(struct dlb_dq_http *h, uint16_t status, const uint8_t *body,
+			      size_t len, const char *ctype);
+
 /* ---- the query (dq) / response (dr) view -------------------------------- */
 
 /*
@@ -89,6 +143,7 @@ struct dlb_dq {
 	/* --- who and how --- */
 	const struct sockaddr *remote;	/* client */
 	const struct sockaddr *local;	/* the address it asked (listener, or pktinfo) */
+	struct dlb_dq_http *http;	/* DoT and DoH: the transport (above); NULL: plain */
 	bool tcp;
 	int worker;			/* worker id: counter slot, Lua state */
 	struct dlb_lua_worker *lua;	/* this worker's Lua state; NULL: Lua rules don't match,
@@ -219,6 +274,10 @@ enum dlb_sel_type {
 	DLB_SEL_LUA,		/* u.lua */
 	DLB_SEL_KVS,		/* u.kvs: KeyValueStoreLookupRule */
 	DLB_SEL_TIMED_IPSET,	/* u.tips: TimedIPSetRule (one reference) */
+	DLB_SEL_HTTP_HEADER,	/* u.hdr: HTTPHeaderRule */
+	DLB_SEL_HTTP_PATH,	/* u.str: HTTPPathRule, the path without its query string */
+	DLB_SEL_HTTP_PATH_REGEX,	/* u.re: HTTPPathRegexRule */
+	DLB_SEL_SNI,		/* u.str: SNIRule */
 	DLB_SEL__COUNT
 };
 
@@ -260,6 +319,8 @@ struct dlb_sel {
 		struct { int fn; char src[96]; } lua;		/* see dlb_lua_worker */
 		struct { struct dlb_kvstore *store; struct dlb_kvs_key key; } kvs;	/* one ref */
 		struct dlb_timed_ipset *tips;
+		char *str;
+		struct { char *name; regex_t *re; } hdr;	/* name lowercased */
 	} u;
 };
 
@@ -273,6 +334,12 @@ void dlb_sel_unref(struct dlb_sel *s);
  * @return 0, or -1 with regerror's message in @err.
  */
 int dlb_sel_set_regex(struct dlb_sel *s, const char *re, char *err, size_t errlen);
+/**
+ * HTTPHeaderRule: the header field @name (lowercased here) and @re (as
+ * RegexRule's) into @s->u.hdr. @return 0, or -1 with the message in @err.
+ */
+int dlb_sel_set_http_header(struct dlb_sel *s, const char *name, const char *re, char *err,
+			    size_t errlen);
 /** Does @s match @dq? Thread: any worker. */
 bool dlb_sel_match(const struct dlb_sel *s, struct dlb_dq *dq);
 /**
@@ -345,6 +412,7 @@ enum dlb_act_type {
 	DLB_ACT_KVS,		/* u.kvs: KeyValueStoreLookupAction */
 	DLB_ACT_SET_EDNS_OPTION,	/* u.ednsopt */
 	DLB_ACT_TEE,		/* u.tee: TeeAction */
+	DLB_ACT_HTTP_STATUS,	/* u.http: HTTPStatusAction */
 	/* response actions */
 	DLB_RACT_ALLOW,
 	DLB_RACT_DROP,
@@ -416,6 +484,13 @@ struct dlb_act {
 		struct { uint16_t *types; int ntypes; } types;
 		struct dlb_log *log;
 		struct dlb_tee *tee;	/* NULL in a worker state's replay */
+		struct {
+			uint16_t status;
+			uint8_t *body;
+			size_t len;
+			char *ctype;		/* "": the default */
+			struct dlb_answer_opts o;	/* aa=, ad=, ra= */
+		} http;
 		struct { int fn; char src[96]; } lua;
 		struct {
 			struct dlb_kvstore *store;	/* one reference */

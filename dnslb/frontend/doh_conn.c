@@ -60,6 +60,7 @@
 #define DOH_OUT_HIGH	65536		/* stop taking answers from the session past this
 					 * many bytes queued on the stream */
 #define DOH_PATH_MAX	2048		/* a normalised path (longer: 404) */
+#define DOH_BODY_MAX	65535		/* an HTTP answer's body set by the rules (longer: cut) */
 
 /* The OPT RR dnsdist's DoH frontend adds to a query without one: payload 4096. */
 static const uint8_t added_opt[11] = { 0, 0, 41, 0x10, 0x00, 0, 0, 0, 0, 0, 0 };
@@ -71,6 +72,7 @@ struct dlb_doh_worker {
 	uint32_t n, cap, nfree, gen, live;
 	uint8_t qbuf[DOH_QBUF];		/* the query being read (one at a time) */
 	uint8_t io[DOH_CHUNK];		/* bytes read, or taken from a session */
+	uint8_t body[DOH_BODY_MAX];	/* the rules' HTTP answer body (one query at a time) */
 	time_t date_sec;
 	char date[40];			/* the Date field of that second */
 	struct dlb_doh_h2_limits lim;	/* the HTTP bounds (docs/doh.md) */
@@ -571,10 +573,63 @@ respond_map(struct dlb_doh_conn *c, int32_t stream, const struct dlb_doh_map_ent
 	conn_respond(c, stream, &a, NULL);
 }
 
+/*
+ * A query the rules answered with an HTTP status (HTTPStatusAction,
+ * dq:setHTTPResponse), as dnsdist 1.7.3 answers it: the body they gave,
+ * else the query they turned into a response; a 200 with the content type
+ * they gave (else application/dns-message); a 3xx as a redirection to the
+ * body; any other status with the body read as a C string (cut at its first
+ * NUL, maybe empty), as h2o's error pages take it.
+ */
+static void
+respond_rules(struct dlb_doh_conn *c, int32_t stream, struct dlb_query *q,
+	      const struct dlb_dq_http *http)
+{
+	struct dlb_doh_answer a;
+	struct dlb_doh_answer_opts o;
+	const uint8_t *body = http->body;
+	size_t len = http->body_len;
+
+	if (len == 0) {
+		body = q->pkt;
+		len = q->len;
+	}
+	/* counted as the DNS answer it is, whatever the HTTP answer carries */
+	if (!dlb_query_is_empty_notimp(q->pkt))
+		dlb_query_account_answer(c->w, q->pkt, q->len, ev_now(c->w->loop));
+	c->l->tcp_responses++;
+	if (http->status >= 300 && http->status < 400) {
+		/* the location field: never a control octet of the client's
+		 * query (an empty body), which could end the field */
+		size_t n = 0;
+
+		while (n < len && body[n] >= 0x20 && body[n] != 0x7f)
+			n++;
+		len = n;
+	} else if (http->status != 200) {
+		len = strnlen((const char *)body, len);
+	}
+	answer_opts(c, &o);
+	o.content_type = http->content_type[0] != '\0' ? http->content_type : NULL;
+	o.body_given = true;
+	count_response(c, http->status);
+	if (http->status < 300 && http->status != 200 && len > 0) {
+		/* h2o sends a 1xx or 2xx page as its 500 (HTTP/1.1 keeps the
+		 * reason phrase of the status asked for) */
+		o.body_given = false;
+		dlb_doh_answer_build(&a, 500, NULL, 0, &o);
+		c->l->doh.status[c->h2 != NULL ? 1 : 0][DLB_DOH_ST_500]++;
+		conn_respond(c, stream, &a, dlb_doh_reason(http->status));
+		return;
+	}
+	dlb_doh_answer_build(&a, http->status, body, len, &o);
+	conn_respond(c, stream, &a, NULL);
+}
+
 /* The query's pass through the pipeline; @client is the address rules see. */
 static void
 run_query(struct dlb_doh_conn *c, int32_t stream, uint8_t *pkt, size_t len,
-	  const union dlb_sockaddr *client, bool edns_added)
+	  const union dlb_sockaddr *client, bool edns_added, struct dlb_dq_http *http)
 {
 	struct dlb_worker *w = c->w;
 	const struct dlb_config *cfg = w->cfg;
@@ -592,6 +647,7 @@ run_query(struct dlb_doh_conn *c, int32_t stream, uint8_t *pkt, size_t len,
 	q.tcp = true;	/* as dnsdist's DoH queries: not UDP (no TCAction) */
 	q.client = &client->sa;
 	q.local = c->has_local ? &c->local.sa : (const struct sockaddr *)&cfg->frontends[c->l->index].addr;
+	q.http = http;
 	no_policy = w->stats.no_policy;
 	switch (dlb_query_process(w, &q)) {
 	case DLB_V_CLOSE:
@@ -603,6 +659,10 @@ run_query(struct dlb_doh_conn *c, int32_t stream, uint8_t *pkt, size_t len,
 		return;
 	case DLB_V_ANSWER:
 		dlb_rings_local_answer(w, &q, q.pkt, q.len);
+		if (http->status != 0) {
+			respond_rules(c, stream, &q, http);
+			return;
+		}
 		if (!dlb_query_is_empty_notimp(q.pkt))
 			dlb_query_account_answer(w, q.pkt, q.len, ev_now(w->loop));
 		c->l->tcp_responses++;
@@ -631,7 +691,8 @@ on_request(void *ud, const struct dlb_doh_request *rq)
 	const struct dlb_doh_map *map;
 	const struct dlb_doh_map_entry *e;
 	union dlb_sockaddr client = c->peer;
-	char norm[DOH_PATH_MAX];
+	struct dlb_dq_http http;
+	char norm[DOH_PATH_MAX], host[64];
 	size_t plen = 0, nl, qlen = 0;
 	const char *xff;
 	enum dlb_doh_verdict v;
@@ -689,7 +750,30 @@ on_request(void *ud, const struct dlb_doh_request *rq)
 		added = true;
 	}
 	c->queries++;
-	run_query(c, rq->stream_id, d->qbuf, qlen, &client, added);
+	http = (struct dlb_dq_http){
+		.doh = true,
+		.path = rq->path,
+		.path_len = rq->path_len,
+		.query_at = plen,
+		/* HTTP/2: its :scheme; HTTP/1: the connection's */
+		.scheme = rq->scheme[0] != '\0' ? rq->scheme : c->use_tls ? "https" : "http",
+		.host = rq->authority,
+		.headers = rq->headers,
+		.nheaders = rq->nheaders,
+		.body = d->body,
+		.body_cap = sizeof(d->body),
+	};
+	if (!rq->has_authority) {
+		/* h2o's then: the listener's address, without its port */
+		char *colon;
+
+		dlb_sockaddr_format((const struct sockaddr *)&w->cfg->frontends[c->l->index].addr,
+				    host, sizeof(host));
+		if ((colon = strrchr(host, ':')) != NULL)
+			*colon = '\0';
+		http.host = host;
+	}
+	run_query(c, rq->stream_id, d->qbuf, qlen, &client, added, &http);
 }
 
 static void

@@ -399,6 +399,7 @@ parse_one(struct dlb_doh_h1 *h)
 	rq.path = target;
 	rq.path_len = strlen(target);
 	rq.scheme = "";
+	rq.has_authority = rq.authority != NULL;
 	if (rq.authority == NULL)
 		rq.authority = "";
 	rq.body = body;

@@ -222,6 +222,7 @@ deliver(struct dlb_doh_h2 *h, struct stream *st)
 	rq.path_len = st->has_path ? st->path_len : 0;
 	rq.scheme = at(st, st->has_scheme, st->scheme);
 	rq.authority = at(st, st->has_authority, st->authority);
+	rq.has_authority = st->has_authority;
 	for (size_t i = 0; i < st->nfields; i++) {
 		rq.headers[i].name = st->arena + st->fields[i].name;
 		rq.headers[i].value = st->arena + st->fields[i].value;

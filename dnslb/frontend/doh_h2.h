@@ -38,6 +38,7 @@ struct dlb_doh_h2_limits {
 struct dlb_doh_request {
 	int32_t stream_id;
 	const char *method, *path, *scheme, *authority;	/* NUL-terminated; "" when absent */
+	bool has_authority;		/* :authority, or HTTP/1's Host, was there (maybe empty) */
 	size_t path_len;
 	struct dlb_doh_header headers[DLB_DOH_MAX_HEADERS];	/* regular fields, lowercase names */
 	size_t nheaders;

@@ -372,7 +372,7 @@ dlb_doh_answer_build(struct dlb_doh_answer *a, int status, const uint8_t *body, 
 		a->len = n;
 		return;
 	}
-	if (len > 0) {
+	if (len > 0 || o->body_given) {
 		for (size_t i = 0; i < ncustom; i++)
 			add_header(a, o->custom[i].name, o->custom[i].value);
 		add_header(a, "content-type", text_plain);

@@ -112,6 +112,8 @@ struct dlb_doh_answer_opts {
 	size_t ncustom;
 	const char *content_type;	/* a 200's type (setHTTPResponse); NULL: application/dns-message */
 	bool add_content_type;		/* false for a response map entry's 200 */
+	bool body_given;		/* a status other than 200 or 3xx with an empty body
+					 * keeps it empty (the rules'): no text of ours */
 	bool cache_control;		/* sendCacheControlHeaders (default true) */
 };
 

@@ -413,6 +413,7 @@ udp_prepare(struct dlb_worker *w, struct dlb_listener *l, unsigned i, struct dlb
 	q->cap = DLB_RBUF_SIZE;
 	q->tcp = false;
 	q->client = &w->raddr[i].sa;
+	/* q->http stays NULL: w->upend is zeroed when mapped, and nothing sets it */
 	c->proto = DLB_CLIENT_UDP;
 	c->listener = (uint16_t)l->index;
 	c->peer = w->raddr[i];

@@ -430,6 +430,7 @@ client_process(struct dlb_tcp_client *c)
 		size_t flen;
 		struct dlb_query q;
 		struct dlb_client cl;
+		struct dlb_dq_http dot;
 		int rc;
 
 		if (c->limit_reached) {
@@ -466,6 +467,14 @@ client_process(struct dlb_tcp_client *c)
 		q.client = &c->peer.sa;
 		q.local = c->has_local ? &c->local.sa
 				       : (const struct sockaddr *)&cfg->frontends[c->l->index].addr;
+		q.http = NULL;
+		if (c->tls.ssl != NULL) {
+			/* DNS over TLS: SNIRule and dq:getServerNameIndication() */
+			dot = (struct dlb_dq_http){
+				.sni = SSL_get_servername(c->tls.ssl, TLSEXT_NAMETYPE_host_name),
+			};
+			q.http = &dot;
+		}
 		if ((cfg->max_tcp_queries_per_conn > 0 &&
 		     c->queries >= (uint32_t)cfg->max_tcp_queries_per_conn) || c->restricted)
 			c->limit_reached = true;

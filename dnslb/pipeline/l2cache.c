@@ -325,6 +325,7 @@ park_query(struct dlb_worker *w, struct l2_park *p, struct dlb_query *q, union d
 	dlb_cache_key_copy(&q->key, &p->key);
 	q->client = &p->client.peer.sa;
 	q->local = dlb_query_client_local(w, &p->client, local);
+	q->http = NULL;		/* a DoH request's fields did not outlive its reading */
 	q->skip_cache = false;
 	q->tempfail_ttl = p->tempfail_ttl;
 	q->delay_ms = p->delay_ms;

@@ -225,6 +225,7 @@ dq_init(struct dlb_worker *w, struct dlb_query *q, struct dlb_dq *dq)
 {
 	q->has_dq = true;
 	dq_base(w, dq, q->pkt, q->len, q->cap, &q->m, q->client, q->local, q->tcp, q->rs->gen);
+	dq->http = q->http;
 }
 
 /*

@@ -70,6 +70,10 @@ struct dlb_query {
 	struct dlb_cache_key key;	/* question fields always; the whole key with a cache */
 	struct dlb_dq dq;		/* the query rules' view (ECS choices, tags) */
 	uint8_t ecs[32];		/* the ECS option to add when q->be uses ECS */
+	struct dlb_dq_http *http;	/* DoT and DoH: what the rules see of the transport
+					 * (rules/rules.h), the frontend's; NULL: plain UDP
+					 * and TCP. Last: only the rules read it, and a UDP
+					 * query never writes it (its slot is zeroed once) */
 };
 
 /**

@@ -201,8 +201,6 @@ DIFFERENT = [
      lb_error(1, "newRemoteLogger: protobuf and dnstap logging are not supported by dnslb")),
     ('bpf = newBPFFilter(1024, 1024, 1024)\n', NOT_YET, ok(),
      lb_error(1, "newBPFFilter: eBPF filtering is not supported by dnslb")),
-    ('addAction(SNIRule("x"), DropAction())\n', NOT_YET, ok(),
-     lb_error(1, "SNIRule: HTTP and SNI rules are not supported yet by dnslb")),
     ('newServer({address="127.0.0.1:443", dohPath="/q", useProxyProtocol=true})\n', NOT_YET,
      ok(), lb_error(1, "newServer: 'useProxyProtocol' with 'dohPath' is not supported by "
                        "dnslb")),

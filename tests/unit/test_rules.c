@@ -466,6 +466,82 @@ test_sel_header(void **state)
 	assert_false(match1(sel_num(DLB_SEL_DSTPORT, 53)));
 }
 
+/* The HTTP and SNI selectors and HTTPStatusAction on a DoH, a DoT and a plain query. */
+static void
+test_sel_http(void **state)
+{
+	static const struct dlb_doh_header hdrs[] = {
+		{ "host", "dns.example" }, { "x-route", "Blue-1" }, { "x-route", "red" },
+		{ "user-agent", "t" },
+	};
+	static const char path[] = "/dns-query/x?dns=AAAA";
+	uint8_t body[16];
+	struct dlb_dq_http h = {
+		.doh = true, .path = path, .path_len = sizeof(path) - 1, .query_at = 12,
+		.scheme = "https", .host = "dns.example", .headers = hdrs, .nheaders = 4,
+		.body = body, .body_cap = sizeof(body),
+	};
+	struct dlb_dq_http dot = { .sni = "dns.example" };
+	struct dlb_sel *hdr = dlb_sel_new(DLB_SEL_HTTP_HEADER);
+	struct dlb_sel *hosth = dlb_sel_new(DLB_SEL_HTTP_HEADER);
+	struct dlb_sel *pathr = dlb_sel_new(DLB_SEL_HTTP_PATH_REGEX);
+	struct dlb_sel *pth = dlb_sel_new(DLB_SEL_HTTP_PATH);
+	struct dlb_sel *sni = dlb_sel_new(DLB_SEL_SNI), *nosni = dlb_sel_new(DLB_SEL_SNI);
+	struct dlb_act *a = dlb_act_new(DLB_ACT_HTTP_STATUS);
+	char err[128];
+
+	(void)state;
+	assert_int_equal(dlb_sel_set_http_header(hdr, "X-Route", "^blue", err, sizeof(err)), 0);
+	assert_int_equal(dlb_sel_set_http_header(hosth, "Host", ".", err, sizeof(err)), 0);
+	assert_int_equal(dlb_sel_set_regex(pathr, "^/DNS-QUERY/x$", err, sizeof(err)), 0);
+	pth->u.str = strdup("/dns-query/x");
+	sni->u.str = strdup("dns.example");
+	nosni->u.str = strdup("");
+	a->u.http.status = 418;
+	a->u.http.body = (uint8_t *)strdup("teapot");
+	a->u.http.len = 6;
+	a->u.http.ctype = strdup("text/x");
+
+	load_simple("www.example.com", 1);
+	/* plain: nothing matches but SNIRule(""); the action goes on */
+	assert_false(match(hdr) || match(pathr) || match(pth) || match(sni));
+	assert_true(match(nosni));
+	assert_int_equal(dlb_act_run(a, &E.dq), DLB_R_CONTINUE);
+
+	/* DoH: the first x-route, never host; the path without its query string */
+	E.dq.http = &h;
+	assert_true(match(hdr) && match(pathr) && match(pth));
+	assert_false(match(hosth));
+	assert_false(match(sni));
+	assert_true(match(nosni));
+	assert_true(dlb_dq_http_header_shown(&h, 1));
+	assert_false(dlb_dq_http_header_shown(&h, 0) || dlb_dq_http_header_shown(&h, 2));
+	h.query_at = 11;
+	assert_false(match(pth) || match(pathr));
+	h.query_at = 12;
+	assert_int_equal(dlb_act_run(a, &E.dq), DLB_R_ANSWER);
+	assert_int_equal(h.status, 418);
+	assert_int_equal(h.body_len, 6);
+	assert_memory_equal(h.body, "teapot", 6);
+	assert_string_equal(h.content_type, "text/x");
+	assert_true(E.pkt[2] & 0x80);
+
+	/* DoT: the server name only */
+	load_simple("www.example.com", 1);
+	E.dq.http = &dot;
+	assert_true(match(sni));
+	assert_false(match(nosni) || match(hdr) || match(pth) || match(pathr));
+	assert_int_equal(dlb_act_run(a, &E.dq), DLB_R_CONTINUE);
+
+	dlb_sel_unref(hdr);
+	dlb_sel_unref(hosth);
+	dlb_sel_unref(pathr);
+	dlb_sel_unref(pth);
+	dlb_sel_unref(sni);
+	dlb_sel_unref(nosni);
+	dlb_act_unref(a);
+}
+
 static void
 test_sel_edns(void **state)
 {
@@ -2223,6 +2299,7 @@ main(void)
 		cmocka_unit_test(test_ruleset_reload_keeps_counters),
 		cmocka_unit_test_setup_teardown(test_reset_decisions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sel_header, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sel_http, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sel_edns, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sel_response, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sel_names, setup, teardown),
