@@ -44,8 +44,6 @@ end
 REASONS = [
     (r"^requestDoHStatesDump$", "dnsdist's DoH threads dump their connections to the log; "
      "dnslb's workers have no such dump yet"),
-    (r"DOH|DoH|TLS|Tls|OCSP|Certificates|HTTP",
-     "DNS over TLS/HTTPS: not in dnslb yet"),
     (r"DNSCrypt|DnsCrypt", "DNSCrypt: not planned"),
     (r"BPF|Bpf", "eBPF socket filters: not yet (the AF_XDP/BPF work)"),
     (r"Dnstap|FrameStream", "dnstap: not yet (libfstrm/protobuf-c work)"),

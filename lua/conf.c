@@ -1091,6 +1091,35 @@ l_reload_all_certificates(lua_State *L)
 	return 0;
 }
 
+/*
+ * generateOCSPResponse(cert, issuerCert, issuerKey, outFile, days, minutes):
+ * an OCSP response saying @cert is good, for ocspResponses (a local PKI, tests).
+ * Written at startup, by --check-config, from the console and on reloads,
+ * as dnsdist writes it; not by the workers' replays of the file.
+ */
+static int
+l_generate_ocsp_response(lua_State *L)
+{
+	const char *cert = luaL_checkstring(L, 1), *ca = luaL_checkstring(L, 2);
+	const char *key = luaL_checkstring(L, 3), *out = luaL_checkstring(L, 4);
+	int ndays = (int)luaL_checkinteger(L, 5), nmin = (int)luaL_checkinteger(L, 6);
+	char err[512];
+
+	if (conf_get(L)->phase == DLB_LUA_PHASE_WORKER || conf_get(L)->phase == DLB_LUA_PHASE_RULES)
+		return 0;
+	if (dlb_tls_generate_ocsp(cert, ca, key, out, ndays, nmin, err, sizeof(err)) != 0)
+		return luaL_error(L, "generateOCSPResponse: %s", err);
+	return 0;
+}
+
+/* getOutgoingTLSSessionCacheSize(): the TLS sessions kept for connections to backends. */
+static int
+l_get_outgoing_tls_session_cache_size(lua_State *L)
+{
+	lua_pushinteger(L, (lua_Integer)dlb_tls_sessions_kept());
+	return 1;
+}
+
 static const luaL_Reg tls_frontend_methods[] = {
 	{ "reloadCertificates", l_tls_reload_certificates },
 	{ "rotateTicketsKey", l_tls_rotate_tickets_key },
@@ -4501,6 +4530,8 @@ static const luaL_Reg conf_funcs[] = {
 	{ "getDOHFrontendCount", l_get_doh_frontend_count },
 	{ "newDOHResponseMapEntry", l_new_doh_response_map_entry },
 	{ "reloadAllCertificates", l_reload_all_certificates },
+	{ "generateOCSPResponse", l_generate_ocsp_response },
+	{ "getOutgoingTLSSessionCacheSize", l_get_outgoing_tls_session_cache_size },
 	/* ACL */
 	{ "setACL", l_set_acl },
 	{ "addACL", l_add_acl },

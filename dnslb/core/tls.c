@@ -14,6 +14,8 @@
 #include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/ocsp.h>
+#include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/x509v3.h>
 
@@ -975,4 +977,112 @@ dlb_tls_client_ssl_new(struct dlb_tls_client *c, const char *subject_name, const
 bad:
 	SSL_free(ssl);
 	return NULL;
+}
+
+/* ---- the outgoing sessions kept (getOutgoingTLSSessionCacheSize) ----------------------- */
+
+static uint64_t sessions_kept;
+
+void
+dlb_tls_session_keep(SSL_SESSION **slot, SSL_SESSION *sess)
+{
+	int64_t d = (sess != NULL) - (*slot != NULL);
+
+	SSL_SESSION_free(*slot);
+	*slot = sess;
+	if (d != 0)
+		__atomic_add_fetch(&sessions_kept, (uint64_t)d, __ATOMIC_RELAXED);
+}
+
+uint64_t
+dlb_tls_sessions_kept(void)
+{
+	return __atomic_load_n(&sessions_kept, __ATOMIC_RELAXED);
+}
+
+/* ---- generateOCSPResponse ------------------------------------------------------------- */
+
+/* PEM object @what ("the certificate", "the issuer certificate", "the issuer
+ * key") from @file; NULL with @err in dnsdist's words. */
+static void *
+read_pem(const char *file, const char *what, bool key, char *err, size_t errsz)
+{
+	FILE *f = fopen(file, "r");
+	void *p;
+
+	if (f == NULL) {
+		snprintf(err, errsz, "Unable to open '%s' when loading %s to generate an OCSP response",
+			 file, what);
+		return NULL;
+	}
+	p = key ? (void *)PEM_read_PrivateKey(f, NULL, NULL, NULL)
+		: (void *)PEM_read_X509(f, NULL, NULL, NULL);
+	fclose(f);
+	if (p == NULL)
+		snprintf(err, errsz, "Unable to read %s from '%s' to generate an OCSP response", what,
+			 file);
+	return p;
+}
+
+int
+dlb_tls_generate_ocsp(const char *cert_file, const char *ca_cert_file, const char *ca_key_file,
+		      const char *out, int ndays, int nmin, char *err, size_t errsz)
+{
+	X509 *cert = NULL, *ca = NULL;
+	EVP_PKEY *key = NULL;
+	OCSP_CERTID *id = NULL;
+	OCSP_BASICRESP *bs = NULL;
+	OCSP_RESPONSE *resp = NULL;
+	ASN1_TIME *now = NULL, *next = NULL;
+	unsigned char *der = NULL;
+	FILE *f;
+	int len = 0, rc = -1;
+
+	ERR_clear_error();
+	if ((cert = read_pem(cert_file, "the certificate", false, err, errsz)) == NULL ||
+	    (ca = read_pem(ca_cert_file, "the issuer certificate", false, err, errsz)) == NULL ||
+	    (key = read_pem(ca_key_file, "the issuer key", true, err, errsz)) == NULL)
+		goto out;
+	/* as dnsdist: SHA-256 for the certificate's ID and the signature, the
+	 * responder named by the issuer's name, no certificates in the response */
+	now = X509_gmtime_adj(NULL, 0);
+	next = X509_time_adj_ex(NULL, ndays, (long)nmin * 60, NULL);
+	id = OCSP_cert_to_id(EVP_sha256(), cert, ca);
+	bs = OCSP_BASICRESP_new();
+	if (now == NULL || next == NULL || id == NULL || bs == NULL ||
+	    OCSP_basic_add1_status(bs, id, V_OCSP_CERTSTATUS_GOOD, 0, NULL, now, next) == NULL ||
+	    X509_check_private_key(ca, key) != 1 ||
+	    OCSP_basic_sign(bs, ca, key, EVP_sha256(), NULL, OCSP_NOCERTS) != 1 ||
+	    (resp = OCSP_response_create(OCSP_RESPONSE_STATUS_SUCCESSFUL, bs)) == NULL ||
+	    (len = i2d_OCSP_RESPONSE(resp, &der)) <= 0) {
+		snprintf(err, errsz, "Error while signing the OCSP response");
+		goto out;
+	}
+	f = fopen(out, "wb");
+	if (f == NULL) {
+		snprintf(err, errsz, "Error opening file for writing the OCSP response");
+		goto out;
+	}
+	if (fwrite(der, 1, (size_t)len, f) != (size_t)len) {
+		fclose(f);
+		snprintf(err, errsz, "Error writing the OCSP response to '%s'", out);
+		goto out;
+	}
+	if (fclose(f) != 0) {
+		snprintf(err, errsz, "Error writing the OCSP response to '%s'", out);
+		goto out;
+	}
+	rc = 0;
+out:
+	ERR_clear_error();
+	OPENSSL_free(der);
+	OCSP_RESPONSE_free(resp);
+	OCSP_BASICRESP_free(bs);
+	OCSP_CERTID_free(id);
+	ASN1_TIME_free(now);
+	ASN1_TIME_free(next);
+	EVP_PKEY_free(key);
+	X509_free(ca);
+	X509_free(cert);
+	return rc;
 }

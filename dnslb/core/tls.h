@@ -104,6 +104,26 @@ SSL *dlb_tls_server_ssl_new(struct dlb_tls_server *s);
  */
 int dlb_tls_server_reload(struct dlb_tls_server *s, char *err, size_t errsz);
 
+/**
+ * Keep @sess (NULL: none) in *@slot, the one outgoing TLS session a worker
+ * keeps per backend, freeing the one there; counted for
+ * getOutgoingTLSSessionCacheSize(). Ownership: takes @sess. Thread: the
+ * slot's owner.
+ */
+void dlb_tls_session_keep(SSL_SESSION **slot, SSL_SESSION *sess);
+/** Outgoing TLS sessions kept now, over all workers and backends. Thread: any. */
+uint64_t dlb_tls_sessions_kept(void);
+
+/**
+ * generateOCSPResponse: write to @out an OCSP response (DER) saying that
+ * the certificate in @cert_file is good, signed by the CA of @ca_cert_file
+ * with the key in @ca_key_file, valid from now for @ndays days and @nmin
+ * minutes, for a local PKI or tests (ocspResponses of addTLSLocal and
+ * addDOHLocal). Thread: any. @return 0, or -1 with @err.
+ */
+int dlb_tls_generate_ocsp(const char *cert_file, const char *ca_cert_file, const char *ca_key_file,
+			  const char *out, int ndays, int nmin, char *err, size_t errsz);
+
 /** rotateTicketsKey(): a new random key encrypts from now on; the oldest of
  * more than numberOfTicketsKeys goes. */
 int dlb_tls_server_rotate_ticket_key(struct dlb_tls_server *s, char *err, size_t errsz);

@@ -207,8 +207,7 @@ up_keep_session(struct dlb_doh_up *u)
 
 	if (u->w == NULL || u->session_kept || (sess = up_session(u)) == NULL)
 		return;
-	SSL_SESSION_free(u->w->be[u->be->index].tls_session);
-	u->w->be[u->be->index].tls_session = sess;
+	dlb_tls_session_keep(&u->w->be[u->be->index].tls_session, sess);
 	u->session_kept = true;
 }
 

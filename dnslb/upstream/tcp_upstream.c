@@ -148,8 +148,7 @@ up_keep_session(struct dlb_tcp_up *u)
 		SSL_SESSION_free(sess);
 		return;
 	}
-	SSL_SESSION_free(bl->tls_session);
-	bl->tls_session = sess;
+	dlb_tls_session_keep(&bl->tls_session, sess);
 	u->session_kept = true;
 }
 
@@ -728,7 +727,6 @@ dlb_tcp_up_close_all(struct dlb_worker *w)
 			up_end_reqs(w, reqs, n, DLB_END_CLOSED);
 		}
 		/* after the closes, which keep one */
-		SSL_SESSION_free(w->be[b].tls_session);
-		w->be[b].tls_session = NULL;
+		dlb_tls_session_keep(&w->be[b].tls_session, NULL);
 	}
 }

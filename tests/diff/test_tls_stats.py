@@ -308,3 +308,41 @@ def test_doh_listener_tls_figures(pair, tmp_path):
     assert (tb[0]["tlsNewSessions"], tb[0]["tls12Queries"]) == (2, 1)
     a, b = (console(s, "showTLSErrorCounters()") for s in (p.theirs, p.ours))
     assert ADDR.sub("ADDR", a) == ADDR.sub("ADDR", b)
+
+
+def stapled(port):
+    """The OCSP response a TLS listener staples, as openssl s_client prints
+    it, times and signature left out."""
+    r = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % port, "-status",
+                        "-servername", "dns.test"], input=b"", capture_output=True, timeout=10)
+    out = r.stdout.decode()
+    start, end = out.index("OCSP response:"), out.index("Signature Algorithm:")
+    return re.sub(r"[A-Z][a-z]{2} +\d+ [\d:]+ \d{4} GMT", "WHEN", out[start:end])
+
+
+def test_generated_ocsp_response_stapled(pair, tmp_path):
+    """generateOCSPResponse() writes a response for a certificate, signed by
+    its issuer, which ocspResponses staples: the same response (times and
+    signature aside) from both; getOutgoingTLSSessionCacheSize() with no
+    TLS backend."""
+    d = str(tmp_path)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", d + "/ca.key", "-out",
+                    d + "/ca.pem", "-days", "2", "-subj", "/CN=test CA"], check=True,
+                   capture_output=True)
+    subprocess.run(["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", d + "/key.pem", "-out",
+                    d + "/cert.csr", "-subj", "/CN=dns.test"], check=True, capture_output=True)
+    subprocess.run(["openssl", "x509", "-req", "-in", d + "/cert.csr", "-CA", d + "/ca.pem",
+                    "-CAkey", d + "/ca.key", "-set_serial", "77", "-days", "2", "-out",
+                    d + "/cert.pem"], check=True, capture_output=True)
+    p = pair('newServer({address="@B0@"})\n'
+             'generateOCSPResponse("%(d)s/cert.pem", "%(d)s/ca.pem", "%(d)s/ca.key", '
+             '"%(d)s/ocsp-@TLSPORT@.der", 1, 30)\n'
+             'addTLSLocal("127.0.0.1:@TLSPORT@", "%(d)s/cert.pem", "%(d)s/key.pem", '
+             '{ocspResponses={"%(d)s/ocsp-@TLSPORT@.der"}})\n' % {"d": d})
+    a, b = (stapled(s.tls_port) for s in (p.theirs, p.ours))
+    assert a == b
+    assert "Cert Status: good" in b and "Serial Number: 4D" in b
+    assert [console(s, "getOutgoingTLSSessionCacheSize()") for s in (p.theirs, p.ours)] \
+        == ["0\n", "0\n"]

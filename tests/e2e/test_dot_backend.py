@@ -164,6 +164,7 @@ def test_session_resumption(dnslb, make_unbound, pki):
     u = make_unbound(extra="tcp-idle-timeout: 200")
     d = dnslb(console_head() + dot_server(u, caStore=pki + "/ca.pem", subjectName="dns.test"),
               args=("--workers", "1"))
+    assert console(d, "print(getOutgoingTLSSessionCacheSize())") == "0\n"
     for i in range(3):
         assert udp_answer(d.port, "www.example.test.").answer
         deadline = time.monotonic() + 5
@@ -173,6 +174,8 @@ def test_session_resumption(dnslb, make_unbound, pki):
     s = backend_tcp_stats(d)
     assert s["total"] == "3", s
     assert int(s["tls_resumptions"]) >= 1, s
+    # the one session the worker keeps for the server
+    assert console(d, "print(getOutgoingTLSSessionCacheSize())") == "1\n"
 
 
 @pytest.mark.parametrize("opts,works", [
