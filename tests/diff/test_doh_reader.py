@@ -25,6 +25,7 @@ GETS = [
     "/dns-query?dns=" + QB64 + "==",
     "/dns-query?dns=" + QB64 + "%3D",
     "/dns-query?dns=" + QB64 + "&dns=AAAA",
+    "/dns-query?dns=" + QB64 + "&x=1",
     "/dns-query?dns=" + QB64 + "AA[[",
     "/dns-query?dns=" + QB64 + "AA::",
     "/dns-query?dns=" + QB64 + "AA``",
