@@ -84,7 +84,7 @@ def dot(port, ctx, queries=1, session=None):
             got += t.recv(n - len(got))
     out = (t.session, t.session_reused)
     t.close()
-    time.sleep(0.2)     # its close counted before the next connection opens
+    time.sleep(0.5)     # its close counted before the next connection opens (max concurrent)
     return out
 
 
@@ -274,7 +274,7 @@ def doh(port, ctx, requests):
                 assert r.status_code == 200
     except httpx.ConnectError:
         return None
-    time.sleep(0.2)     # its close counted before the next connection opens
+    time.sleep(0.5)     # its close counted before the next connection opens (max concurrent)
     return True
 
 
