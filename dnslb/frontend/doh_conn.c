@@ -66,6 +66,8 @@
 static const uint8_t added_opt[11] = { 0, 0, 41, 0x10, 0x00, 0, 0, 0, 0, 0, 0 };
 
 /* A worker's DoH state: its connections (slot table with generations). */
+#define DOH_PEND_MAX	64	/* connections waiting for a batch's end; more: sent at once */
+
 struct dlb_doh_worker {
 	struct dlb_doh_conn **conns;
 	uint32_t *free;
@@ -73,6 +75,10 @@ struct dlb_doh_worker {
 	uint8_t qbuf[DOH_QBUF];		/* the query being read (one at a time) */
 	uint8_t io[DOH_CHUNK];		/* bytes read, or taken from a session */
 	uint8_t body[DOH_BODY_MAX];	/* the rules' HTTP answer body (one query at a time) */
+	/* connections given answers during a backend's receive batch, sent at
+	 * its end (one TLS write for several answers): {idx, gen} pairs */
+	uint32_t pend_idx[DOH_PEND_MAX], pend_gen[DOH_PEND_MAX];
+	uint32_t npend;
 	time_t date_sec;
 	char date[40];			/* the Date field of that second */
 	struct dlb_doh_h2_limits lim;	/* the HTTP bounds (docs/doh.md) */
@@ -101,6 +107,8 @@ struct dlb_doh_conn {
 	uint32_t queries;		/* DNS queries read so far */
 	uint32_t inflight;		/* requests forwarded, not yet answered */
 	bool feeding;			/* inside the session's feed: answers are only queued */
+	bool pending;			/* on the worker's list of connections to send at a
+					 * backend batch's end */
 	bool peer_closed;
 	bool ending;			/* the session said the connection must end */
 };
@@ -869,21 +877,42 @@ conn_answered(struct dlb_doh_conn *c)
 		conn_after_io(c);
 }
 
+/*
+ * The same, for an answer of a backend's receive batch (@batched): sent
+ * when the batch ends (doh_sink_flush), so a connection given several
+ * answers writes them at once.
+ */
+static void
+conn_answered_batched(struct dlb_doh_conn *c, bool batched)
+{
+	struct dlb_doh_worker *d = c->w->doh;
+
+	if (c->feeding || c->pending)
+		return;
+	if (!batched || d->npend == DOH_PEND_MAX) {
+		conn_after_io(c);
+		return;
+	}
+	c->pending = true;
+	d->pend_idx[d->npend] = c->idx;
+	d->pend_gen[d->npend] = c->gen;
+	d->npend++;
+}
+
 static void
 doh_sink_reply(struct dlb_worker *w, const struct dlb_client *cl, uint8_t *pkt, size_t len,
 	       bool batched, bool part)
 {
 	struct dlb_doh_conn *c = conn_lookup(w, cl);
 
-	(void)batched;	/* the session copies it */
 	if (c == NULL || part)
 		return;	/* gone meanwhile; zone transfers are not asked over DoH */
 	c->inflight--;
 	if (cl->edns_added)
 		len = dlb_wire_strip_ecs(pkt, len, DLB_ECS_OPT_RR, NULL);
 	c->l->tcp_responses++;
-	respond_status(c, cl->stream, 200, pkt, len);
-	conn_answered(c);
+	respond_status(c, cl->stream, 200, pkt, len);	/* the session copies it */
+	conn_answered_batched(c, batched);
 }
 
 static void
@@ -899,10 +928,23 @@ doh_sink_no_answer(struct dlb_worker *w, const struct dlb_client *cl, enum dlb_s
 	conn_answered(c);
 }
 
+/* A backend's receive batch ended: send what its answers queued. */
 static void
 doh_sink_flush(struct dlb_worker *w)
 {
-	(void)w;	/* each answer went to its session as it came */
+	struct dlb_doh_worker *d = w->doh;
+
+	if (d == NULL)
+		return;
+	for (uint32_t i = 0; i < d->npend; i++) {
+		struct dlb_doh_conn *c = d->pend_idx[i] < d->n ? d->conns[d->pend_idx[i]] : NULL;
+
+		if (c == NULL || c->gen != d->pend_gen[i] || !c->pending)
+			continue;	/* closed meanwhile */
+		c->pending = false;
+		conn_after_io(c);	/* may close it: nothing of it is used after */
+	}
+	d->npend = 0;
 }
 
 const struct dlb_client_sink dlb_doh_client_sink = {

@@ -527,6 +527,7 @@ static void
 up_batch_end(struct dlb_worker *w)
 {
 	w->client_sink[DLB_CLIENT_UDP]->flush(w);
+	w->client_sink[DLB_CLIENT_DOH]->flush(w);	/* DoH connections given answers */
 }
 
 const struct dlb_upstream_sink dlb_forward_sink = {
