@@ -16,6 +16,7 @@ struct field {
 };
 
 struct stream {
+	struct stream *prev, *next;	/* the session's open streams (h->streams) */
 	int32_t id;
 	char *arena;			/* pseudo-header values and fields, grown to the limit */
 	size_t used, cap;
@@ -40,6 +41,8 @@ struct dlb_doh_h2 {
 	void *ud;
 	const uint8_t *pending;		/* nghttp2's output not yet copied out */
 	size_t pending_len;
+	struct stream *streams;		/* open streams with storage: freed with the session,
+					 * whose deletion calls no close callback */
 	size_t nstreams;
 	time_t reset_window;		/* the second the resets are counted in */
 	uint32_t resets;
@@ -116,6 +119,10 @@ on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame, void *ud)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;	/* the stream is reset */
 	st->id = frame->hd.stream_id;
 	nghttp2_session_set_stream_user_data(s, st->id, st);
+	st->next = h->streams;
+	if (h->streams != NULL)
+		h->streams->prev = st;
+	h->streams = st;
 	h->nstreams++;
 	return 0;
 }
@@ -286,6 +293,12 @@ on_stream_close(nghttp2_session *s, int32_t stream_id, uint32_t error_code, void
 	if (st->delivered && !st->answered && h->cb.gone != NULL)
 		h->cb.gone(h->ud, stream_id);
 	nghttp2_session_set_stream_user_data(s, stream_id, NULL);
+	if (st->prev != NULL)
+		st->prev->next = st->next;
+	else
+		h->streams = st->next;
+	if (st->next != NULL)
+		st->next->prev = st->prev;
 	stream_free(st);
 	h->nstreams--;
 	return 0;
@@ -363,8 +376,17 @@ dlb_doh_h2_free(struct dlb_doh_h2 *h)
 {
 	if (h == NULL)
 		return;
-	/* the streams still open are freed by their close callbacks; nobody hears of them */
+	/* the streams still open: nghttp2_session_del calls no close callback
+	 * for them, so their storage goes here; nobody hears of them */
 	h->cb.gone = NULL;
+	while (h->streams != NULL) {
+		struct stream *st = h->streams;
+
+		h->streams = st->next;
+		if (h->s != NULL)
+			nghttp2_session_set_stream_user_data(h->s, st->id, NULL);
+		stream_free(st);
+	}
 	nghttp2_session_del(h->s);
 	free(h);
 }

@@ -459,6 +459,37 @@ test_gone(void **state)
 	nghttp2_session_del(c);
 }
 
+/* A session freed with streams still open, one delivered and unanswered
+ * with its answer queued, one whose body never ended: their storage goes
+ * with it (nghttp2_session_del calls no close callback; ASan's leak check
+ * sees the rest), and nobody hears of them. */
+static void
+test_free_with_open_streams(void **state)
+{
+	nghttp2_session *c = client_new();
+	static const nghttp2_nv nv[] = {
+		{ (uint8_t *)":method", (uint8_t *)"POST", 7, 4, NGHTTP2_NV_FLAG_NONE },
+		{ (uint8_t *)":path", (uint8_t *)"/dns-query", 5, 10, NGHTTP2_NV_FLAG_NONE },
+		{ (uint8_t *)":scheme", (uint8_t *)"https", 7, 5, NGHTTP2_NV_FLAG_NONE },
+		{ (uint8_t *)":authority", (uint8_t *)"dns.test", 10, 8, NGHTTP2_NV_FLAG_NONE },
+	};
+
+	(void)state;
+	get(c, "/dns-query?dns=AAAB", NULL);
+	get(c, "/dns-query?dns=AAAC", NULL);
+	/* headers without END_STREAM: a POST whose body never comes */
+	assert_true(nghttp2_submit_headers(c, NGHTTP2_FLAG_NONE, -1, NULL, nv, 4, NULL) > 0);
+	assert_int_equal(pump(c), 0);
+	assert_int_equal(srv.n, 2);
+	assert_int_equal(dlb_doh_h2_respond(server, srv.ids[0], 200, NULL, 0,
+					    (const uint8_t *)"x", 1), 0);
+	assert_int_equal(dlb_doh_h2_streams(server), 3);
+	dlb_doh_h2_free(server);
+	server = NULL;
+	assert_int_equal(srv.gone, 0);
+	nghttp2_session_del(c);
+}
+
 int
 main(void)
 {
@@ -471,6 +502,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_settings_flood, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_preface, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gone, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_free_with_open_streams, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
