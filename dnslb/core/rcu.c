@@ -7,6 +7,7 @@
  */
 #include "dnslb/core/rcu.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 
 static ck_epoch_t dlb_epoch;
@@ -38,6 +39,25 @@ dlb_rcu_register(struct dlb_rcu_thread *t)
 	__atomic_store_n(&t->rec, rec, __ATOMIC_RELEASE);
 	return 0;
 }
+
+#ifdef DLB_RCU_TSAN
+void
+dlb_rcu_poll_tsan(struct dlb_rcu_thread *t)
+{
+	ck_stack_t ready = CK_STACK_INITIALIZER;
+	ck_stack_entry_t *c, *next;
+
+	ck_epoch_poll_deferred(t->rec, &ready);
+	DLB_RCU_TSAN_RECLAIM();
+	for (c = ck_stack_batch_pop_upmc(&ready); c != NULL; c = next) {
+		ck_epoch_entry_t *e = (ck_epoch_entry_t *)((char *)c -
+			offsetof(ck_epoch_entry_t, stack_entry));
+
+		next = CK_STACK_NEXT(c);
+		e->function(e);
+	}
+}
+#endif
 
 void
 dlb_rcu_barrier(struct dlb_rcu_thread *t)

@@ -41,6 +41,12 @@
 void __tsan_acquire(void *addr);
 void __tsan_release(void *addr);
 extern char dlb_rcu_tsan_grace;
+struct dlb_rcu_thread;
+/* dlb_rcu_poll in a TSan build: the callbacks that became safe are taken out
+ * first, the acquire comes after that detection and before they run (an
+ * acquire before ck_epoch_poll would miss a section that ended between the
+ * two, yet whose end let poll free the object). */
+void dlb_rcu_poll_tsan(struct dlb_rcu_thread *t);
 #define DLB_RCU_TSAN_SECTION_END()	__tsan_release(&dlb_rcu_tsan_grace)
 #define DLB_RCU_TSAN_RECLAIM()		__tsan_acquire(&dlb_rcu_tsan_grace)
 #else
@@ -93,8 +99,11 @@ static inline void
 dlb_rcu_poll(struct dlb_rcu_thread *t)
 {
 	if (t->rec->n_pending > 0) {
-		DLB_RCU_TSAN_RECLAIM();
+#ifdef DLB_RCU_TSAN
+		dlb_rcu_poll_tsan(t);
+#else
 		ck_epoch_poll(t->rec);
+#endif
 	}
 }
 
