@@ -74,6 +74,7 @@ def dot(port, ctx, queries=1, session=None):
         t = ctx.wrap_socket(s, server_hostname="dns.test", session=session)
     except ssl.SSLError:
         s.close()
+        time.sleep(0.5)     # as below: two failed handshakes in a row were 2 concurrent
         return None
     for _ in range(queries):
         w = build_query("www.example.test.", qid=9)
