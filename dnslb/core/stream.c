@@ -154,6 +154,14 @@ stream_fail(struct dlb_stream *s, enum dlb_stream_fail why, int err)
 	s->cb->failed(s, s->ud, why, err);
 }
 
+/* Bytes the ops hold (TLS read-ahead) will not wake the socket: report them as readable. */
+static void
+stream_feed_pending(struct dlb_stream *s)
+{
+	if (s->ops->pending != NULL && s->reading && s->ops->pending(s))
+		ev_feed_event(s->loop, &s->io, EV_READ);
+}
+
 /* The TCP connection is up: the ops' handshake. @return false if @s was closed or failed. */
 static bool
 stream_handshake(struct dlb_stream *s)
@@ -175,7 +183,10 @@ stream_handshake(struct dlb_stream *s)
 	s->state = DLB_STREAM_OPEN;
 	s->want = 0;
 	s->last_io = ev_now(s->loop);
-	return s->cb->connected == NULL || s->cb->connected(s, s->ud);
+	if (s->cb->connected != NULL && !s->cb->connected(s, s->ud))
+		return false;
+	stream_feed_pending(s);	/* what the handshake read beyond itself */
+	return true;
 }
 
 static void
@@ -310,9 +321,7 @@ dlb_stream_read(struct dlb_stream *s, uint8_t *buf, size_t len)
 	n = s->ops->recv(s, buf, len);
 	if (n > 0) {
 		s->last_io = ev_now(s->loop);
-		/* what the ops hold already will not wake the socket: report it */
-		if (s->ops->pending != NULL && s->reading && s->ops->pending(s))
-			ev_feed_event(s->loop, &s->io, EV_READ);
+		stream_feed_pending(s);
 	}
 	return n;
 }
@@ -322,6 +331,8 @@ dlb_stream_read_enable(struct dlb_stream *s, bool on)
 {
 	s->reading = on;
 	stream_update_io(s);
+	if (on && s->state == DLB_STREAM_OPEN)
+		stream_feed_pending(s);	/* bytes read ahead while reading was off */
 }
 
 int

@@ -128,7 +128,8 @@ tls_pending(struct dlb_stream *s)
 {
 	struct dlb_stream_tls *t = s->ctx;
 
-	return SSL_pending(t->ssl) > 0;
+	/* decrypted bytes not yet taken, or read-ahead bytes not yet decrypted */
+	return SSL_has_pending(t->ssl) == 1;
 }
 
 static void
@@ -161,6 +162,9 @@ dlb_stream_tls_use(struct dlb_stream *s, struct dlb_stream_tls *t, SSL *ssl)
 	memset(t, 0, sizeof(*t));
 	t->ssl = ssl;
 	SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	/* one read() for a record's header and body, and for the records behind it, instead
+	 * of two per record: what it reads beyond the record is reported by tls_pending */
+	SSL_set_read_ahead(ssl, 1);
 	s->ops = &dlb_stream_tls_ops;
 	s->ctx = t;
 }

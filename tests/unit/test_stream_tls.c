@@ -5,7 +5,8 @@
  * the handshake reports ->connected on both sides; bytes go both ways; a
  * write larger than the socket takes goes out whole through the write
  * queue (OpenSSL's retries from a moved buffer); bytes OpenSSL holds
- * decrypted are reported without new socket data; a handshake that fails
+ * decrypted or read ahead are reported without new socket data, also when
+ * reading is turned back on; a handshake that fails
  * validation reports ->failed; a closed peer reads as the end of the stream.
  */
 #include <setjmp.h>
@@ -36,6 +37,7 @@ struct end {
 	uint8_t *got;
 	size_t ngot, cap;
 	int reads;
+	bool pause;			/* reading off after each read that gave bytes */
 };
 
 static bool
@@ -66,6 +68,8 @@ on_readable(struct dlb_stream *s, void *ud)
 	assert_true(e->ngot + (size_t)n <= e->cap);
 	memcpy(e->got + e->ngot, buf, (size_t)n);
 	e->ngot += (size_t)n;
+	if (e->pause)
+		dlb_stream_read_enable(s, false);
 }
 
 static bool
@@ -262,6 +266,44 @@ test_pending_reported(void **state)
 	unpair();
 }
 
+/* Three records in one read (read-ahead): SSL_read gives one; with reading
+ * off the others wait in OpenSSL, not on the socket, and turning reading on
+ * reports them. */
+static void
+test_read_ahead_reported(void **state)
+{
+	uint8_t msg[3][100];
+	struct iovec iov;
+
+	(void)state;
+	pair("dns.test", 1024);
+	run_until(both_connected);
+	assert_int_equal(SSL_get_read_ahead(F.b.t.ssl), 1);
+	F.b.pause = true;
+	for (int i = 0; i < 3; i++) {
+		memset(msg[i], 'a' + i, sizeof(msg[i]));
+		iov = (struct iovec){ msg[i], sizeof(msg[i]) };
+		assert_int_equal(dlb_stream_writev(&F.a.s, &iov, 1), 0);	/* a record each */
+	}
+	want_a = 0;
+	want_b = 100;
+	run_until(all_received);
+	assert_int_equal(F.b.ngot, 100);	/* one record per SSL_read */
+	assert_int_equal(SSL_has_pending(F.b.t.ssl), 1);
+	for (int i = 0; i < 50; i++)
+		ev_run(F.loop, EVRUN_NOWAIT);
+	assert_int_equal(F.b.ngot, 100);	/* reading off: nothing more */
+	F.b.pause = false;
+	dlb_stream_read_enable(&F.b.s, true);
+	want_b = 300;
+	run_until(all_received);
+	assert_int_equal(F.b.ngot, 300);
+	for (int i = 0; i < 3; i++)
+		for (int j = 0; j < 100; j++)
+			assert_int_equal(F.b.got[i * 100 + j], 'a' + i);
+	unpair();
+}
+
 /* A certificate for another name: the client's handshake fails. */
 static void
 test_handshake_fails(void **state)
@@ -304,6 +346,7 @@ main(void)
 		cmocka_unit_test(test_handshake_and_bytes),
 		cmocka_unit_test(test_large_write),
 		cmocka_unit_test(test_pending_reported),
+		cmocka_unit_test(test_read_ahead_reported),
 		cmocka_unit_test(test_handshake_fails),
 		cmocka_unit_test(test_close_notify),
 	};
