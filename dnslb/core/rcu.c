@@ -7,8 +7,9 @@
  */
 #include "dnslb/core/rcu.h"
 
-#include <stddef.h>
 #include <stdlib.h>
+
+#include "dnslb/core/dnslb.h"
 
 static ck_epoch_t dlb_epoch;
 
@@ -50,8 +51,7 @@ dlb_rcu_poll_tsan(struct dlb_rcu_thread *t)
 	ck_epoch_poll_deferred(t->rec, &ready);
 	DLB_RCU_TSAN_RECLAIM();
 	for (c = ck_stack_batch_pop_upmc(&ready); c != NULL; c = next) {
-		ck_epoch_entry_t *e = (ck_epoch_entry_t *)((char *)c -
-			offsetof(ck_epoch_entry_t, stack_entry));
+		ck_epoch_entry_t *e = container_of(c, ck_epoch_entry_t, stack_entry);
 
 		next = CK_STACK_NEXT(c);
 		e->function(e);
