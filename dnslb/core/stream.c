@@ -255,6 +255,8 @@ dlb_stream_attach(struct dlb_stream *s, int fd)
 		return -errno;
 	}
 	stream_update_io(s);
+	if (s->state == DLB_STREAM_OPEN)
+		stream_feed_pending(s);	/* the handshake's last read took what followed it too */
 	return 0;
 }
 

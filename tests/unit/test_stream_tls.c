@@ -6,7 +6,8 @@
  * write larger than the socket takes goes out whole through the write
  * queue (OpenSSL's retries from a moved buffer); bytes OpenSSL holds
  * decrypted or read ahead are reported without new socket data, also when
- * reading is turned back on; a handshake that fails
+ * reading is turned back on, and when the handshake ends inside
+ * dlb_stream_attach; a handshake that fails
  * validation reports ->failed; a closed peer reads as the end of the stream.
  */
 #include <setjmp.h>
@@ -304,6 +305,52 @@ test_read_ahead_reported(void **state)
 	unpair();
 }
 
+/*
+ * The client's last handshake flight and its first bytes are in the socket
+ * before the server's stream is attached: the handshake ends inside
+ * dlb_stream_attach, and what its read took beyond the handshake (read
+ * ahead) is reported as readable with no more socket data to come.
+ */
+static void
+test_attach_reports_read_ahead(void **state)
+{
+	int sv[2], rc = 0;
+	SSL *ss, *cs;
+
+	(void)state;
+	pair("dns.test", 64);	/* only for the ends' buffers */
+	unpair();
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	ss = dlb_tls_server_ssl_new(F.srv);
+	cs = dlb_tls_client_ssl_new(F.cli, "dns.test", NULL);
+	assert_non_null(ss);
+	assert_non_null(cs);
+	SSL_set_accept_state(ss);
+	SSL_set_connect_state(cs);
+	assert_int_equal(SSL_set_fd(ss, sv[0]), 1);
+	assert_int_equal(SSL_set_fd(cs, sv[1]), 1);
+	/* the client's handshake to its end; the server's up to the client's Finished */
+	for (int i = 0; i < 10 && rc != 1; i++) {
+		rc = SSL_do_handshake(cs);
+		if (rc != 1)
+			assert_int_not_equal(SSL_do_handshake(ss), 1);
+	}
+	assert_int_equal(rc, 1);
+	assert_int_equal(SSL_write(cs, "hello", 5), 5);
+	dlb_stream_init(&F.a.s, F.loop, &dlb_stream_tcp_ops, &CB, &F.a, 1 << 20);
+	dlb_stream_tls_use(&F.a.s, &F.a.t, ss);
+	assert_int_equal(dlb_stream_attach(&F.a.s, sv[0]), 0);
+	assert_int_equal(F.a.s.state, DLB_STREAM_OPEN);	/* the path under test */
+	want_a = 5;
+	want_b = 0;
+	run_until(all_received);
+	assert_int_equal(F.a.ngot, 5);
+	assert_memory_equal(F.a.got, "hello", 5);
+	dlb_stream_close(&F.a.s);
+	SSL_free(cs);
+	close(sv[1]);
+}
+
 /* A certificate for another name: the client's handshake fails. */
 static void
 test_handshake_fails(void **state)
@@ -347,6 +394,7 @@ main(void)
 		cmocka_unit_test(test_large_write),
 		cmocka_unit_test(test_pending_reported),
 		cmocka_unit_test(test_read_ahead_reported),
+		cmocka_unit_test(test_attach_reports_read_ahead),
 		cmocka_unit_test(test_handshake_fails),
 		cmocka_unit_test(test_close_notify),
 	};
