@@ -6,7 +6,9 @@ getServerNameIndication, getProtocol), over DoH (plain HTTP/2 and HTTP/1.1
 with curl, and HTTPS with a server name), DNS over TLS with and without a
 server name, and plain UDP and TCP queries meeting the same rules. Each
 answer is compared whole (status line, header fields but Date, body; DNS
-answers ID aside), then showRules() and dumpStats().
+answers ID aside), then showRules() and dumpStats(). Also: a
+setHTTPResponse() followed by a drop, an HTTP/1.1 request with two Host
+fields, and one with an absolute URI naming another host.
 
 The dq methods are seen through a Lua action that answers a TXT record
 made of their values (the Host's port, which differs between the two
@@ -81,6 +83,10 @@ addAction("lua2.test.", LuaAction(function(dq)
   dq.dh:setQR(true)
   return DNSAction.HeaderModify
 end))
+addAction("lua4.test.", LuaAction(function(dq)
+  dq:setHTTPResponse(200, "never sent")
+  return DNSAction.Drop
+end))
 addAction("s201.test.", HTTPStatusAction(201, "created"))
 addAction("s503.test.", HTTPStatusAction(503, "", "text/x"))
 addAction("lua3.test.", LuaAction(function(dq)
@@ -96,7 +102,7 @@ NAMES = [
     ("sni.test.", 1), ("s200.test.", 1), ("s200e.test.", 1), ("s200d.test.", 1),
     ("s200f.test.", 1), ("s403.test.", 1), ("s403e.test.", 1), ("s404e.test.", 1),
     ("s302.test.", 1), ("s418.test.", 1), ("lua.test.", 1), ("lua2.test.", 1),
-    ("lua3.test.", 1), ("s201.test.", 1), ("s503.test.", 1), ("www.example.test.", 1),
+    ("lua3.test.", 1), ("lua4.test.", 1), ("s201.test.", 1), ("s503.test.", 1), ("www.example.test.", 1),
 ]
 
 # (path with %s for the query, curl -H headers)
@@ -170,6 +176,19 @@ def test_no_host(http_pair):
     req = b"GET /dns-query?dns=" + b64(wire).encode() + b" HTTP/1.1\r\n\r\n"
     a, b = raw_http1(p.theirs.tls_port, req), raw_http1(p.ours.tls_port, req)
     assert a == b, "\n dnsdist: %r\n dnslb:   %r" % (a, b)
+
+
+def test_repeated_host(http_pair):
+    """HTTP/1.1 with two Host fields, and HTTP/1.1 with a Host field and an
+    absolute URI naming another host."""
+    p = http_pair
+    wire = build_query("show.test.", qtype=16, qid=0)
+    path = b"/dns-query?dns=" + b64(wire).encode()
+    for req in (b"GET " + path + b" HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n\r\n",
+                b"GET http://c.test" + path + b" HTTP/1.1\r\nHost: a.test\r\n\r\n"):
+        a, b = raw_http1(p.theirs.tls_port, req), raw_http1(p.ours.tls_port, req)
+        assert a == b, "%r\n dnsdist: %r\n dnslb:   %r" % (req, a, b)
+    p.assert_same_backend_traffic()
 
 
 def dot_query(port, wire, sni):
