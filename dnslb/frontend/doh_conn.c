@@ -687,6 +687,10 @@ run_query(struct dlb_doh_conn *c, int32_t stream, uint8_t *pkt, size_t len,
 	if (dlb_l2_park(w, &q, &cl))
 		return;
 	dlb_forward(w, &q, &cl);
+	/* a request taken up outside a read (HTTP/1.1's next one, once the previous is
+	 * answered) has no read's flush to come: its query leaves now */
+	if (!c->feeding)
+		dlb_forward_flush(w);
 }
 
 static void

@@ -354,11 +354,18 @@ dlb_forward(struct dlb_worker *w, struct dlb_query *q, const struct dlb_client *
 		}
 	}
 	/* A DoH query lives in its connection's read buffer, which the next request of the same
-	 * read overwrites before the batch is flushed: send it at once (a batch of POSTs sent
-	 * several copies of the last one, and the others waited out the backend's timeout). */
-	if (dlb_backend_send(w, be, idx, c->t_start, q->pkt, q->len, off,
-			     c->proto == DLB_CLIENT_DOH) == 0)
+	 * read overwrites before the batch is flushed (a batch of POSTs once sent several
+	 * copies of the last one): it joins the batch from the slot's copy, which lives as
+	 * long as the query is in flight, or else leaves at once. */
+	if (__builtin_expect(c->proto == DLB_CLIENT_DOH, 0)) {
+		bool kept = slot->qlen == q->len && off == 0;
+
+		if (dlb_backend_send(w, be, idx, c->t_start, kept ? slot->query : q->pkt, q->len,
+				     off, !kept) == 0)
+			return;
+	} else if (dlb_backend_send(w, be, idx, c->t_start, q->pkt, q->len, off, false) == 0) {
 		return;
+	}
 	/* never overwrite a query in flight: refuse this one */
 	dlb_slot_free(&w->slots, idx);
 refuse:

@@ -155,6 +155,43 @@ def test_doh_posts_in_one_write(dnslb, responder, pki):
         assert m.question[0].name.to_text() == n and m.answer
 
 
+def test_doh_http1_pipelined(dnslb, responder, pki):
+    """Four HTTP/1.1 GETs in one write, each a cache miss: HTTP/1.1 takes the
+    next request up only once the previous one is answered, from the
+    backend's answer, not from a read; each must still be forwarded at once
+    (a query queued for the backend there waited for the next read)."""
+    port = free_port()
+    dnslb(doh_conf(responder, pki, port))
+    names = ["h%d.pipe.example.test." % i for i in range(4)]
+    s = tls_socket(port, pki, alpn=("http/1.1",))
+    s.settimeout(2)
+    s.sendall(b"".join(b"GET /dns-query?dns=%s HTTP/1.1\r\nHost: dns.test\r\n\r\n"
+                       % b64(query_wire(n)).encode() for n in names))
+    buf, bodies = b"", []
+    while len(bodies) < len(names):
+        end = buf.find(b"\r\n\r\n")
+        if end >= 0:
+            head = buf[:end].decode("latin-1").lower().split("\r\n")
+            clen = int([h for h in head if h.startswith("content-length:")][0].split(":")[1])
+            if len(buf) >= end + 4 + clen:
+                assert head[0].startswith("http/1.1 200"), head
+                bodies.append(buf[end + 4:end + 4 + clen])
+                buf = buf[end + 4 + clen:]
+                continue
+        try:
+            b = s.recv(65536)
+        except socket.timeout:
+            break
+        if not b:
+            break
+        buf += b
+    s.close()
+    assert len(bodies) == len(names), "answered %d of %d" % (len(bodies), len(names))
+    for n, body in zip(names, bodies):
+        m = dns.message.from_wire(body)
+        assert m.question[0].name.to_text() == n and m.answer
+
+
 def test_doh_dnspython(dnslb, responder, pki):
     port = free_port()
     d = dnslb(doh_conf(responder, pki, port))
