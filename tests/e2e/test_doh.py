@@ -119,6 +119,14 @@ def h2_post(stream, body):
     return h2_frame(1, 0x4, stream, hdrs) + h2_frame(0, 0x1, stream, body)
 
 
+def recv_some(s):
+    """What the socket has next; b"" at its end or after its timeout."""
+    try:
+        return s.recv(65536)
+    except socket.timeout:
+        return b""
+
+
 def test_doh_posts_in_one_write(dnslb, responder, pki):
     """Eight POSTs in one TLS write, each a cache miss: all are forwarded in the
     same turn of the worker's loop, and each gets the answer to its own
@@ -133,10 +141,7 @@ def test_doh_posts_in_one_write(dnslb, responder, pki):
               + b"".join(h2_post(1 + 2 * i, query_wire(n)) for i, n in enumerate(names)))
     bodies, done, buf = {}, set(), b""
     while len(done) < len(names):
-        try:
-            b = s.recv(65536)
-        except socket.timeout:
-            break
+        b = recv_some(s)
         if not b:
             break
         buf += b
@@ -178,10 +183,7 @@ def test_doh_http1_pipelined(dnslb, responder, pki):
                 bodies.append(buf[end + 4:end + 4 + clen])
                 buf = buf[end + 4 + clen:]
                 continue
-        try:
-            b = s.recv(65536)
-        except socket.timeout:
-            break
+        b = recv_some(s)
         if not b:
             break
         buf += b
