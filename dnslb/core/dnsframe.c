@@ -65,6 +65,19 @@ dlb_frame_rx_fill(struct dlb_frame_rx *rx, struct dlb_stream *s)
 	}
 	if (rx->pos > 0 && rx->pos == rx->len)
 		rx->pos = rx->len = 0;
+	if (rx->filled && rx->cap < DLB_FRAME_RX_BURST && rx->cap < rx->max) {
+		/* a burst: read more at a time (a failed growth only reads less) */
+		uint32_t cap = rx->cap * 2 < DLB_FRAME_RX_BURST ? rx->cap * 2 : DLB_FRAME_RX_BURST;
+		uint8_t *nb;
+
+		if (cap > rx->max)
+			cap = rx->max;
+		if ((nb = realloc(rx->buf, cap)) != NULL) {
+			rx->buf = nb;
+			rx->cap = cap;
+		}
+	}
+	rx->filled = false;
 	if (rx->len == rx->cap) {
 		/* keep the frames not yet taken at the start of the buffer */
 		memmove(rx->buf, rx->buf + rx->pos, rx->len - rx->pos);
@@ -74,8 +87,10 @@ dlb_frame_rx_fill(struct dlb_frame_rx *rx, struct dlb_stream *s)
 			return DLB_ESPACE;
 	}
 	n = dlb_stream_read(s, rx->buf + rx->len, rx->cap - rx->len);
-	if (n > 0)
+	if (n > 0) {
+		rx->filled = (uint32_t)n == rx->cap - rx->len;
 		rx->len += (uint32_t)n;
+	}
 	return n;
 }
 

@@ -22,7 +22,15 @@
 struct dlb_stream;
 
 #define DLB_FRAME_MAX		(65535 + 2)	/* the longest frame: length and message */
-#define DLB_FRAME_RX_INITIAL	4096		/* the buffer's first size, grown to a frame's need */
+/*
+ * The buffer's first size: a query or two, which is what an idle or a
+ * one-at-a-time connection ever holds (each idle connection keeps it). A
+ * read that fills it doubles it before the next, up to DLB_FRAME_RX_BURST,
+ * so that a pipelining client's bursts take as few reads as before; a frame
+ * longer than the buffer grows it to the frame's need.
+ */
+#define DLB_FRAME_RX_INITIAL	512
+#define DLB_FRAME_RX_BURST	4096
 
 /** A receive buffer. Owner: the connection; dlb_frame_rx_free. */
 struct dlb_frame_rx {
@@ -30,6 +38,7 @@ struct dlb_frame_rx {
 	uint32_t cap, len;		/* bytes allocated, bytes held */
 	uint32_t pos;			/* the next frame starts here */
 	uint32_t max;			/* the longest frame taken (<= DLB_FRAME_MAX) */
+	bool filled;			/* the last read filled the room */
 };
 
 /** An empty buffer taking frames up to @max bytes (length included; 0: DLB_FRAME_MAX). */

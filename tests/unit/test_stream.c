@@ -3,7 +3,7 @@
  *
  *  - DNS framing (dnslb/core/dnsframe.c): a message split byte by byte,
  *    several in one read, a length over the bound, a zero length, a
- *    message bigger than the first buffer;
+ *    burst that grows the first buffer, a message bigger than it;
  *  - the plain TCP stream (dnslb/core/stream.c) over a socketpair: writes
  *    queued past what the socket takes and flushed in order, the queue's
  *    bound, close, a write error, a connect refused, a connect timeout;
@@ -238,6 +238,49 @@ test_frame_zero_length(void **state)
 	assert_int_equal(len, 0);
 	assert_int_equal(dlb_frame_rx_next(&rx, &msg, &len), 1);
 	assert_int_equal(dlb_rd16(msg), 7);
+	dlb_frame_rx_free(&rx);
+	pair_close(&p);
+}
+
+/*
+ * A connection that sends a query at a time keeps the first buffer; a burst
+ * that fills it doubles it before each next read, up to DLB_FRAME_RX_BURST,
+ * and every frame of the burst comes out whole and in order.
+ */
+static void
+test_frame_burst_grows(void **state)
+{
+	struct pair p;
+	struct dlb_frame_rx rx;
+	uint8_t f[8192], *msg;
+	size_t n = 0, len;
+	uint16_t next = 1;
+	int reads = 0;
+
+	(void)state;
+	pair_open(&p, 65536);
+	dlb_frame_rx_init(&rx, 0);
+	n = frame_query(f, next, "a.example");
+	peer_send(&p, f, n);
+	assert_int_equal(dlb_frame_rx_fill(&rx, &p.s), (ssize_t)n);
+	assert_int_equal(dlb_frame_rx_next(&rx, &msg, &len), 1);
+	assert_int_equal(dlb_rd16(msg), next++);
+	assert_int_equal(rx.cap, DLB_FRAME_RX_INITIAL);	/* one query: the first size */
+	n = 0;
+	for (uint16_t id = 2; n + 64 < sizeof(f); id++)
+		n += frame_query(f + n, id, "a.example");
+	peer_send(&p, f, n);
+	for (size_t got = 0; got < n; reads++) {
+		ssize_t r = dlb_frame_rx_fill(&rx, &p.s);
+
+		assert_true(r > 0);
+		got += (size_t)r;
+		while (dlb_frame_rx_next(&rx, &msg, &len) == 1)
+			assert_int_equal(dlb_rd16(msg), next++);
+	}
+	assert_int_equal(rx.cap, DLB_FRAME_RX_BURST);
+	assert_true(reads < (int)(n / DLB_FRAME_RX_INITIAL));	/* fewer reads than at 512 */
+	assert_false(dlb_frame_rx_partial(&rx));
 	dlb_frame_rx_free(&rx);
 	pair_close(&p);
 }
@@ -785,6 +828,7 @@ main(void)
 		cmocka_unit_test(test_frame_several_per_read),
 		cmocka_unit_test(test_frame_oversized),
 		cmocka_unit_test(test_frame_zero_length),
+		cmocka_unit_test(test_frame_burst_grows),
 		cmocka_unit_test(test_frame_grows),
 		cmocka_unit_test(test_stream_write_queue),
 		cmocka_unit_test(test_stream_close),
