@@ -1221,10 +1221,11 @@ tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	(void)loop;
 	(void)t;
 	(void)revents;
-	/* a connection whose on_up we missed (another module took the callback) */
+	/* a connection whose on_up we missed (another module took the callback); the
+	 * subscription's, once Redis has confirmed it */
 	if (!dlb_redis_is_up(F.sub))
 		F.sub_seen_up = false;
-	else if (!F.sub_seen_up)
+	else if (!F.sub_seen_up && dlb_redis_subscribed(F.sub))
 		on_sub_up(F.sub, NULL);
 	if (!dlb_redis_is_up(F.ctl)) {
 		F.ctl_seen_up = false;

@@ -42,6 +42,7 @@ struct chan {
 	char name[128];
 	dlb_redis_message_fn *fn;
 	void *ud;
+	struct dlb_redis *r;
 };
 
 struct dlb_redis {
@@ -58,6 +59,7 @@ struct dlb_redis {
 	void *on_up_ud;
 	struct chan chans[MAX_CHANNELS];
 	int nchans;
+	int sub_wait;			/* SUBSCRIBEs of this connection not yet confirmed */
 	struct dlb_redis_stats st;
 	struct dlb_redis *next_all;
 };
@@ -212,6 +214,14 @@ retry_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	conn_start(r);
 }
 
+/* One SUBSCRIBE of @r's connection @ac answered: after the last, it is up for its owner. */
+static void
+sub_confirmed(struct dlb_redis *r, const redisAsyncContext *ac)
+{
+	if (r->ac == ac && r->sub_wait > 0 && --r->sub_wait == 0 && r->on_up != NULL)
+		r->on_up(r, r->on_up_ud);
+}
+
 static void
 message_cb(redisAsyncContext *ac, void *reply, void *privdata)
 {
@@ -219,9 +229,22 @@ message_cb(redisAsyncContext *ac, void *reply, void *privdata)
 	redisReply *rep = reply;
 
 	/* ["message", channel, payload]; the subscribe confirmation is ["subscribe", ...] */
+	if (rep != NULL && rep->type == REDIS_REPLY_ERROR) {
+		/* a refused SUBSCRIBE (ACL): counted, and no longer waited for */
+		stat_add(&c->r->st.errors);
+		dlb_log_ratelimited(DLB_LOG_ERR, "Redis (%s): SUBSCRIBE %s: %s", c->r->role, c->name,
+				    rep->str);
+		sub_confirmed(c->r, ac);
+		return;
+	}
 	if (rep == NULL || rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 ||
-	    rep->element[0]->type != REDIS_REPLY_STRING ||
-	    strcmp(rep->element[0]->str, "message") != 0 ||
+	    rep->element[0]->type != REDIS_REPLY_STRING)
+		return;
+	if (strcmp(rep->element[0]->str, "subscribe") == 0) {
+		sub_confirmed(c->r, ac);
+		return;
+	}
+	if (strcmp(rep->element[0]->str, "message") != 0 ||
 	    rep->element[2]->type != REDIS_REPLY_STRING)
 		return;
 	c->fn(c->name, rep->element[2]->str, rep->element[2]->len, c->ud);
@@ -267,11 +290,14 @@ connect_cb(const redisAsyncContext *cac, int status)
 		redisAsyncCommand(ac, auth_cb, r, "SELECT %d", dlb_redis_settings.db);
 	for (int i = 0; i < r->nchans; i++)
 		redisAsyncCommand(ac, message_cb, &r->chans[i], "SUBSCRIBE %s", r->chans[i].name);
+	r->sub_wait = r->nchans;
 	r->up = true;
 	__atomic_store_n(&r->st.up, 1, __ATOMIC_RELAXED);
 	r->backoff = BACKOFF_MIN;
 	dlb_info("Redis (%s): connected", r->role);
-	if (r->on_up != NULL)
+	/* with subscriptions: once Redis confirms them (message_cb); a resync made before
+	 * that could miss what another node publishes in between */
+	if (r->nchans == 0 && r->on_up != NULL)
 		r->on_up(r, r->on_up_ud);
 }
 
@@ -378,6 +404,12 @@ dlb_redis_is_up(const struct dlb_redis *r)
 }
 
 bool
+dlb_redis_subscribed(const struct dlb_redis *r)
+{
+	return dlb_redis_is_up(r) && r->sub_wait == 0;
+}
+
+bool
 dlb_redis_quiet(const struct dlb_redis *r)
 {
 	return r->up && r->st.in_flight == 0 && r->nchans == 0 && !ev_is_active(&r->retry) &&
@@ -395,6 +427,7 @@ dlb_redis_subscribe(struct dlb_redis *r, const char *channel, dlb_redis_message_
 	snprintf(c->name, sizeof(c->name), "%s", channel);
 	c->fn = fn;
 	c->ud = ud;
+	c->r = r;
 	if (r->up && r->ac != NULL)
 		redisAsyncCommand(r->ac, message_cb, c, "SUBSCRIBE %s", c->name);
 	return 0;

@@ -59,7 +59,11 @@ void dlb_redis_settings_reset(void);
  */
 typedef void dlb_redis_reply_fn(struct redisReply *reply, void *ud);
 
-/** Called on the connection's thread each time it is (re)connected and authenticated. */
+/**
+ * Called on the connection's thread each time it is (re)connected and
+ * authenticated; on a connection with subscriptions, once Redis has
+ * confirmed them all, so that anything published after the call reaches it.
+ */
 typedef void dlb_redis_up_fn(struct dlb_redis *r, void *ud);
 
 /**
@@ -77,6 +81,8 @@ void dlb_redis_on_up(struct dlb_redis *r, dlb_redis_up_fn *fn, void *ud);
 
 /** Connected and authenticated. */
 bool dlb_redis_is_up(const struct dlb_redis *r);
+/** Up, and every subscription of this connection confirmed by Redis (none: as up). */
+bool dlb_redis_subscribed(const struct dlb_redis *r);
 /**
  * Nothing may arrive on @r unasked: no command in flight, no subscription,
  * no connection or reconnection under way (dlb_worker_quiet). Thread: its loop's.
