@@ -68,14 +68,8 @@ dlb_frame_rx_fill(struct dlb_frame_rx *rx, struct dlb_stream *s)
 	if (rx->filled && rx->cap < DLB_FRAME_RX_BURST && rx->cap < rx->max) {
 		/* a burst: read more at a time (a failed growth only reads less) */
 		uint32_t cap = rx->cap * 2 < DLB_FRAME_RX_BURST ? rx->cap * 2 : DLB_FRAME_RX_BURST;
-		uint8_t *nb;
 
-		if (cap > rx->max)
-			cap = rx->max;
-		if ((nb = realloc(rx->buf, cap)) != NULL) {
-			rx->buf = nb;
-			rx->cap = cap;
-		}
+		(void)rx_reserve(rx, cap < rx->max ? cap : rx->max);
 	}
 	rx->filled = false;
 	if (rx->len == rx->cap) {
