@@ -2137,9 +2137,6 @@ server_doh_keys(lua_State *L, struct dlb_backend *be, struct dlb_tls_client_opts
 	snprintf(be->doh_path, sizeof(be->doh_path), "%s", s);
 	lua_pop(L, 1);
 	dlb_lua_opt_bool(L, 1, "newServer", "addXForwardedHeaders", &be->doh_xff);
-	if (be->use_proxy_protocol)
-		luaL_error(L, "newServer: 'useProxyProtocol' with 'dohPath' is not supported by "
-			   "dnslb");
 	be->tcp_only = true;	/* never over UDP: every client's query goes over HTTP/2 */
 	o->alpn = doh_server_alpn;
 	o->alpn_len = sizeof(doh_server_alpn) - 1;

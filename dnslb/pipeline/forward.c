@@ -298,14 +298,14 @@ forward_stream(struct dlb_worker *w, struct dlb_query *q, const struct dlb_clien
 	}
 	memcpy(msg, q->pkt, q->len);
 	len = dlb_query_add_ecs(w, q, msg, q->len, room, &s.ecs_added);
+	if (be->use_proxy_protocol)
+		prelen = dlb_query_pp_header(w, c, c->proto != DLB_CLIENT_UDP, pre);
 	if (be->doh_path[0] != '\0') {
 		/* DNS over HTTPS: one HTTP/2 request, whatever the client's protocol */
-		dlb_doh_up_send(w, be, &s, msg, len);
+		dlb_doh_up_send(w, be, &s, pre, prelen, msg, len);
 		free(msg);
 		return;
 	}
-	if (be->use_proxy_protocol)
-		prelen = dlb_query_pp_header(w, c, c->proto != DLB_CLIENT_UDP, pre);
 	dlb_tcp_up_send(w, be, &s, pre, prelen, msg, len, xfr);
 	free(msg);
 }

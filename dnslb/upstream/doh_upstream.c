@@ -20,7 +20,10 @@
  * Per worker and backend the connections sit on w->be[].doh_conns. A query
  * takes the first one that is open, not going away and below the server's
  * SETTINGS_MAX_CONCURRENT_STREAMS; else a new one (at most
- * DLB_DOH_UP_MAX_CONNS). An idle connection closes after the idle time;
+ * DLB_DOH_UP_MAX_CONNS). With useProxyProtocol, as dnsdist 1.7.3, a query
+ * opens a connection of its own whose first bytes (inside TLS, before the
+ * HTTP/2 preface) are the PROXY header naming its client, closed once the
+ * query is done; a health check's connection starts with a LOCAL header. An idle connection closes after the idle time;
  * beyond the number of idle connections kept per backend, at once
  * (setDoHDownstreamMaxIdleTime, setMaxIdleDoHConnectionsPerDownstream).
  *
@@ -50,6 +53,7 @@
 #include "dnslb/core/config.h"
 #include "dnslb/core/connstat.h"
 #include "dnslb/core/log.h"
+#include "dnslb/core/proxyproto.h"
 #include "dnslb/core/sink.h"
 #include "dnslb/core/stream.h"
 #include "dnslb/core/stream_tls.h"
@@ -77,6 +81,8 @@ struct doh_req {
 	int status;			/* :status; 0 none yet */
 	uint8_t outcome;		/* enum req_outcome, once done */
 	uint8_t failures;		/* times sent again after a reset */
+	uint8_t prelen;			/* useProxyProtocol: the PROXY header's length */
+	uint8_t pre[DLB_PP2_MAX];	/* ... and the header, sent before the connection's preface */
 };
 
 /* One HTTP/2 connection to a DoH server. Owner: its worker's list, or a health check. */
@@ -98,6 +104,7 @@ struct dlb_doh_up {
 	bool closing;			/* being freed: nghttp2's callbacks do nothing */
 	bool session_kept;
 	bool counted;			/* in the backend's current connections */
+	bool single;			/* opened with a PROXY header: one query, never shared */
 	double last_use, opened;
 	uint32_t queries;		/* sent on it (dnsdist's average) */
 	/* a health check's */
@@ -110,18 +117,25 @@ static void req_send(struct dlb_worker *w, const struct dlb_backend *be, struct 
 
 /* ---- bookkeeping ----------------------------------------------------------------- */
 
-/* A request for query @q (@len bytes, copied), or NULL. */
+/*
+ * A request for query @q (@len bytes, copied), or NULL; @pre (@prelen
+ * bytes, at most DLB_PP2_MAX, copied): the PROXY header its connection
+ * starts with, or none.
+ */
 static struct doh_req *
-req_new(const uint8_t *q, size_t len)
+req_new(const uint8_t *pre, size_t prelen, const uint8_t *q, size_t len)
 {
 	struct doh_req *r = calloc(1, sizeof(*r));
 
-	if (r == NULL || (r->q = malloc(len > 0 ? len : 1)) == NULL) {
+	if (r == NULL || prelen > sizeof(r->pre) || (r->q = malloc(len > 0 ? len : 1)) == NULL) {
 		free(r);
 		return NULL;
 	}
 	memcpy(r->q, q, len);
 	r->qlen = len;
+	if (prelen > 0)
+		memcpy(r->pre, pre, prelen);
+	r->prelen = (uint8_t)prelen;
 	dlb_buf_init(&r->body, DLB_DOH_UP_MAX_BODY + 1);	/* + its NUL */
 	return r;
 }
@@ -645,8 +659,10 @@ up_settle(struct dlb_doh_up *u)
 		return false;
 	}
 	if (u->w != NULL && u->nreqs == 0 && !u->broken &&
-	    (u->dead || up_idle_others(u) >= u->w->snap->set.doh_max_idle_conns)) {
-		up_free(u);	/* no more use, or more idle connections than are kept */
+	    (u->dead || u->single || up_idle_others(u) >= u->w->snap->set.doh_max_idle_conns)) {
+		/* no more use (a PROXY header's connection: its one query), or more
+		 * idle connections than are kept */
+		up_free(u);
 		return false;
 	}
 	up_arm_timer(u);
@@ -736,10 +752,15 @@ static const struct dlb_stream_cb up_stream_cb = {
 	.failed = up_failed,
 };
 
-/* A new connection to @be on @loop, connecting (requests wait in its queue). NULL on error. */
+/*
+ * A new connection to @be on @loop, connecting (requests wait in its
+ * queue), its first bytes PROXY header @pre (@prelen bytes; 0: none):
+ * inside TLS, before HTTP/2's preface, as dnsdist 1.7.3 sends it. NULL on
+ * error.
+ */
 static struct dlb_doh_up *
 up_open(struct ev_loop *loop, struct dlb_worker *w, const struct dlb_backend *be,
-	SSL_SESSION *resume, double connect_timeout)
+	SSL_SESSION *resume, double connect_timeout, const uint8_t *pre, size_t prelen)
 {
 	/* as dnsdist: no push (and so no streams from the server), a 16 MiB window */
 	static const nghttp2_settings_entry iv[] = {
@@ -773,6 +794,14 @@ up_open(struct ev_loop *loop, struct dlb_worker *w, const struct dlb_backend *be
 	/* tcpConnectTimeout=0 leaves no time at all, never an endless wait */
 	if (dlb_stream_connect(&u->st, &t, connect_timeout > 0 ? connect_timeout : 0.001) != 0)
 		goto fail;
+	if (prelen > 0) {
+		struct iovec iov = { (void *)pre, prelen };
+
+		/* queued until the handshake is done; nghttp2's output follows it */
+		if (dlb_stream_writev(&u->st, &iov, 1) != 0)
+			goto fail;
+		u->single = true;
+	}
 	u->last_use = u->opened = ev_now(loop);
 	return u;
 fail:
@@ -791,22 +820,27 @@ up_max_streams(const struct dlb_doh_up *u)
 	return nghttp2_session_get_remote_settings(u->h2, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
 }
 
-/* A connection of @w to @be with room for a query, or NULL. */
+/*
+ * A connection of @w to @be with room for request @r, or NULL. A request
+ * with a PROXY header gets a new connection of its own (the header names
+ * its client), as dnsdist's.
+ */
 static struct dlb_doh_up *
-up_get(struct dlb_worker *w, const struct dlb_backend *be)
+up_get(struct dlb_worker *w, const struct dlb_backend *be, const struct doh_req *r)
 {
 	struct dlb_be_local *bl = &w->be[be->index];
 	struct dlb_doh_up *u;
 
-	for (u = bl->doh_conns; u != NULL; u = u->next) {
-		if (!u->dead && !u->broken && !u->fatal && u->nreqs < up_max_streams(u)) {
+	for (u = r->prelen > 0 ? NULL : bl->doh_conns; u != NULL; u = u->next) {
+		if (!u->dead && !u->broken && !u->fatal && !u->single &&
+		    u->nreqs < up_max_streams(u)) {
 			w->be_stats[be->index].tcp_reused++;
 			return u;
 		}
 	}
 	if (bl->doh_count >= DLB_DOH_UP_MAX_CONNS)
 		return NULL;
-	u = up_open(w->loop, w, be, bl->tls_session, be->tcp_connect_timeout);
+	u = up_open(w->loop, w, be, bl->tls_session, be->tcp_connect_timeout, r->pre, r->prelen);
 	if (u == NULL) {
 		w->stats.tcp_downstream_failures++;
 		return NULL;
@@ -919,7 +953,7 @@ up_submit(struct dlb_doh_up *u, struct doh_req *r)
 static void
 req_send(struct dlb_worker *w, const struct dlb_backend *be, struct doh_req *r)
 {
-	struct dlb_doh_up *u = up_get(w, be);
+	struct dlb_doh_up *u = up_get(w, be, r);
 
 	if (u == NULL || up_submit(u, r) != 0) {
 		w->stats.downstream_send_errors++;
@@ -933,10 +967,10 @@ req_send(struct dlb_worker *w, const struct dlb_backend *be, struct doh_req *r)
 
 void
 dlb_doh_up_send(struct dlb_worker *w, const struct dlb_backend *be, const struct dlb_slot *s,
-		const uint8_t *msg, size_t len)
+		const uint8_t *pre, size_t prelen, const uint8_t *msg, size_t len)
 {
 	double timeout = be->tcp_recv_timeout > 0 ? be->tcp_recv_timeout : 30;
-	struct doh_req *r = req_new(msg, len);
+	struct doh_req *r = req_new(pre, prelen, msg, len);
 
 	if (r == NULL) {
 		struct dlb_slot copy = *s;
@@ -978,10 +1012,10 @@ dlb_doh_up_close_all(struct dlb_worker *w)
 
 struct dlb_doh_up *
 dlb_doh_check_start(struct ev_loop *loop, const struct dlb_backend *be, SSL_SESSION *resume,
-		    const uint8_t *q, size_t qlen, double connect_timeout, dlb_doh_check_cb *cb,
-		    void *ud)
+		    const uint8_t *pre, size_t prelen, const uint8_t *q, size_t qlen,
+		    double connect_timeout, dlb_doh_check_cb *cb, void *ud)
 {
-	struct dlb_doh_up *u = up_open(loop, NULL, be, resume, connect_timeout);
+	struct dlb_doh_up *u = up_open(loop, NULL, be, resume, connect_timeout, pre, prelen);
 	struct doh_req *r;
 
 	if (u == NULL)
@@ -993,7 +1027,7 @@ dlb_doh_check_start(struct ev_loop *loop, const struct dlb_backend *be, SSL_SESS
 	dlb_connstat_open(&((struct dlb_backend *)be)->tcp_current,
 			  &((struct dlb_backend *)be)->tcp_max);
 	u->counted = true;
-	r = req_new(q, qlen);
+	r = req_new(NULL, 0, q, qlen);
 	if (r == NULL) {
 		up_free(u);
 		return NULL;

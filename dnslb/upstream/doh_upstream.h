@@ -40,12 +40,15 @@ struct dlb_doh_up;
 /**
  * Send the query of slot @s (@msg, @len bytes, the client's ID in it) to
  * DoH server @be (be->doh_path set). s->wire_id and s->deadline are set
- * here (tcpRecvTimeout). If it cannot be sent, the slot ends at once
- * through the sink (DLB_END_NO_MEMORY). May be called from the sink while
- * one of @w's DoH connections is being read. Ownership: copies @s and @msg.
+ * here (tcpRecvTimeout). @pre (@prelen bytes, at most DLB_PP2_MAX; 0:
+ * none) is useProxyProtocol's header: the query then goes on a new
+ * connection of its own that starts with it. If it cannot be sent, the
+ * slot ends at once through the sink (DLB_END_NO_MEMORY). May be called
+ * from the sink while one of @w's DoH connections is being read.
+ * Ownership: copies @s, @pre and @msg.
  */
 void dlb_doh_up_send(struct dlb_worker *w, const struct dlb_backend *be, const struct dlb_slot *s,
-		     const uint8_t *msg, size_t len);
+		     const uint8_t *pre, size_t prelen, const uint8_t *msg, size_t len);
 
 /** Close every DoH connection of @w (shutdown); their queries end through
  * the sink (DLB_END_CLOSED); the kept TLS sessions go. */
@@ -66,14 +69,16 @@ typedef void dlb_doh_check_cb(void *ud, const uint8_t *body, size_t len, const c
 
 /**
  * Send health-check query @q (@qlen bytes) to DoH server @be on a new
- * connection of its own on @loop, offering TLS session @resume (NULL:
- * none), connecting within @connect_timeout seconds. @cb follows exactly
+ * connection of its own on @loop, its first bytes @pre (@prelen; 0: none;
+ * a LOCAL PROXY header for useProxyProtocol), offering TLS session @resume
+ * (NULL: none), connecting within @connect_timeout seconds. @cb follows exactly
  * once, unless dlb_doh_check_cancel comes first. @return the check, or
  * NULL (nothing will be reported) if it could not start.
  */
 struct dlb_doh_up *dlb_doh_check_start(struct ev_loop *loop, const struct dlb_backend *be,
-				       SSL_SESSION *resume, const uint8_t *q, size_t qlen,
-				       double connect_timeout, dlb_doh_check_cb *cb, void *ud);
+				       SSL_SESSION *resume, const uint8_t *pre, size_t prelen,
+				       const uint8_t *q, size_t qlen, double connect_timeout,
+				       dlb_doh_check_cb *cb, void *ud);
 
 /** Abandon check @u (its timeout passed): freed, @cb not called. */
 void dlb_doh_check_cancel(struct dlb_doh_up *u);

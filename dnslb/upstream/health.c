@@ -409,7 +409,7 @@ check_start(struct hc *c)
 	dlb_tcp_up_target(be, IP_FREEBIND, &t);
 	if (be->doh_path[0] != '\0') {
 		/* as dnsdist: a POST on a connection of its own, validated as the queries' */
-		c->doh = dlb_doh_check_start(h->loop, be, c->session, q, c->qlen,
+		c->doh = dlb_doh_check_start(h->loop, be, c->session, pp, hl, q, c->qlen,
 					     (be->check_timeout > 0 ? be->check_timeout : 1000) /
 					     1000.0, check_doh_done, c);
 		if (c->doh == NULL) {

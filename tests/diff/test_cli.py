@@ -133,6 +133,7 @@ SAME = [
     'newServer({address="127.0.0.1:443", tls="openssl", subjectName="dns.test", '
     'dohPath="/dns-query", addXForwardedHeaders=true, validateCertificates=false})',
     'newServer({address="127.0.0.1:8053", dohPath="/dns-query", addXForwardedHeaders=false})',
+    'newServer({address="127.0.0.1:443", dohPath="/q", useProxyProtocol=true})',
     'newServer({address="127.0.0.1:5301", addXForwardedHeaders=true})',
 ]
 
@@ -201,9 +202,6 @@ DIFFERENT = [
      lb_error(1, "newRemoteLogger: protobuf and dnstap logging are not supported by dnslb")),
     ('bpf = newBPFFilter(1024, 1024, 1024)\n', NOT_YET, ok(),
      lb_error(1, "newBPFFilter: eBPF filtering is not supported by dnslb")),
-    ('newServer({address="127.0.0.1:443", dohPath="/q", useProxyProtocol=true})\n', NOT_YET,
-     ok(), lb_error(1, "newServer: 'useProxyProtocol' with 'dohPath' is not supported by "
-                       "dnslb")),
     ('setAPIWritable(true, "/tmp")\n', NOT_YET, ok(),
      lb_error(1, "setAPIWritable: a writable HTTP API is not supported by dnslb")),
     # DNS over TLS servers: OpenSSL only, and every option checked at once

@@ -114,9 +114,12 @@ class H2Server:
       close     the connection closed, no answer
       goaway    the answer, then GOAWAY and the connection closed
       slow-<ms> the answer after <ms> milliseconds
-      (other)   A 192.0.2.99"""
+      (other)   A 192.0.2.99
+    With proxy=True each connection starts (inside TLS) with a PROXY v2
+    header, recorded in self.proxy_headers (raw bytes, in arrival order);
+    self.closed counts the connections the client closed."""
 
-    def __init__(self, pki, pem="dns.pem"):
+    def __init__(self, pki, pem="dns.pem", proxy=False):
         self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.ctx.load_cert_chain(os.path.join(pki, pem), os.path.join(pki, "dns.key"))
         self.ctx.set_alpn_protocols(["h2"])
@@ -127,6 +130,9 @@ class H2Server:
         self.port = self.sock.getsockname()[1]
         self.requests = []          # (headers as a list of (name, value), qname)
         self.connections = 0
+        self.closed = 0
+        self.proxy = proxy
+        self.proxy_headers = []
         self.lock = threading.Lock()
         self.stopping = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -195,9 +201,22 @@ class H2Server:
 
         try:
             s.sendall(conn.data_to_send())
+            head = b""
+            while self.proxy:
+                head += s.recv(65535)
+                if len(head) >= 16:
+                    assert head[:12] == b"\r\n\r\n\x00\r\nQUIT\n", head
+                    n = 16 + int.from_bytes(head[14:16], "big")
+                    if len(head) >= n:
+                        with self.lock:
+                            self.proxy_headers.append(head[:n])
+                        head = head[n:]
+                        break
             while True:
-                data = s.recv(65535)
+                data, head = head or s.recv(65535), b""
                 if not data:
+                    with self.lock:
+                        self.closed += 1
                     break
                 with out_lock:
                     events = conn.receive_data(data)
@@ -614,3 +633,97 @@ def test_reload_and_runtime_servers(dnslb, h2srv, pki):
                'subjectName="dns.test", dohPath="/dns-query", name="c", pool="c"})'
             % (s.port, pki))
     assert d.wait_line(marking(s.port, "up", "c"), start=n) is not None
+
+
+# ---- useProxyProtocol ---------------------------------------------------------------------
+
+PP2_SIG = b"\r\n\r\n\x00\r\nQUIT\n"
+
+
+def pp2_parse(h):
+    """(command, family/transport byte, source (ip, port), destination (ip, port))
+    of PROXY v2 header @h (IPv4 only, as the tests send), or (command, fam)."""
+    assert h[:12] == PP2_SIG and h[12] >> 4 == 2, h
+    cmd, fam = h[12] & 0x0f, h[13]
+    if fam == 0:
+        return cmd, fam
+    assert fam in (0x11, 0x12) and len(h) == 16 + 12, h
+    return (cmd, fam, (socket.inet_ntoa(h[16:20]), int.from_bytes(h[24:26], "big")),
+            (socket.inet_ntoa(h[20:24]), int.from_bytes(h[26:28], "big")))
+
+
+def proxy_run(d, s, client_port):
+    """Two UDP queries from one socket and one over TCP through @d to DoH
+    server @s; what the server saw once every connection closed, the
+    client's and the listener's ports in place of their numbers."""
+    c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    c.bind(("127.0.0.1", client_port))
+    c.settimeout(3)
+    for i in range(2):
+        c.sendto(make_query("pp%d.example.test." % i).to_wire(), ("127.0.0.1", d.port))
+        r = dns.message.from_wire(c.recv(4096))
+        assert [rr.to_text() for rr in r.answer[0]] == ["192.0.2.99"]
+    c.close()
+    assert tcp_query(d.port, "pptcp.example.test.").answer
+    assert wait_until(lambda: s.closed == s.connections, timeout=5)
+    ports = {client_port: "udp-client", d.port: "listener"}
+
+    def norm(h):
+        p = pp2_parse(h)
+        if len(p) == 2:
+            return p
+        return p[:2] + tuple((a, ports.get(n, "tcp-client")) for a, n in p[2:])
+    return {"connections": s.connections, "closed": s.closed, "names": s.names(),
+            "headers": [norm(h) for h in s.proxy_headers]}
+
+
+def test_proxy_protocol_as_dnsdist(tmp_path, dnslb, h2srv, pki):
+    """useProxyProtocol towards a DoH server beside dnsdist 1.7.3: the same
+    PROXY headers (inside TLS, before the preface; LOCAL for the health
+    check, the client's addresses for a query, DGRAM for UDP and STREAM for
+    TCP clients), a connection per query, every one closed, the same
+    showTCPStats figures."""
+    seen, stats = {}, {}
+    for impl in ("dnslb", "dnsdist"):
+        s = h2srv(proxy=True)
+        conf = doh_server(s.port, caStore=pki + "/ca.pem", useProxyProtocol=True,
+                          checkInterval=3600)
+        if impl == "dnslb":
+            d = dnslb(console_head() + conf, args=("--workers", "1"))
+        else:
+            d = dnslbtest.Daemon(str(tmp_path), conf, impl="dnsdist", name="refdnsdist").start()
+        try:
+            # the first health check, then the queries
+            assert wait_until(lambda: s.names() == ["a.root-servers.net."], timeout=5)
+            assert wait_until(lambda: s.closed == 1, timeout=5)
+            seen[impl] = proxy_run(d, s, dnslbtest.free_port())
+            row = backend_tcp_stats(d)
+            # tls_resumptions: dnsdist's first query connection resumes the
+            # health check's session, dnslb's does not (a listed difference)
+            stats[impl] = {k: v for k, v in row.items()
+                           if k not in ("name", "address", "tls_resumptions")}
+        finally:
+            if impl == "dnsdist":
+                d.stop()
+    assert seen["dnslb"] == seen["dnsdist"]
+    assert seen["dnslb"]["headers"] == [
+        (0, 0),
+        (1, 0x12, ("127.0.0.1", "udp-client"), ("127.0.0.1", "listener")),
+        (1, 0x12, ("127.0.0.1", "udp-client"), ("127.0.0.1", "listener")),
+        (1, 0x11, ("127.0.0.1", "tcp-client"), ("127.0.0.1", "listener"))]
+    assert seen["dnslb"]["connections"] == 4
+    assert stats["dnslb"] == stats["dnsdist"]
+
+
+def test_proxy_protocol_retried_after_reset(dnslb, h2srv, pki):
+    """A stream the server resets is sent again on a new connection of its
+    own, with the same PROXY header."""
+    s = h2srv(proxy=True)
+    d = dnslb(doh_server(s.port, caStore=pki + "/ca.pem", useProxyProtocol=True,
+                         healthCheckMode="up", retries=1))
+    with pytest.raises(dns.exception.Timeout):
+        udp_answer(d.port, "rst.example.test.", timeout=1.5)
+    assert wait_until(lambda: len(s.proxy_headers) == 2, timeout=5)
+    assert s.names() == ["rst.example.test."] * 2
+    assert s.proxy_headers[0] == s.proxy_headers[1]
+    assert pp2_parse(s.proxy_headers[0])[:2] == (1, 0x12)

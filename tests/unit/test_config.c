@@ -533,8 +533,6 @@ test_new_server_invalid(void **state)
 		{ "newServer({address='192.0.2.1', tls='openssl', subjectAddr='x.test'})",
 		  "invalid subjectAddr 'x.test'" },
 		{ "newServer({address='192.0.2.1', dohPath=5})", "'dohPath' must be a string" },
-		{ "newServer({address='192.0.2.1', dohPath='/q', useProxyProtocol=true})",
-		  "'useProxyProtocol' with 'dohPath' is not supported by dnslb" },
 		{ "newServer({address='192.0.2.1', addXPF=65280})", "'addXPF': XPF records" },
 		{ "addLocal('127.0.0.2:5353', true)", "argument #2 must be a table of options" },
 		{ "addTLSLocal('127.0.0.1:853', '/nonexistent/c', 'k')",
