@@ -852,41 +852,73 @@ l_new_doh_response_map_entry(lua_State *L)
 }
 
 /* getDOHFrontend(n):setResponsesMap({entries}): published at once to the workers. */
-static int
-l_doh_set_responses_map(lua_State *L)
+/*
+ * Publish the entries of the table at stack index @idx as listener @fe's
+ * response map (@fn names the caller in errors). Raises a Lua error.
+ */
+static void
+doh_set_map(lua_State *L, struct dlb_frontend_cfg *fe, int idx, const char *fn)
 {
-	struct dlb_frontend_cfg *fe = check_doh_frontend(L);
-	struct dlb_doh_map *m;
+	struct dlb_doh_map *m = calloc(1, sizeof(*m));
 	char err[256];
 	lua_Integer n;
 
-	luaL_checktype(L, 2, LUA_TTABLE);
-	if (conf_get(L)->phase == DLB_LUA_PHASE_WORKER)
-		return 0;	/* a worker's replay: the listener has its map */
-	m = calloc(1, sizeof(*m));
 	if (m == NULL)
-		return luaL_error(L, "setResponsesMap: out of memory");
-	n = (lua_Integer)lua_rawlen(L, 2);
+		luaL_error(L, "%s: out of memory", fn);
+	n = (lua_Integer)lua_rawlen(L, idx);
 	for (lua_Integer i = 1; i <= n; i++) {
 		struct doh_map_entry_ud *e;
 
-		lua_rawgeti(L, 2, i);
+		lua_rawgeti(L, idx, i);
 		e = luaL_testudata(L, -1, MT_DOH_MAP_ENTRY);
 		if (e == NULL || e->regex == NULL ||
 		    dlb_doh_map_add(m, e->regex, e->status, e->content, e->content_len, e->headers,
 				    e->nheaders, err, sizeof(err)) != 0) {
 			dlb_doh_map_clear(m);
 			free(m);
-			return luaL_error(L, "setResponsesMap: %s", e == NULL ?
-					  "entries must be newDOHResponseMapEntry objects" : err);
+			luaL_error(L, "%s: %s", fn, e == NULL ?
+				   "entries must be newDOHResponseMapEntry objects" : err);
 		}
 		lua_pop(L, 1);
 	}
 	if (dlb_doh_cfg_set_map(fe->doh, m) != 0) {
 		dlb_doh_map_clear(m);
 		free(m);
-		return luaL_error(L, "setResponsesMap: out of memory");
+		luaL_error(L, "%s: out of memory", fn);
 	}
+}
+
+static int
+l_doh_set_responses_map(lua_State *L)
+{
+	struct dlb_frontend_cfg *fe = check_doh_frontend(L);
+
+	luaL_checktype(L, 2, LUA_TTABLE);
+	if (conf_get(L)->phase == DLB_LUA_PHASE_WORKER)
+		return 0;	/* a worker's replay: the listener has its map */
+	doh_set_map(L, fe, 2, "setResponsesMap");
+	return 0;
+}
+
+/*
+ * setDOHResponseMapEntries({entries}): dnslb's own, the response map of
+ * every DoH listener declared so far (getDOHFrontend(n):setResponsesMap
+ * for each n). None declared yet is an error: the call would do nothing.
+ */
+static int
+l_set_doh_response_map_entries(lua_State *L)
+{
+	struct dlb_config *cfg = conf_get(L)->cfg;
+
+	luaL_checktype(L, 1, LUA_TTABLE);
+	if (conf_get(L)->phase == DLB_LUA_PHASE_WORKER)
+		return 0;	/* a worker's replay: the listeners have their maps */
+	if (doh_frontend_count(cfg) == 0)
+		return luaL_error(L, "setDOHResponseMapEntries: no DNS over HTTPS listener "
+				  "(call it after addDOHLocal)");
+	for (int i = 0; i < cfg->nfrontends; i++)
+		if (cfg->frontends[i].doh != NULL)
+			doh_set_map(L, &cfg->frontends[i], 1, "setDOHResponseMapEntries");
 	return 0;
 }
 
@@ -4526,6 +4558,7 @@ static const luaL_Reg conf_funcs[] = {
 	{ "getDOHFrontend", l_get_doh_frontend },
 	{ "getDOHFrontendCount", l_get_doh_frontend_count },
 	{ "newDOHResponseMapEntry", l_new_doh_response_map_entry },
+	{ "setDOHResponseMapEntries", l_set_doh_response_map_entries },
 	{ "reloadAllCertificates", l_reload_all_certificates },
 	{ "generateOCSPResponse", l_generate_ocsp_response },
 	{ "getOutgoingTLSSessionCacheSize", l_get_outgoing_tls_session_cache_size },

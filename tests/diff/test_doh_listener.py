@@ -213,3 +213,18 @@ def test_responses_map(pair, workdir):
             both(p, workdir, path, version)
     assert p.console("getDOHFrontendCount()") == "1\n"
     p.console("getDOHFrontend(0):reloadCertificates()")
+
+
+def test_set_doh_response_map_entries(pair, workdir):
+    """dnslb's setDOHResponseMapEntries() (dnsdist 1.7.3 has no such global)
+    answers as dnsdist's getDOHFrontend(0):setResponsesMap() with the same
+    entries."""
+    p = pair(BODY % "", backends=({},))
+    entries = ('{newDOHResponseMapEntry("^/dns-query\\\\?x=", 200, "hello", {["X-A"]="1"}), '
+               'newDOHResponseMapEntry("^/dns-query\\\\?r=", 307, "https://elsewhere.example/")}')
+    assert console(p.theirs, "getDOHFrontend(0):setResponsesMap(%s)" % entries) == ""
+    assert console(p.ours, "setDOHResponseMapEntries(%s)" % entries) == ""
+    for version in (2, 1):
+        for path in ("/dns-query?x=1", "/dns-query?r=1", "/dns-query?z=1",
+                     "/dns-query?dns=%s" % b64(q("www.example.test."))):
+            both(p, workdir, path, version)

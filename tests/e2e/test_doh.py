@@ -318,3 +318,19 @@ def test_doh_check_config(pki, tmp_path):
     r = subprocess.run([dnslb_bin(), "--check-config", "-C", str(conf)], capture_output=True,
                        text=True, timeout=10)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_set_doh_response_map_entries_in_config(dnslb, responder, pki):
+    """setDOHResponseMapEntries() in the configuration file: every DoH
+    listener declared before it gets the map (two here); a path it does not
+    match is still answered."""
+    p1, p2 = free_port(), free_port()
+    conf = (doh_conf(responder, pki, p1) +
+            'addDOHLocal("127.0.0.1:%d", "%s/dns.pem", "%s/dns.key", "/dns-query")\n'
+            % (p2, pki, pki) +
+            'setDOHResponseMapEntries({newDOHResponseMapEntry("^/dns-query\\\\?tea", 418, "tea")})\n')
+    dnslb(conf)
+    for port in (p1, p2):
+        assert curl(port, pki, "/dns-query?tea=1")[1:] == (418, b"tea")
+        version, status, body = curl(port, pki, "/dns-query?dns=" + b64(query_wire("www.example.test.")))
+        assert status == 200 and dns.message.from_wire(body).answer

@@ -535,6 +535,8 @@ test_new_server_invalid(void **state)
 		{ "newServer({address='192.0.2.1', dohPath=5})", "'dohPath' must be a string" },
 		{ "newServer({address='192.0.2.1', addXPF=65280})", "'addXPF': XPF records" },
 		{ "addLocal('127.0.0.2:5353', true)", "argument #2 must be a table of options" },
+		{ "setDOHResponseMapEntries({})",
+		  "setDOHResponseMapEntries: no DNS over HTTPS listener (call it after addDOHLocal)" },
 		{ "addTLSLocal('127.0.0.1:853', '/nonexistent/c', 'k')",
 		  "unable to read the certificate file '/nonexistent/c'" },
 		{ "addTLSLocal('127.0.0.1:853', {}, {})", "between 1 and 8 certificate" },
