@@ -851,7 +851,6 @@ l_new_doh_response_map_entry(lua_State *L)
 	return 1;
 }
 
-/* getDOHFrontend(n):setResponsesMap({entries}): published at once to the workers. */
 /*
  * Publish the entries of the table at stack index @idx as listener @fe's
  * response map (@fn names the caller in errors). Raises a Lua error.
@@ -888,6 +887,7 @@ doh_set_map(lua_State *L, struct dlb_frontend_cfg *fe, int idx, const char *fn)
 	}
 }
 
+/* getDOHFrontend(n):setResponsesMap({entries}): published at once to the workers. */
 static int
 l_doh_set_responses_map(lua_State *L)
 {

@@ -20,12 +20,13 @@
  * Per worker and backend the connections sit on w->be[].doh_conns. A query
  * takes the first one that is open, not going away and below the server's
  * SETTINGS_MAX_CONCURRENT_STREAMS; else a new one (at most
- * DLB_DOH_UP_MAX_CONNS). With useProxyProtocol, as dnsdist 1.7.3, a query
- * opens a connection of its own whose first bytes (inside TLS, before the
- * HTTP/2 preface) are the PROXY header naming its client, closed once the
- * query is done; a health check's connection starts with a LOCAL header. An idle connection closes after the idle time;
+ * DLB_DOH_UP_MAX_CONNS). An idle connection closes after the idle time;
  * beyond the number of idle connections kept per backend, at once
  * (setDoHDownstreamMaxIdleTime, setMaxIdleDoHConnectionsPerDownstream).
+ * With useProxyProtocol, as dnsdist 1.7.3, a query opens a connection of
+ * its own whose first bytes (inside TLS, before the HTTP/2 preface) are the
+ * PROXY header naming its client, closed once the query is done; a health
+ * check's connection starts with a LOCAL header.
  *
  * What dnsdist 1.7.3 does, and so this file: POST with :scheme https,
  * :authority the subjectName, accept and content-type

@@ -71,8 +71,8 @@ typedef void dlb_doh_check_cb(void *ud, const uint8_t *body, size_t len, const c
  * Send health-check query @q (@qlen bytes) to DoH server @be on a new
  * connection of its own on @loop, its first bytes @pre (@prelen; 0: none;
  * a LOCAL PROXY header for useProxyProtocol), offering TLS session @resume
- * (NULL: none), connecting within @connect_timeout seconds. @cb follows exactly
- * once, unless dlb_doh_check_cancel comes first. @return the check, or
+ * (NULL: none), connecting within @connect_timeout seconds. @cb follows
+ * exactly once, unless dlb_doh_check_cancel comes first. @return the check, or
  * NULL (nothing will be reported) if it could not start.
  */
 struct dlb_doh_up *dlb_doh_check_start(struct ev_loop *loop, const struct dlb_backend *be,
