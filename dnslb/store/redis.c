@@ -428,8 +428,13 @@ dlb_redis_subscribe(struct dlb_redis *r, const char *channel, dlb_redis_message_
 	c->fn = fn;
 	c->ud = ud;
 	c->r = r;
-	if (r->up && r->ac != NULL)
+	if (r->up && r->ac != NULL) {
+		/* while the connection's own SUBSCRIBEs are unconfirmed, this one's
+		 * confirmation must not count as theirs */
+		if (r->sub_wait > 0)
+			r->sub_wait++;
 		redisAsyncCommand(r->ac, message_cb, c, "SUBSCRIBE %s", c->name);
+	}
 	return 0;
 }
 
