@@ -203,7 +203,12 @@ class H2Server:
             s.sendall(conn.data_to_send())
             head = b""
             while self.proxy:
-                head += s.recv(65535)
+                chunk = s.recv(65535)
+                if not chunk:
+                    with self.lock:
+                        self.closed += 1
+                    return
+                head += chunk
                 if len(head) >= 16:
                     assert head[:12] == b"\r\n\r\n\x00\r\nQUIT\n", head
                     n = 16 + int.from_bytes(head[14:16], "big")
